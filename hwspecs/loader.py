@@ -1,0 +1,363 @@
+"""Load and validate hardware-spec YAML files.
+
+File format
+-----------
+One YAML mapping per file, in human units with the unit in the key name. The
+loader (and only the loader) converts to SI base units::
+
+    name: h100-sxm5-80gb            # id; for built-ins it must equal the file stem
+    description: NVIDIA H100 SXM5 80GB in a DGX H100 node ...
+    generation: hopper              # ampere | hopper | blackwell | cdna3
+    gpus_per_node: 8                # positive integer
+    peak_tflops:                    # DENSE (no 2:4 sparsity) TFLOP/s; int8 in TOPS
+      bf16: 989.4                   # keys from fp32, tf32, bf16, fp16, fp8, int8, fp4
+    hbm_capacity_gb: 80             # GB, decimal (1 GB = 1e9 bytes)
+    hbm_bandwidth_gbps: 3350        # GB/s (gigaBYTES per second, 1e9 B/s)
+    intra_node:                     # scale-up link (NVLink, Infinity Fabric, PCIe)
+      technology: NVLink 4 via NVSwitch
+      gbps_per_direction: 450       # GB/s per GPU per direction (unidirectional)
+      latency_us: 1.9               # microseconds, per step/hop
+    network:                        # scale-out (compute) fabric of one node
+      technology: NDR InfiniBand (ConnectX-7)
+      nics_per_node: 8
+      nic_gbit_per_s: 400           # Gb/s (gigaBITS per second) per NIC
+      latency_us: 4.0               # microseconds, per step/hop
+    sources:                        # citation for every numeric field group
+      peak_tflops: ...
+      hbm_capacity_gb: ...
+      hbm_bandwidth_gbps: ...
+      gpus_per_node: ...
+      intra_node: ...
+      network: ...
+
+Unit conversions
+----------------
+* ``peak_tflops`` x 1e12 -> FLOP/s (``int8``: op/s).
+* ``hbm_capacity_gb`` x 1e9 -> bytes. Capacities are taken as *decimal* GB,
+  exactly as the vendor markets them ("80GB" -> 80e9 bytes). Physically the
+  stacks hold binary GiB (an "80GB" A100 reports 81,920 MiB ~= 85.9e9 bytes),
+  so the decimal figure is a slightly conservative bound on usable memory.
+  This convention is used for every built-in file; user files should follow it.
+* ``hbm_bandwidth_gbps`` and ``intra_node.gbps_per_direction`` x 1e9 -> bytes/s.
+* Inter-node bandwidth per GPU = ``nics_per_node * nic_gbit_per_s * 1e9 / 8 /
+  gpus_per_node`` bytes/s per direction (e.g. DGX A100: 8 x 200 Gb/s for 8
+  GPUs -> 25e9 B/s per GPU).
+* ``latency_us`` x 1e-6 -> seconds.
+
+Validation rules (each violation raises :class:`HardwareSpecError` with a
+one-line message naming the file, the field and the rule): the document is a
+mapping without duplicate keys; no unknown keys at any level (typo protection);
+every required field is present; every number is finite and > 0 (booleans and
+strings are rejected); ``gpus_per_node`` and ``nics_per_node`` are positive
+integers; ``generation`` is known; every ``peak_tflops`` key is a known dtype;
+``sources`` has a non-empty citation string for every numeric field group and
+no other keys.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import math
+import os
+from collections.abc import Mapping
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import HardwareSpecError
+from .spec import DTYPES, GENERATIONS, HardwareSpec
+
+__all__ = ["list_hardware", "load_hardware"]
+
+_DATA_PACKAGE = "hwspecs"
+_DATA_DIR = "data"
+_SUFFIXES = (".yaml", ".yml")
+
+_TOP_LEVEL_KEYS = (
+    "name",
+    "description",
+    "generation",
+    "gpus_per_node",
+    "peak_tflops",
+    "hbm_capacity_gb",
+    "hbm_bandwidth_gbps",
+    "intra_node",
+    "network",
+    "sources",
+)
+_INTRA_NODE_KEYS = ("technology", "gbps_per_direction", "latency_us")
+_NETWORK_KEYS = ("technology", "nics_per_node", "nic_gbit_per_s", "latency_us")
+#: Numeric field groups that need a citation in ``sources``, and the
+#: HardwareSpec fields each one backs.
+_SOURCE_GROUPS: dict[str, tuple[str, ...]] = {
+    "peak_tflops": ("peak_flops",),
+    "hbm_capacity_gb": ("hbm_capacity",),
+    "hbm_bandwidth_gbps": ("hbm_bandwidth",),
+    "gpus_per_node": ("gpus_per_node",),
+    "intra_node": ("intra_node_bandwidth", "intra_node_latency"),
+    "network": ("inter_node_bandwidth", "inter_node_latency"),
+}
+
+
+# --------------------------------------------------------------------------- YAML
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that rejects duplicate mapping keys instead of keeping the last."""
+
+
+def _construct_unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        try:
+            is_duplicate = key in seen
+            seen.add(key)
+        except TypeError:  # unhashable key: the base constructor reports it
+            continue
+        if is_duplicate:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r}", key_node.start_mark
+            )
+    return loader.construct_mapping(node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_unique_mapping
+)
+
+
+def _parse_yaml(text: str, where: str) -> Any:
+    try:
+        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - SafeLoader subclass
+    except yaml.YAMLError as exc:
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise HardwareSpecError(f"hwspecs: {where}: invalid YAML: {problem}{at}") from None
+
+
+# --------------------------------------------------------------------- validation
+
+
+class _Checker:
+    """Field-level validation helpers that produce one-line, file-naming errors."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+
+    def error(self, msg: str) -> HardwareSpecError:
+        return HardwareSpecError(f"hwspecs: {self.where}: {msg}")
+
+    def mapping(self, value: Any, field: str) -> Mapping[str, Any]:
+        if not isinstance(value, Mapping):
+            raise self.error(f"field {field!r} must be a mapping (got {type(value).__name__})")
+        for key in value:
+            if not isinstance(key, str):
+                raise self.error(f"field {field!r} has a non-string key {key!r}")
+        return value
+
+    def keys(self, data: Mapping[str, Any], allowed: tuple[str, ...], prefix: str = "") -> None:
+        for key in data:
+            if key not in allowed:
+                hint = difflib.get_close_matches(key, allowed, n=1)
+                did_you_mean = f"; did you mean {hint[0]!r}?" if hint else ""
+                raise self.error(
+                    f"unknown field {prefix + key!r} (allowed: {', '.join(allowed)}){did_you_mean}"
+                )
+        for key in allowed:
+            if key not in data:
+                raise self.error(f"missing required field {prefix + key!r}")
+
+    def string(self, value: Any, field: str) -> str:
+        if not isinstance(value, str) or not value.strip():
+            raise self.error(f"field {field!r} must be a non-empty string (got {value!r})")
+        return value
+
+    def positive(self, value: Any, field: str) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.error(f"field {field!r} must be a number (got {type(value).__name__} {value!r})")
+        if not math.isfinite(value):
+            raise self.error(f"field {field!r} must be finite (got {value!r})")
+        if value <= 0:
+            raise self.error(f"field {field!r} must be > 0 (got {value!r})")
+        return float(value)
+
+    def positive_int(self, value: Any, field: str) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise self.error(f"field {field!r} must be a positive integer (got {value!r})")
+        return value
+
+
+def _spec_from_document(doc: Any, where: str) -> HardwareSpec:
+    """Validate a parsed YAML document and convert it to a :class:`HardwareSpec`."""
+    c = _Checker(where)
+    if doc is None:
+        raise c.error("file is empty; expected a mapping of fields")
+    if not isinstance(doc, Mapping):
+        raise c.error(f"top level must be a mapping of fields (got {type(doc).__name__})")
+    c.mapping(doc, "<top level>")
+    c.keys(doc, _TOP_LEVEL_KEYS)
+
+    name = c.string(doc["name"], "name")
+    description = c.string(doc["description"], "description")
+    generation = doc["generation"]
+    if generation not in GENERATIONS:
+        raise c.error(
+            f"field 'generation' must be one of {', '.join(sorted(GENERATIONS))} (got {generation!r})"
+        )
+    gpus_per_node = c.positive_int(doc["gpus_per_node"], "gpus_per_node")
+
+    peaks_in = c.mapping(doc["peak_tflops"], "peak_tflops")
+    if not peaks_in:
+        raise c.error("field 'peak_tflops' must list at least one dtype")
+    peak_flops: dict[str, float] = {}
+    for dtype, value in peaks_in.items():
+        if dtype not in DTYPES:
+            raise c.error(
+                f"field 'peak_tflops.{dtype}' is not a known dtype (known: {', '.join(sorted(DTYPES))})"
+            )
+        peak_flops[dtype] = c.positive(value, f"peak_tflops.{dtype}") * 1e12
+
+    hbm_capacity = c.positive(doc["hbm_capacity_gb"], "hbm_capacity_gb") * 1e9
+    hbm_bandwidth = c.positive(doc["hbm_bandwidth_gbps"], "hbm_bandwidth_gbps") * 1e9
+
+    intra = c.mapping(doc["intra_node"], "intra_node")
+    c.keys(intra, _INTRA_NODE_KEYS, prefix="intra_node.")
+    c.string(intra["technology"], "intra_node.technology")
+    intra_bw = c.positive(intra["gbps_per_direction"], "intra_node.gbps_per_direction") * 1e9
+    intra_lat = c.positive(intra["latency_us"], "intra_node.latency_us") / 1e6
+
+    net = c.mapping(doc["network"], "network")
+    c.keys(net, _NETWORK_KEYS, prefix="network.")
+    c.string(net["technology"], "network.technology")
+    nics = c.positive_int(net["nics_per_node"], "network.nics_per_node")
+    nic_gbit = c.positive(net["nic_gbit_per_s"], "network.nic_gbit_per_s")
+    inter_bw = nics * nic_gbit * 1e9 / 8.0 / gpus_per_node
+    inter_lat = c.positive(net["latency_us"], "network.latency_us") / 1e6
+
+    srcs = c.mapping(doc["sources"], "sources")
+    for key in srcs:
+        if key not in _SOURCE_GROUPS:
+            raise c.error(
+                f"field 'sources.{key}' is not a numeric field group "
+                f"(allowed: {', '.join(_SOURCE_GROUPS)})"
+            )
+    sources: dict[str, str] = {}
+    for group, spec_fields in _SOURCE_GROUPS.items():
+        if group not in srcs:
+            raise c.error(f"field 'sources' is missing a citation for {group!r}")
+        citation = " ".join(c.string(srcs[group], f"sources.{group}").split())
+        for spec_field in spec_fields:
+            sources[spec_field] = citation
+
+    return HardwareSpec(
+        name=name,
+        description=" ".join(description.split()),
+        generation=generation,
+        peak_flops=peak_flops,
+        hbm_capacity=hbm_capacity,
+        hbm_bandwidth=hbm_bandwidth,
+        intra_node_bandwidth=intra_bw,
+        intra_node_latency=intra_lat,
+        inter_node_bandwidth=inter_bw,
+        inter_node_latency=inter_lat,
+        gpus_per_node=gpus_per_node,
+        sources=sources,
+    )
+
+
+# ------------------------------------------------------------------------ loading
+
+
+def _data_dir() -> Any:
+    return resources.files(_DATA_PACKAGE).joinpath(_DATA_DIR)
+
+
+@functools.lru_cache(maxsize=1)
+def _builtin_ids() -> tuple[str, ...]:
+    ids = []
+    for entry in _data_dir().iterdir():
+        if entry.is_file() and entry.name.endswith(".yaml"):
+            ids.append(entry.name[: -len(".yaml")])
+    return tuple(sorted(ids))
+
+
+@functools.lru_cache(maxsize=None)
+def _load_builtin(hw_id: str) -> HardwareSpec:
+    filename = f"{hw_id}.yaml"
+    text = _data_dir().joinpath(filename).read_text(encoding="utf-8")
+    spec = _spec_from_document(_parse_yaml(text, filename), filename)
+    if spec.name != hw_id:
+        raise HardwareSpecError(
+            f"hwspecs: {filename}: field 'name' must equal the file id {hw_id!r} (got {spec.name!r})"
+        )
+    return spec
+
+
+def _load_path(path: Path) -> HardwareSpec:
+    where = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise HardwareSpecError(f"hwspecs: {where}: cannot read hardware file ({reason})") from None
+    except UnicodeDecodeError:
+        raise HardwareSpecError(f"hwspecs: {where}: file is not valid UTF-8 text") from None
+    return _spec_from_document(_parse_yaml(text, where), where)
+
+
+def _looks_like_path(s: str) -> bool:
+    seps = {"/", os.sep} | ({os.altsep} if os.altsep else set())
+    return any(sep in s for sep in seps) or s.lower().endswith(_SUFFIXES)
+
+
+def list_hardware() -> list[str]:
+    """List the ids of the built-in hardware specs.
+
+    Returns:
+        Sorted list of ids (e.g. ``'h100-sxm5-80gb'``), each loadable with
+        :func:`load_hardware`. A new list each call.
+    """
+    return list(_builtin_ids())
+
+
+def load_hardware(name_or_path: str | os.PathLike[str]) -> HardwareSpec:
+    """Load a hardware spec by built-in id or from a user YAML file.
+
+    A ``str`` that exactly equals a built-in id (see :func:`list_hardware`)
+    loads that built-in; ids are never matched by substring or case-folding.
+    An :class:`os.PathLike`, or a ``str`` containing a path separator or
+    ending in ``.yaml``/``.yml``, is read as a file in the format described in
+    this module's docstring. Built-ins are parsed once and cached; user files
+    are re-read on every call.
+
+    Args:
+        name_or_path: A built-in id such as ``'a100-sxm4-80gb'``, or a path to
+            a YAML file.
+
+    Returns:
+        The validated spec, with every quantity converted to SI base units
+        (FLOP/s, bytes, bytes/s, seconds).
+
+    Raises:
+        HardwareSpecError: If the id is unknown (the message lists the known
+            ids), the file cannot be read or parsed, or the content breaks a
+            validation rule (the message names the file, the field and the
+            rule).
+    """
+    if isinstance(name_or_path, os.PathLike):
+        return _load_path(Path(os.fspath(name_or_path)))
+    if not isinstance(name_or_path, str):
+        raise HardwareSpecError(
+            f"hwspecs: load_hardware() expects a hardware id or a path (got {type(name_or_path).__name__})"
+        )
+    known = _builtin_ids()
+    if name_or_path in known:
+        return _load_builtin(name_or_path)
+    if _looks_like_path(name_or_path):
+        return _load_path(Path(name_or_path))
+    raise HardwareSpecError(f"unknown hardware {name_or_path!r}; known: {', '.join(known)}")

@@ -1,0 +1,187 @@
+"""The :class:`HardwareSpec` value type (all quantities in SI base units)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from .errors import HardwareSpecError
+
+__all__ = ["DTYPES", "GENERATIONS", "HardwareSpec"]
+
+#: Data types a peak throughput may be given for. ``int8`` is in integer
+#: operations per second; the others are floating-point operations per second.
+DTYPES: frozenset[str] = frozenset({"fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4"})
+
+#: Architecture generations. Selects calibrated efficiency constants elsewhere
+#: in ``symcost``; ``cdna3`` is AMD's MI300 family, the rest are NVIDIA.
+GENERATIONS: frozenset[str] = frozenset({"ampere", "hopper", "blackwell", "cdna3"})
+
+_V = TypeVar("_V")
+
+
+class FrozenMapping(Mapping[str, _V]):
+    """A read-only, hashable, picklable ``str``-keyed mapping.
+
+    Used for :attr:`HardwareSpec.peak_flops` and :attr:`HardwareSpec.sources` so
+    that a spec is truly immutable and can be hashed (e.g. used as a dict key or
+    a static argument to a jitted function).
+    """
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: Mapping[str, _V] | None = None) -> None:
+        self._data: dict[str, _V] = dict(data or {})
+
+    def __getitem__(self, key: str) -> _V:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __hash__(self) -> int:
+        return hash(frozenset(self._data.items()))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Mapping):
+            return self._data == dict(other.items())
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return repr(self._data)
+
+    def __getstate__(self) -> dict[str, _V]:
+        return self._data
+
+    def __setstate__(self, state: dict[str, _V]) -> None:
+        self._data = dict(state)
+
+
+def _fail(name: Any, msg: str) -> HardwareSpecError:
+    return HardwareSpecError(f"hwspecs: HardwareSpec {name!r}: {msg}")
+
+
+def _positive_float(name: Any, field_name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _fail(name, f"field {field_name!r} must be a number (got {type(value).__name__} {value!r})")
+    if not math.isfinite(value) or value <= 0:
+        raise _fail(name, f"field {field_name!r} must be > 0 and finite (got {value!r})")
+    return float(value)
+
+
+@dataclass(frozen=True)
+class HardwareSpec:
+    """Per-GPU hardware parameters of one accelerator in one node type.
+
+    All quantities are in SI base units. Instances are immutable and hashable;
+    :func:`dataclasses.replace` re-runs validation, so it is safe for
+    "what-if" variants (note that :attr:`sources` is carried over unchanged).
+
+    Attributes:
+        name: Canonical id, e.g. ``'h100-sxm5-80gb'``.
+        description: Human-readable summary (GPU, node, interconnects).
+        generation: Architecture generation, one of :data:`GENERATIONS`.
+        peak_flops: Dense (no structured sparsity) peak throughput per dtype,
+            in FLOP/s (``int8``: integer op/s). Keys are a subset of
+            :data:`DTYPES` -- only the dtypes the GPU's tensor/matrix units
+            support.
+        hbm_capacity: Device memory capacity in bytes.
+        hbm_bandwidth: Peak device memory bandwidth in bytes/s.
+        intra_node_bandwidth: Scale-up (NVLink/Infinity Fabric/PCIe)
+            bandwidth per GPU per direction, in bytes/s.
+        intra_node_latency: Per-step (per-hop) latency of the scale-up link,
+            in seconds.
+        inter_node_bandwidth: This GPU's share of the node's scale-out network
+            bandwidth, per direction, in bytes/s.
+        inter_node_latency: Per-step (per-hop) latency of the scale-out
+            network, in seconds.
+        gpus_per_node: Number of GPUs in one node (scale-up domain).
+        sources: Citation for each field, keyed by field name (e.g.
+            ``sources['hbm_bandwidth']``). Empty for specs built in code.
+
+    Raises:
+        HardwareSpecError: On construction, if a number is not finite and
+            > 0, ``gpus_per_node`` is not a positive integer, ``generation``
+            is unknown, a ``peak_flops`` key is not in :data:`DTYPES`, or
+            ``peak_flops`` is empty.
+    """
+
+    name: str
+    description: str
+    generation: str
+    peak_flops: Mapping[str, float]
+    hbm_capacity: float
+    hbm_bandwidth: float
+    intra_node_bandwidth: float
+    intra_node_latency: float
+    inter_node_bandwidth: float
+    inter_node_latency: float
+    gpus_per_node: int
+    sources: Mapping[str, str] = field(default_factory=lambda: FrozenMapping({}))
+
+    def __post_init__(self) -> None:
+        name = self.name
+        if not isinstance(name, str) or not name:
+            raise _fail(name, f"field 'name' must be a non-empty string (got {name!r})")
+        if not isinstance(self.description, str):
+            raise _fail(name, f"field 'description' must be a string (got {self.description!r})")
+        if self.generation not in GENERATIONS:
+            raise _fail(
+                name,
+                f"field 'generation' must be one of {', '.join(sorted(GENERATIONS))} (got {self.generation!r})",
+            )
+        if not isinstance(self.peak_flops, Mapping) or not self.peak_flops:
+            raise _fail(name, "field 'peak_flops' must be a non-empty mapping dtype -> FLOP/s")
+        peaks: dict[str, float] = {}
+        for dtype, value in self.peak_flops.items():
+            if dtype not in DTYPES:
+                raise _fail(
+                    name,
+                    f"field 'peak_flops' has unknown dtype {dtype!r} (known: {', '.join(sorted(DTYPES))})",
+                )
+            peaks[dtype] = _positive_float(name, f"peak_flops.{dtype}", value)
+        object.__setattr__(self, "peak_flops", FrozenMapping(peaks))
+        for fname in (
+            "hbm_capacity",
+            "hbm_bandwidth",
+            "intra_node_bandwidth",
+            "intra_node_latency",
+            "inter_node_bandwidth",
+            "inter_node_latency",
+        ):
+            object.__setattr__(self, fname, _positive_float(name, fname, getattr(self, fname)))
+        g = self.gpus_per_node
+        if isinstance(g, bool) or not isinstance(g, int) or g <= 0:
+            raise _fail(name, f"field 'gpus_per_node' must be a positive integer (got {g!r})")
+        if not isinstance(self.sources, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in self.sources.items()
+        ):
+            raise _fail(name, "field 'sources' must be a mapping of str field name -> str citation")
+        object.__setattr__(self, "sources", FrozenMapping(self.sources))
+
+    def peak(self, dtype: str) -> float:
+        """Dense peak throughput for ``dtype``.
+
+        Args:
+            dtype: One of the keys of :attr:`peak_flops`, e.g. ``'bf16'``.
+
+        Returns:
+            Peak throughput in FLOP/s (``int8``: integer op/s), without
+            structured sparsity.
+
+        Raises:
+            HardwareSpecError: If this GPU has no peak for ``dtype``; the
+                message names ``dtype`` and lists the supported dtypes.
+        """
+        try:
+            return self.peak_flops[dtype]
+        except (KeyError, TypeError):
+            supported = ", ".join(sorted(self.peak_flops))
+            raise HardwareSpecError(
+                f"hardware {self.name!r} has no peak for dtype {dtype!r}; supported: {supported}"
+            ) from None

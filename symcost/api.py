@@ -1,0 +1,208 @@
+"""Public training API: predictions from specs, and vectorized evaluation of the compiled model."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import sympy as sp
+
+from . import symbols as S
+from .config import (TrainingConfig, hardware_bindings, model_bindings, parallel_bindings,
+                     resolve)
+from .lower import CompiledModel, lower
+from .params import Params, load_params
+from .training import BREAKDOWN, MEMORY, training_expressions
+
+
+def _as_model(model):
+    from .models import ModelSpec, get_model
+
+    return model if isinstance(model, ModelSpec) else get_model(model)
+
+
+def _as_hardware(hw):
+    from hwspecs import HardwareSpec, load_hardware
+
+    return hw if isinstance(hw, HardwareSpec) else load_hardware(hw)
+
+
+@functools.lru_cache(maxsize=4)
+def training_model(precision: str = "float64") -> CompiledModel:
+    """The training expressions lowered once to a jit-compiled JAX function.
+
+    Args:
+        precision: ``float32`` or ``float64``.
+
+    Returns:
+        :class:`~symcost.lower.CompiledModel` over the symbols the training expressions use
+        (in :data:`symcost.symbols.ALL_SYMBOLS` order), outputs as in
+        :func:`symcost.training.training_expressions`.
+    """
+    exprs = training_expressions()
+    return lower(exprs, used_symbols(exprs.values()), precision)
+
+
+def used_symbols(exprs) -> tuple[sp.Symbol, ...]:
+    """The symbols free in ``exprs``, in :data:`symcost.symbols.ALL_SYMBOLS` order."""
+    free = set().union(*(sp.sympify(e).free_symbols for e in exprs))
+    return tuple(s for s in S.ALL_SYMBOLS if s in free)
+
+
+def training_inputs(model, hardware, config: TrainingConfig,
+                    params: Params | None = None) -> dict[str, float]:
+    """Bind every input symbol for one configuration (validated).
+
+    Args:
+        model: :class:`~symcost.models.ModelSpec` or preset name / config.json path.
+        hardware: :class:`~hwspecs.HardwareSpec` or hardware id / YAML path.
+        config: the parallel layout (validated and completed by
+            :func:`symcost.config.resolve`).
+        params: efficiency parameters; the shipped calibration when None.
+
+    Returns:
+        Mapping symbol name -> value in base units.
+
+    Raises:
+        ConfigError, ModelSpecError, HardwareSpecError, ParamsError: invalid input.
+    """
+    model, hw = _as_model(model), _as_hardware(hardware)
+    cfg = resolve(model, hw, config)
+    params = params or load_params()
+    values = model_bindings(model)
+    values.update(hardware_bindings(hw, cfg.dtype))
+    values.update(params.for_generation(hw.generation))
+    values.update(parallel_bindings(cfg))
+    return values
+
+
+@dataclass
+class TrainingResult:
+    """One training-step prediction.
+
+    Attributes:
+        values: every output of :func:`~symcost.training.training_expressions` (base units).
+        model, hardware, config: what was evaluated (config with derived fields filled in).
+        inputs: the symbol bindings used.
+    """
+
+    values: dict[str, float]
+    model: object
+    hardware: object
+    config: TrainingConfig
+    inputs: dict[str, float] = field(repr=False)
+
+    @property
+    def step_time(self) -> float:
+        """Seconds per optimizer step."""
+        return self.values["step_time"]
+
+    @property
+    def fits(self) -> bool:
+        """True when the memory per GPU fits in usable HBM."""
+        return self.values["mem_headroom"] >= 0
+
+    @property
+    def breakdown(self) -> dict[str, float]:
+        """Step-time terms in s (they sum to :attr:`step_time`)."""
+        return {k.removeprefix("time_"): self.values[k] for k in BREAKDOWN}
+
+    @property
+    def memory(self) -> dict[str, float]:
+        """Memory per GPU in bytes: weights, gradients, optimizer, activations, total."""
+        out = {k.removeprefix("mem_"): self.values[k] for k in MEMORY}
+        out["total"] = self.values["mem_total"]
+        return out
+
+    def to_dict(self) -> dict:
+        """JSON-ready summary: ``step_time_s``, ``tokens_per_s``, ``mfu``, ``hfu``,
+        ``memory_per_gpu_bytes``, ``fits``, ``breakdown_s`` and the configuration."""
+        mem = self.memory
+        return {
+            "model": self.model.name,
+            "hardware": self.hardware.name,
+            "config": {k: getattr(self.config, k) for k in TrainingConfig.__dataclass_fields__},
+            "step_time_s": self.step_time,
+            "tokens_per_s": self.values["tokens_per_s"],
+            "tokens_per_s_per_gpu": self.values["tokens_per_s"] / self.values["num_gpus"],
+            "mfu": self.values["mfu"],
+            "hfu": self.values["hfu"],
+            "flops_model_per_step": self.values["flops_model"],
+            "flops_hardware_per_step": self.values["flops_hardware"],
+            "params_total": self.values["params_total"],
+            "memory_per_gpu_bytes": mem,
+            "memory_usable_bytes": self.values["mem_usable"],
+            "fits": self.fits,
+            "breakdown_s": self.breakdown,
+        }
+
+    def formula(self, name: str = "step_time", keep: tuple[str, ...] | None = None) -> sp.Expr:
+        """The SymPy expression behind output ``name``; symbols not in ``keep`` are replaced by
+        this configuration's values (all kept when ``keep`` is None)."""
+        expr = training_expressions()[name]
+        if keep is None:
+            return expr
+        subs = {S.lookup(k): v for k, v in self.inputs.items() if k not in keep}
+        return expr.subs(subs)
+
+    def _repr_latex_(self) -> str:
+        return f"$\\mathrm{{step\\_time}} = {self.step_time:.4g}\\,\\mathrm{{s}}$"
+
+
+def predict_training(model, hardware, config: TrainingConfig | None = None,
+                     params: Params | None = None, precision: str = "float64",
+                     **config_fields) -> TrainingResult:
+    """Predict one training step.
+
+    Args:
+        model: :class:`~symcost.models.ModelSpec` or a preset name / config.json path.
+        hardware: :class:`~hwspecs.HardwareSpec` or a hardware id / YAML path.
+        config: the parallel layout; or pass its fields as keyword arguments.
+        params: efficiency parameters; the shipped calibration when None.
+        precision: evaluation precision, ``float64`` (default) or ``float32``.
+
+    Returns:
+        :class:`TrainingResult` (times in s, memory in bytes, MFU/HFU as fractions).
+
+    Raises:
+        ConfigError, ModelSpecError, HardwareSpecError, ParamsError: invalid input, with a
+            message naming the field and the rule.
+
+    Example:
+        >>> r = predict_training("gpt3-175b", "a100-sxm4-80gb", num_gpus=1024, tp=8, pp=16,
+        ...                      global_batch=1536, recompute="full")  # doctest: +SKIP
+    """
+    if config is None:
+        config = TrainingConfig(**config_fields)
+    elif config_fields:
+        config = config.replace(**config_fields)
+    model, hw = _as_model(model), _as_hardware(hardware)
+    inputs = training_inputs(model, hw, config, params)
+    cfg = resolve(model, hw, config)
+    out = training_model(precision)(**inputs)
+    values = {k: float(v) for k, v in out.items()}
+    return TrainingResult(values, model, hw, cfg, inputs)
+
+
+def evaluate_training(inputs: Mapping[str, np.ndarray | float],
+                      precision: str = "float32") -> dict[str, np.ndarray]:
+    """Evaluate the compiled training model on broadcast arrays (no validation).
+
+    Args:
+        inputs: symbol name -> array or scalar, for every symbol the training model uses
+            (``training_model().input_names``); extra names are ignored.
+        precision: ``float32`` or ``float64``.
+
+    Returns:
+        Output name -> array of the broadcast shape.
+
+    Raises:
+        KeyError: an input is missing.
+    """
+    cm = training_model(precision)
+    missing = [n for n in cm.input_names if n not in inputs]
+    if missing:
+        raise KeyError(f"evaluate_training: missing inputs {', '.join(missing)}")
+    return cm(**{n: inputs[n] for n in cm.input_names})

@@ -1,0 +1,204 @@
+"""Training configuration: parallel layout, batch and modes; validation and symbol bindings.
+
+Validation happens here, in plain Python, before anything is lowered: a bad configuration
+raises :class:`ConfigError` with a one-line message naming the field and the rule.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from . import symbols as S
+
+if TYPE_CHECKING:  # pragma: no cover
+    from hwspecs import HardwareSpec
+
+    from .models import ModelSpec
+
+RECOMPUTE_MODES = {"none": 0, "selective": 1, "full": 2}
+DTYPES = ("bf16", "fp16", "fp8")
+
+
+class ConfigError(ValueError):
+    """An invalid configuration; the message names the field and the rule it breaks."""
+
+
+@dataclass(frozen=True)
+class TrainingConfig:
+    """How one training job is laid out on the cluster.
+
+    Attributes:
+        num_gpus: GPUs in the job; derived as ``tp*pp*dp`` when None.
+        tp: tensor-parallel degree (Megatron).
+        pp: pipeline-parallel degree.
+        dp: data-parallel degree; derived as ``num_gpus/(tp*pp)`` when None.
+        sp: Megatron sequence parallelism (Korthikanti et al. 2022).
+        vpp: virtual pipeline stages per GPU (interleaved 1F1B when > 1).
+        micro_batch: sequences per micro-batch per GPU (``b``).
+        global_batch: sequences per optimizer step (``B``); ``dp*micro_batch`` when None.
+        seq_len: tokens per sequence; the model's ``seq_len`` when None.
+        recompute: ``none``, ``selective`` or ``full`` activation recomputation.
+        zero: ZeRO stage 0-3 (1 = Megatron distributed optimizer, 3 = FSDP full shard).
+        dtype: GEMM dtype ``bf16``, ``fp16`` or ``fp8`` (fp8: Transformer-Engine style,
+            16-bit activations and weights in memory).
+        flash_attention: FlashAttention for the attention core.
+        dp_overlap: overlap data-parallel communication with compute.
+    """
+
+    num_gpus: int | None = None
+    tp: int = 1
+    pp: int = 1
+    dp: int | None = None
+    sp: bool = False
+    vpp: int = 1
+    micro_batch: int = 1
+    global_batch: int | None = None
+    seq_len: int | None = None
+    recompute: str = "none"
+    zero: int = 0
+    dtype: str = "bf16"
+    flash_attention: bool = True
+    dp_overlap: bool = True
+
+    def replace(self, **changes) -> "TrainingConfig":
+        """A copy with ``changes`` applied (not validated until :func:`resolve`)."""
+        return dataclasses.replace(self, **changes)
+
+
+def _positive_int(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        try:
+            as_int = int(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{name}: must be a positive integer (got {value!r})") from None
+        if as_int != value:
+            raise ConfigError(f"{name}: must be a positive integer (got {value!r})")
+        value = as_int
+    if value <= 0:
+        raise ConfigError(f"{name}: must be a positive integer (got {value})")
+    return value
+
+
+def resolve(model: "ModelSpec", hw: "HardwareSpec", cfg: TrainingConfig) -> TrainingConfig:
+    """Validate ``cfg`` against ``model`` and ``hw`` and fill in derived fields.
+
+    Args:
+        model: the transformer.
+        hw: the GPU system.
+        cfg: the requested layout; ``dp``, ``num_gpus``, ``global_batch`` and ``seq_len`` may
+            be None.
+
+    Returns:
+        A :class:`TrainingConfig` with every field set.
+
+    Raises:
+        ConfigError: naming the field and the rule, for: non-positive sizes; ``tp`` not
+            dividing heads or ``ffn_hidden``; ``tp`` and ``kv_heads`` not dividing one another;
+            ``tp*pp*dp != num_gpus``; ``num_gpus`` not divisible by ``tp*pp``; ``pp`` above
+            the layer count; interleaving without ``pp > 1`` or with layers not divisible by
+            ``pp*vpp``; ``global_batch`` not divisible by ``micro_batch*dp``; unknown
+            recompute mode, ZeRO stage or dtype; a dtype the GPU lacks; ZeRO-2/3 with
+            ``pp > 1``; a sequence longer than learned position embeddings allow.
+    """
+    tp = _positive_int("tp", cfg.tp)
+    pp = _positive_int("pp", cfg.pp)
+    vpp = _positive_int("vpp", cfg.vpp)
+    mb = _positive_int("micro_batch", cfg.micro_batch)
+    if cfg.dp is None:
+        if cfg.num_gpus is None:
+            dp = 1
+        else:
+            n = _positive_int("num_gpus", cfg.num_gpus)
+            if n % (tp * pp):
+                raise ConfigError(f"num_gpus: {n} is not divisible by tp*pp = {tp * pp}")
+            dp = n // (tp * pp)
+    else:
+        dp = _positive_int("dp", cfg.dp)
+    n_gpus = tp * pp * dp
+    if cfg.num_gpus is not None and _positive_int("num_gpus", cfg.num_gpus) != n_gpus:
+        raise ConfigError(f"num_gpus: tp*pp*dp = {tp}*{pp}*{dp} = {n_gpus} != num_gpus = "
+                          f"{cfg.num_gpus}")
+    gb = mb * dp if cfg.global_batch is None else _positive_int("global_batch", cfg.global_batch)
+    if gb % (mb * dp):
+        raise ConfigError(f"global_batch: {gb} is not divisible by micro_batch*dp = {mb}*{dp}"
+                          f" = {mb * dp}")
+    seq = model.seq_len if cfg.seq_len is None else _positive_int("seq_len", cfg.seq_len)
+    if model.position == "learned" and seq > model.max_seq_len:
+        raise ConfigError(f"seq_len: {seq} exceeds the model's learned positions "
+                          f"(max_seq_len = {model.max_seq_len})")
+    if model.heads % tp:
+        raise ConfigError(f"tp: {tp} does not divide the number of attention heads "
+                          f"({model.heads})")
+    if model.ffn_hidden % tp:
+        raise ConfigError(f"tp: {tp} does not divide ffn_hidden ({model.ffn_hidden})")
+    if model.kv_heads % tp and tp % model.kv_heads:
+        raise ConfigError(f"tp: {tp} and kv_heads ({model.kv_heads}) must divide one another "
+                          "(KV heads are split, or replicated when kv_heads < tp)")
+    if pp > model.layers:
+        raise ConfigError(f"pp: {pp} exceeds the number of layers ({model.layers})")
+    if vpp > 1:
+        if pp == 1:
+            raise ConfigError("vpp: the interleaved schedule (vpp > 1) needs pp > 1")
+        if model.layers % (pp * vpp):
+            raise ConfigError(f"vpp: layers ({model.layers}) must be divisible by pp*vpp = "
+                              f"{pp * vpp} for the interleaved schedule")
+        if (gb // (mb * dp)) % pp:
+            raise ConfigError(f"vpp: the interleaved schedule needs the micro-batch count "
+                              f"({gb // (mb * dp)}) to be a multiple of pp ({pp})")
+    if cfg.recompute not in RECOMPUTE_MODES:
+        raise ConfigError(f"recompute: {cfg.recompute!r} is not one of "
+                          f"{', '.join(RECOMPUTE_MODES)}")
+    if isinstance(cfg.zero, bool) or cfg.zero not in (0, 1, 2, 3):
+        raise ConfigError(f"zero: ZeRO stage must be 0, 1, 2 or 3 (got {cfg.zero!r})")
+    if cfg.zero >= 2 and pp > 1:
+        raise ConfigError(f"zero: ZeRO-{cfg.zero} shards gradients across micro-batches and "
+                          "cannot be combined with pipeline parallelism (pp > 1); use zero<=1")
+    if cfg.dtype not in DTYPES:
+        raise ConfigError(f"dtype: {cfg.dtype!r} is not one of {', '.join(DTYPES)}")
+    if cfg.dtype not in hw.peak_flops:
+        raise ConfigError(f"dtype: {hw.name} has no {cfg.dtype} tensor-core peak "
+                          f"(it supports {', '.join(sorted(hw.peak_flops))})")
+    return dataclasses.replace(cfg, num_gpus=n_gpus, tp=tp, pp=pp, dp=dp, vpp=vpp,
+                               micro_batch=mb, global_batch=gb, seq_len=seq)
+
+
+def model_bindings(model: "ModelSpec") -> dict[str, float]:
+    """Values of the ``model`` symbols for ``model`` (by symbol name)."""
+    return {
+        S.n_layers.name: model.layers, S.hidden.name: model.hidden,
+        S.n_heads.name: model.heads, S.n_kv_heads.name: model.kv_heads,
+        S.ffn_hidden.name: model.ffn_hidden, S.vocab.name: model.vocab,
+        S.seq_len.name: model.seq_len, S.max_seq_len.name: model.max_seq_len,
+        S.gated_mlp.name: float(model.mlp == "swiglu"), S.has_bias.name: float(model.bias),
+        S.tied_embed.name: float(model.tied_embeddings),
+        S.learned_pos.name: float(model.position == "learned"),
+        S.has_dropout.name: float(model.dropout),
+    }
+
+
+def hardware_bindings(hw: "HardwareSpec", dtype: str = "bf16") -> dict[str, float]:
+    """Values of the ``hardware`` symbols for ``hw``; the 16-bit peak is that of ``dtype``
+    when it is 16-bit (else bf16), the fp8 peak falls back to it where fp8 is absent."""
+    p16 = hw.peak(dtype) if dtype in ("bf16", "fp16") else hw.peak("bf16")
+    return {
+        S.peak_flops_16.name: p16,
+        S.peak_flops_8.name: hw.peak_flops.get("fp8", p16),
+        S.hbm_bw.name: hw.hbm_bandwidth, S.hbm_cap.name: hw.hbm_capacity,
+        S.intra_bw.name: hw.intra_node_bandwidth, S.intra_lat.name: hw.intra_node_latency,
+        S.inter_bw.name: hw.inter_node_bandwidth, S.inter_lat.name: hw.inter_node_latency,
+        S.gpus_per_node.name: hw.gpus_per_node,
+    }
+
+
+def parallel_bindings(cfg: TrainingConfig) -> dict[str, float]:
+    """Values of the ``parallel`` symbols for a resolved ``cfg`` (see :func:`resolve`)."""
+    return {
+        S.tp.name: cfg.tp, S.pp.name: cfg.pp, S.dp.name: cfg.dp, S.sp_on.name: float(cfg.sp),
+        S.vpp.name: cfg.vpp, S.micro_batch.name: cfg.micro_batch,
+        S.global_batch.name: cfg.global_batch, S.seq_len.name: cfg.seq_len,
+        S.recompute.name: RECOMPUTE_MODES[cfg.recompute], S.zero_stage.name: cfg.zero,
+        S.flash_attn.name: float(cfg.flash_attention), S.fp8.name: float(cfg.dtype == "fp8"),
+        S.dp_overlap.name: float(cfg.dp_overlap),
+    }

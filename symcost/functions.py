@@ -1,0 +1,48 @@
+"""SymPy functions the cost model needs that SymPy does not have in a lowering-safe form."""
+
+from __future__ import annotations
+
+import sympy as sp
+
+
+class CeilDiv(sp.Function):
+    """Exact integer ceiling division ``ceil(a / b)`` for positive integer-valued ``a``, ``b``.
+
+    SymPy's ``cse`` rewrites ``ceiling(a/b)`` as ``ceiling(a*b**-1)``, which in floating point
+    is wrong for some pairs (``ceil(21*(1/7)) == 4``; ``shared/engineering-notes.md`` trap 5).
+    Kept opaque, it is printed as ``ceil(a / b)`` with a true division, which IEEE-754 rounds
+    correctly, so the result is exact for integers below 2**24 (float32) or 2**53 (float64).
+    """
+
+    is_real = True
+    is_positive = True
+
+    @classmethod
+    def eval(cls, a, b):
+        if a.is_Integer and b.is_Integer:
+            return sp.Integer(-(-int(a) // int(b)))
+        if b == 1:
+            return a
+        return None
+
+    def _eval_evalf(self, prec):
+        a, b = (x.evalf(prec) for x in self.args)
+        if a.is_Number and b.is_Number:
+            return sp.ceiling(a / b).evalf(prec)
+        return None
+
+
+def flag(cond) -> sp.Piecewise:
+    """1 where the SymPy condition ``cond`` holds, else 0."""
+    return sp.Piecewise((sp.Integer(1), cond), (sp.Integer(0), True))
+
+
+def smax(*args) -> sp.Expr:
+    """``Max`` without SymPy's zero-finding simplification (which costs seconds on large
+    arguments); it evaluates normally once numbers are substituted."""
+    return sp.Max(*args, evaluate=False)
+
+
+def smin(*args) -> sp.Expr:
+    """``Min`` without SymPy's simplification; see :func:`smax`."""
+    return sp.Min(*args, evaluate=False)

@@ -1,0 +1,653 @@
+"""Transformer model specifications, named presets and Hugging Face config loading.
+
+A :class:`ModelSpec` describes the *shape* of a dense decoder-only transformer
+(GPT or Llama style): the sizes that drive FLOP, memory and communication
+costs, plus the architectural switches that change the parameter count.
+
+Presets live in ``symcost/data/models.yaml`` (each with its ``source``) and are
+read lazily on first use, then cached. :func:`get_model` also accepts a path to
+a Hugging Face ``config.json`` (see :func:`from_hf_config`) or to a YAML/JSON
+file holding :class:`ModelSpec` fields.
+
+All sizes are element counts (parameters, features) or token counts; nothing
+here carries a byte size or a dtype.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import yaml
+
+__all__ = [
+    "MLP_KINDS",
+    "NORM_KINDS",
+    "POSITION_KINDS",
+    "ModelSpec",
+    "ModelSpecError",
+    "from_hf_config",
+    "get_model",
+    "list_models",
+]
+
+MLP_KINDS: tuple[str, ...] = ("gelu", "swiglu")
+NORM_KINDS: tuple[str, ...] = ("layernorm", "rmsnorm")
+POSITION_KINDS: tuple[str, ...] = ("learned", "rope", "alibi")
+
+_SIZE_FIELDS: tuple[str, ...] = (
+    "layers",
+    "hidden",
+    "heads",
+    "kv_heads",
+    "ffn_hidden",
+    "vocab",
+    "seq_len",
+    "max_seq_len",
+)
+_BOOL_FIELDS: tuple[str, ...] = ("bias", "tied_embeddings", "dropout")
+_ENUM_FIELDS: dict[str, tuple[str, ...]] = {
+    "mlp": MLP_KINDS,
+    "norm": NORM_KINDS,
+    "position": POSITION_KINDS,
+}
+
+_PRESET_FILE = Path(__file__).resolve().parent / "data" / "models.yaml"
+
+
+class ModelSpecError(ValueError):
+    """Invalid model specification, unknown preset or malformed model config file.
+
+    The message is a single line naming the offending field (or file) and the
+    rule it breaks.
+    """
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Shape of a dense decoder-only transformer (GPT or Llama style).
+
+    Attributes:
+        name: Identifier (the preset id for presets).
+        layers: Number of transformer blocks, L.
+        hidden: Model width h (features).
+        heads: Number of query heads a.
+        kv_heads: Number of key/value heads k (``heads`` for MHA, 1 for MQA,
+            otherwise GQA); must divide ``heads``.
+        ffn_hidden: MLP intermediate size f (features). For SwiGLU it is the
+            size of each of the gate and up projections.
+        vocab: Vocabulary size V as used by the embedding/LM-head matrices
+            (i.e. already padded, e.g. 51200 for Megatron GPT).
+        seq_len: Default training sequence length (tokens).
+        max_seq_len: Maximum context, ``max_position_embeddings`` (tokens).
+        mlp: ``'gelu'`` (2 matrices) or ``'swiglu'`` (3 matrices, gated).
+        norm: ``'layernorm'`` or ``'rmsnorm'``.
+        bias: Linear layers (and LayerNorms) carry biases (GPT-2/3, Megatron
+            GPT) or not (Llama, MPT).
+        tied_embeddings: The LM head shares the input embedding matrix.
+        position: ``'learned'`` (adds ``max_seq_len * hidden`` parameters),
+            ``'rope'`` or ``'alibi'``.
+        dropout: Dropout layers are active during training (Megatron GPT:
+            True; Llama/MPT pretraining: False).
+        source: Where the numbers come from (paper table / config file).
+
+    Raises:
+        ModelSpecError: On construction (and :meth:`replace`) if a size is not
+            a positive int, ``hidden % heads != 0``, ``heads % kv_heads != 0``,
+            an enum value is unknown, a flag is not a bool, ``name``/``source``
+            is not a non-empty string, or ``position == 'learned'`` with
+            ``seq_len > max_seq_len`` (no position rows for those tokens).
+    """
+
+    name: str
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    ffn_hidden: int
+    vocab: int
+    seq_len: int
+    max_seq_len: int
+    mlp: str
+    norm: str
+    bias: bool
+    tied_embeddings: bool
+    position: str
+    dropout: bool
+    source: str
+
+    def __post_init__(self) -> None:
+        _validate(self)
+
+    @property
+    def head_dim(self) -> int:
+        """Per-head width d = hidden // heads (features)."""
+        return self.hidden // self.heads
+
+    def num_params(self) -> int:
+        """Exact parameter count implied by the fields (elements, not bytes).
+
+        With L layers, width h, a query heads, k KV heads, head width
+        d = h / a, MLP size f, vocabulary V and maximum context S::
+
+            P = V*h                                  token embedding
+              + V*h              if not tied_embeddings   (LM head)
+              + S*h              if position == 'learned'
+              + L * ( h*(a + 2k)*d + a*d*h           Q, K, V and output projections
+                      + m*h*f                        MLP, m = 2 (gelu) or 3 (swiglu)
+                      + 2*n                          two norms per layer
+                      + [(a + 2k)*d + h              attention biases  } if bias
+                         + g*f + h] )                MLP biases, g = 1 (gelu) or 2 (swiglu)
+              + n                                    final norm
+
+        where a norm has ``n = 2h`` parameters for a LayerNorm with bias and
+        ``n = h`` otherwise (RMSNorm, or LayerNorm without bias as in MPT).
+        For GPT (MHA, gelu, bias, LayerNorm, learned positions, tied) this is
+        Narayanan et al. SC'21 (arXiv:2104.04473) Sec. 5.1
+        ``P = 12 L h^2 (1 + 13/(12 h) + (V + S)/(12 L h))`` plus the final
+        LayerNorm's 2h.
+
+        Returns:
+            Number of trainable parameters.
+        """
+        h, f, d = self.hidden, self.ffn_hidden, self.head_dim
+        a, k = self.heads, self.kv_heads
+        gated = self.mlp == "swiglu"
+        norm = 2 * h if (self.norm == "layernorm" and self.bias) else h
+
+        attention = h * (a + 2 * k) * d + a * d * h
+        mlp = (3 if gated else 2) * h * f
+        per_layer = attention + mlp + 2 * norm
+        if self.bias:
+            per_layer += (a + 2 * k) * d + h  # QKV and output-projection biases
+            per_layer += (2 if gated else 1) * f + h  # MLP input and output biases
+
+        total = self.vocab * h + self.layers * per_layer + norm
+        if not self.tied_embeddings:
+            total += self.vocab * h
+        if self.position == "learned":
+            total += self.max_seq_len * h
+        return total
+
+    def replace(self, **changes: Any) -> ModelSpec:
+        """Return a validated copy with some fields changed.
+
+        Args:
+            **changes: New values for :class:`ModelSpec` fields.
+
+        Returns:
+            A new :class:`ModelSpec`.
+
+        Raises:
+            ModelSpecError: If a key is not a field, or the result is invalid.
+        """
+        unknown = sorted(set(changes) - _FIELD_NAMES)
+        if unknown:
+            raise ModelSpecError(
+                f"unknown ModelSpec field(s): {', '.join(map(repr, unknown))}"
+            )
+        return dataclasses.replace(self, **changes)
+
+
+_FIELD_NAMES: frozenset[str] = frozenset(f.name for f in dataclasses.fields(ModelSpec))
+
+
+def _validate(spec: ModelSpec) -> None:
+    """Check a spec's invariants; raise :class:`ModelSpecError` on the first violation."""
+    for field in ("name", "source"):
+        value = getattr(spec, field)
+        if not isinstance(value, str) or not value.strip():
+            raise ModelSpecError(f"{field} must be a non-empty string (got {value!r})")
+    who = f"model {spec.name!r}"
+    for field in _SIZE_FIELDS:
+        value = getattr(spec, field)
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ModelSpecError(f"{who}: {field} must be a positive int (got {value!r})")
+    for field, allowed in _ENUM_FIELDS.items():
+        value = getattr(spec, field)
+        if value not in allowed:
+            raise ModelSpecError(
+                f"{who}: {field} must be one of {', '.join(allowed)} (got {value!r})"
+            )
+    for field in _BOOL_FIELDS:
+        value = getattr(spec, field)
+        if not isinstance(value, bool):
+            raise ModelSpecError(f"{who}: {field} must be a bool (got {value!r})")
+    if spec.hidden % spec.heads:
+        raise ModelSpecError(
+            f"{who}: hidden ({spec.hidden}) must be divisible by heads ({spec.heads})"
+        )
+    if spec.heads % spec.kv_heads:
+        raise ModelSpecError(
+            f"{who}: heads ({spec.heads}) must be divisible by kv_heads ({spec.kv_heads})"
+        )
+    if spec.position == "learned" and spec.seq_len > spec.max_seq_len:
+        raise ModelSpecError(
+            f"{who}: seq_len ({spec.seq_len}) must not exceed max_seq_len "
+            f"({spec.max_seq_len}) with learned positions"
+        )
+
+
+# --------------------------------------------------------------------------- presets
+
+
+@functools.lru_cache(maxsize=None)
+def _registry() -> tuple[Mapping[str, ModelSpec], Mapping[str, str]]:
+    """Load and validate ``data/models.yaml`` once: (presets by id, alias -> id)."""
+    label = _PRESET_FILE.name
+    try:
+        text = _PRESET_FILE.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ModelSpecError(f"{_PRESET_FILE}: cannot read preset file ({exc.strerror})") from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ModelSpecError(f"{label}: invalid YAML ({_one_line(exc)})") from exc
+    if not isinstance(data, Mapping):
+        raise ModelSpecError(f"{label}: top level must be a mapping")
+    extra = sorted(set(data) - {"templates", "aliases", "models"})
+    if extra:
+        raise ModelSpecError(f"{label}: unknown top-level key(s) {', '.join(map(repr, extra))}")
+
+    models = data.get("models")
+    if not isinstance(models, Mapping) or not models:
+        raise ModelSpecError(f"{label}: 'models' must be a non-empty mapping")
+    presets: dict[str, ModelSpec] = {}
+    for model_id, entry in models.items():
+        if not isinstance(model_id, str) or model_id != model_id.strip().lower():
+            raise ModelSpecError(f"{label}: model id {model_id!r} must be a lower-case string")
+        if not isinstance(entry, Mapping):
+            raise ModelSpecError(f"{label}: models.{model_id} must be a mapping")
+        if "name" in entry and entry["name"] != model_id:
+            raise ModelSpecError(f"{label}: models.{model_id}.name must equal its id")
+        presets[model_id] = _spec_from_fields(
+            {**entry, "name": model_id}, label=f"{label}: models.{model_id}"
+        )
+
+    aliases_raw = data.get("aliases") or {}
+    if not isinstance(aliases_raw, Mapping):
+        raise ModelSpecError(f"{label}: 'aliases' must be a mapping")
+    aliases: dict[str, str] = {}
+    for alias, target in aliases_raw.items():
+        if not isinstance(alias, str) or alias != alias.strip().lower():
+            raise ModelSpecError(f"{label}: alias {alias!r} must be a lower-case string")
+        if alias in presets:
+            raise ModelSpecError(f"{label}: alias {alias!r} shadows a model id")
+        if target not in presets:
+            raise ModelSpecError(f"{label}: alias {alias!r} points to unknown model {target!r}")
+        aliases[alias] = target
+    return MappingProxyType(presets), MappingProxyType(aliases)
+
+
+def list_models() -> list[str]:
+    """Return the preset ids, in the order of ``symcost/data/models.yaml``.
+
+    Aliases (e.g. ``'llama3-70b'``) are accepted by :func:`get_model` but not
+    listed.
+
+    Returns:
+        Preset ids (lower case).
+
+    Raises:
+        ModelSpecError: If the bundled preset file is malformed.
+    """
+    return list(_registry()[0])
+
+
+def get_model(name_or_path: str | os.PathLike[str]) -> ModelSpec:
+    """Look up a preset, or load a model file.
+
+    A string is first matched, case-insensitively and exactly (no substring
+    guessing), against the preset ids of ``symcost/data/models.yaml`` and its
+    explicit alias map. Otherwise, and always for an ``os.PathLike``, it is
+    treated as a path if it names an existing file/directory, contains a path
+    separator or ends in ``.json``/``.yaml``/``.yml``:
+
+    * a directory means ``<dir>/config.json``;
+    * a JSON or YAML mapping whose keys include ``layers`` and ``hidden`` is
+      read as :class:`ModelSpec` fields (``name`` defaults to the file stem and
+      ``source`` to the path; every other field is required, unknown keys are
+      errors);
+    * any other mapping is read as a Hugging Face config (:func:`from_hf_config`).
+
+    Args:
+        name_or_path: Preset id or alias (e.g. ``'gpt3-175b'``, ``'Llama3-70B'``),
+            or a path.
+
+    Returns:
+        The model spec (presets are cached, shared immutable instances).
+
+    Raises:
+        ModelSpecError: Unknown preset (the message lists the known ids), a
+            missing or malformed file, or an invalid spec.
+        TypeError: If ``name_or_path`` is neither ``str`` nor ``os.PathLike``.
+    """
+    if isinstance(name_or_path, os.PathLike):
+        return _load_file(Path(name_or_path))
+    if not isinstance(name_or_path, str):
+        raise TypeError(
+            f"get_model expects a str or os.PathLike, not {type(name_or_path).__name__}"
+        )
+    presets, aliases = _registry()
+    key = name_or_path.strip().lower()
+    key = aliases.get(key, key)
+    if key in presets:
+        return presets[key]
+    if _looks_like_path(name_or_path):
+        return _load_file(Path(name_or_path))
+    raise ModelSpecError(f"unknown model {name_or_path!r}; known: {', '.join(presets)}")
+
+
+def _looks_like_path(text: str) -> bool:
+    if not text.strip():
+        return False
+    if "/" in text or os.sep in text or (os.altsep and os.altsep in text):
+        return True
+    if Path(text).suffix.lower() in {".json", ".yaml", ".yml"}:
+        return True
+    return Path(text).exists()
+
+
+def _load_file(path: Path) -> ModelSpec:
+    if path.is_dir():
+        path = path / "config.json"
+    data = _read_mapping(path)
+    if "layers" in data and "hidden" in data:
+        fields = {"name": _default_hf_name(path), "source": str(path), **data}
+        return _spec_from_fields(fields, label=str(path))
+    return _from_hf_mapping(data, _default_hf_name(path), str(path), f"Hugging Face {path}")
+
+
+def _read_mapping(path: Path) -> dict[str, Any]:
+    """Parse a JSON (or, by suffix, YAML) file that must hold a mapping."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        raise ModelSpecError(f"{path}: no such file") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ModelSpecError(f"{path}: cannot read ({_one_line(exc)})") from exc
+    if path.suffix.lower() in {".yaml", ".yml"}:
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise ModelSpecError(f"{path}: invalid YAML ({_one_line(exc)})") from exc
+    else:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ModelSpecError(
+                f"{path}: invalid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+            ) from exc
+    if not isinstance(data, Mapping):
+        raise ModelSpecError(f"{path}: top level must be a mapping, not {type(data).__name__}")
+    return dict(data)
+
+
+def _spec_from_fields(data: Mapping[str, Any], *, label: str) -> ModelSpec:
+    unknown = sorted(str(k) for k in set(data) - _FIELD_NAMES)
+    if unknown:
+        raise ModelSpecError(f"{label}: unknown field(s) {', '.join(map(repr, unknown))}")
+    for field in dataclasses.fields(ModelSpec):
+        if field.name not in data:
+            raise ModelSpecError(f"{label}: missing {field.name!r}")
+    return ModelSpec(**data)
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
+# --------------------------------------------------------------------------- Hugging Face
+
+
+# model_type values whose HF implementation uses a gated SiLU MLP (gate/up/down),
+# RMSNorm and rotary position embeddings.
+_LLAMA_LIKE: frozenset[str] = frozenset({"llama", "mistral", "qwen2"})
+_DROPOUT_KEYS: tuple[str, ...] = ("attention_dropout", "hidden_dropout")
+_GPT2_DROPOUT_KEYS: tuple[str, ...] = ("resid_pdrop", "embd_pdrop", "attn_pdrop")
+_GPT2_DROPOUT_DEFAULT = 0.1  # transformers.GPT2Config default for resid/embd/attn_pdrop
+
+
+def from_hf_config(
+    config: Mapping[str, Any] | str | os.PathLike[str],
+    name: str | None = None,
+) -> ModelSpec:
+    """Build a :class:`ModelSpec` from a Hugging Face ``config.json``.
+
+    Two schemas are understood.
+
+    Llama style (``model_type`` llama / mistral / qwen2, or any config with
+    ``hidden_size``): ``hidden_size``, ``num_hidden_layers``,
+    ``num_attention_heads``, ``num_key_value_heads`` (default: the number of
+    heads), ``intermediate_size``, ``vocab_size``, ``max_position_embeddings``
+    and ``tie_word_embeddings`` (default False) are read directly.
+    ``hidden_act`` ``'silu'``/``'swish'`` maps to ``'swiglu'`` for the
+    llama/mistral/qwen2 model types (a plain SiLU MLP cannot be told apart
+    otherwise, so it is an error), and ``'gelu*'`` to ``'gelu'``. The norm is
+    RMSNorm if ``rms_norm_eps`` is present (LayerNorm if ``layer_norm_eps`` /
+    ``layer_norm_epsilon`` is). Positions are RoPE for those model types or
+    when ``rope_theta``/``rope_scaling`` is present. ``bias`` is
+    ``attention_bias``/``mlp_bias`` (default False; they must agree). Qwen2's
+    hard-wired QKV-only bias is not represented (bias=False undercounts its
+    parameters by a negligible ``L*(a+2k)*d``). An explicit ``head_dim`` must equal
+    ``hidden_size / num_attention_heads``.
+
+    GPT-2 style (``n_embd``, ``n_layer``, ``n_head``, ``n_positions`` or
+    ``n_ctx``, ``n_inner`` default ``4*n_embd``, ``vocab_size``): learned
+    positions, LayerNorm, GELU, biases, tied embeddings
+    (``tie_word_embeddings`` default True), MHA.
+
+    ``config.json`` does not record the training sequence length, so
+    ``seq_len`` is set to the maximum context; use ``spec.replace(seq_len=...)``.
+    ``dropout`` is True if any of attention_dropout, hidden_dropout,
+    resid_pdrop, embd_pdrop, attn_pdrop is positive (GPT-2 defaults: 0.1).
+    ``vocab_size`` is taken as is (no padding is applied).
+
+    Args:
+        config: The parsed config mapping, or a path to ``config.json`` (or to
+            the directory holding it).
+        name: Name for the spec. Defaults to the containing directory's name
+            for a ``.../config.json`` path (the file stem for other names);
+            for a mapping, ``_name_or_path`` or
+            ``model_type`` from the config, else ``'hf-model'``.
+
+    Returns:
+        The model spec; its ``source`` names the file it was read from.
+
+    Raises:
+        ModelSpecError: Unreadable file or invalid JSON (naming the file), a
+            required key missing (``"config.json: missing 'hidden_size'"``), a
+            value of the wrong type, an unsupported activation/norm/position,
+            or an invalid resulting spec.
+    """
+    if isinstance(config, (str, os.PathLike)):
+        path = Path(config)
+        if path.is_dir():
+            path = path / "config.json"
+        if name is None:
+            name = _default_hf_name(path)
+        return _from_hf_mapping(_read_mapping(path), name, str(path), f"Hugging Face {path}")
+    if isinstance(config, Mapping):
+        return _from_hf_mapping(config, name, "config.json", "Hugging Face config.json mapping")
+    raise ModelSpecError(f"config must be a mapping or a path, not {type(config).__name__}")
+
+
+def _from_hf_mapping(
+    cfg: Mapping[str, Any], name: str | None, label: str, source: str
+) -> ModelSpec:
+    if name is None:
+        name = str(cfg.get("_name_or_path") or cfg.get("model_type") or "hf-model")
+
+    if any(key in cfg for key in ("n_embd", "n_layer", "n_head")):
+        fields = _gpt2_fields(cfg, label)
+    else:
+        fields = _llama_fields(cfg, label)
+    try:
+        return ModelSpec(name=name, source=source, **fields)
+    except ModelSpecError as exc:
+        raise ModelSpecError(f"{label}: {exc}") from exc
+
+
+def _default_hf_name(path: Path) -> str:
+    if path.name == "config.json" and path.parent.name:
+        return path.parent.name
+    return path.stem
+
+
+def _get_int(cfg: Mapping[str, Any], key: str, label: str, default: Any = None) -> int:
+    value = cfg.get(key)
+    if value is None:
+        if default is None:
+            raise ModelSpecError(f"{label}: missing {key!r}")
+        value = default
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ModelSpecError(f"{label}: {key!r} must be a positive int (got {value!r})")
+    return value
+
+
+def _get_bool(cfg: Mapping[str, Any], key: str, label: str, default: bool) -> bool:
+    value = cfg.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise ModelSpecError(f"{label}: {key!r} must be true or false (got {value!r})")
+    return value
+
+
+def _has_dropout(
+    cfg: Mapping[str, Any], keys: tuple[str, ...], label: str, default: float = 0.0
+) -> bool:
+    for key in keys:
+        value = cfg.get(key, default)
+        if value is None:
+            value = default
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ModelSpecError(f"{label}: {key!r} must be a number (got {value!r})")
+        if value > 0:
+            return True
+    return False
+
+
+def _llama_fields(cfg: Mapping[str, Any], label: str) -> dict[str, Any]:
+    model_type = cfg.get("model_type")
+    llama_like = model_type in _LLAMA_LIKE
+
+    hidden = _get_int(cfg, "hidden_size", label)
+    layers = _get_int(cfg, "num_hidden_layers", label)
+    heads = _get_int(cfg, "num_attention_heads", label)
+    kv_heads = _get_int(cfg, "num_key_value_heads", label, default=heads)
+    ffn = _get_int(cfg, "intermediate_size", label)
+    vocab = _get_int(cfg, "vocab_size", label)
+    max_pos = _get_int(cfg, "max_position_embeddings", label)
+
+    head_dim = cfg.get("head_dim")
+    if head_dim is not None and heads and head_dim * heads != hidden:
+        raise ModelSpecError(
+            f"{label}: 'head_dim' ({head_dim!r}) must equal hidden_size / "
+            f"num_attention_heads ({hidden}/{heads}); decoupled head widths are not supported"
+        )
+
+    act = cfg.get("hidden_act")
+    if act is None:
+        if not llama_like:
+            raise ModelSpecError(f"{label}: missing 'hidden_act'")
+        act = "silu"
+    if not isinstance(act, str):
+        raise ModelSpecError(f"{label}: 'hidden_act' must be a string (got {act!r})")
+    if act in ("silu", "swish"):
+        if not llama_like:
+            raise ModelSpecError(
+                f"{label}: hidden_act {act!r} with model_type {model_type!r} is ambiguous "
+                f"(gated SwiGLU is assumed only for model_type {', '.join(sorted(_LLAMA_LIKE))})"
+            )
+        mlp = "swiglu"
+    elif act.startswith("gelu"):
+        mlp = "gelu"
+    else:
+        raise ModelSpecError(
+            f"{label}: unsupported 'hidden_act' {act!r} (expected silu, swish or gelu*)"
+        )
+
+    if "rms_norm_eps" in cfg:
+        norm = "rmsnorm"
+    elif "layer_norm_eps" in cfg or "layer_norm_epsilon" in cfg:
+        norm = "layernorm"
+    elif llama_like:
+        norm = "rmsnorm"
+    else:
+        raise ModelSpecError(
+            f"{label}: cannot tell the norm (no 'rms_norm_eps' or 'layer_norm_eps')"
+        )
+
+    if llama_like or cfg.get("rope_theta") is not None or cfg.get("rope_scaling") is not None:
+        position = "rope"
+    else:
+        raise ModelSpecError(
+            f"{label}: cannot tell the position encoding for model_type {model_type!r} "
+            "(expected 'rope_theta')"
+        )
+
+    attention_bias = _get_bool(cfg, "attention_bias", label, False)
+    mlp_bias = _get_bool(cfg, "mlp_bias", label, attention_bias)
+    if attention_bias != mlp_bias:
+        raise ModelSpecError(
+            f"{label}: attention_bias ({attention_bias}) and mlp_bias ({mlp_bias}) differ; "
+            "ModelSpec has a single bias flag"
+        )
+
+    return dict(
+        layers=layers,
+        hidden=hidden,
+        heads=heads,
+        kv_heads=kv_heads,
+        ffn_hidden=ffn,
+        vocab=vocab,
+        seq_len=max_pos,
+        max_seq_len=max_pos,
+        mlp=mlp,
+        norm=norm,
+        bias=attention_bias,
+        tied_embeddings=_get_bool(cfg, "tie_word_embeddings", label, False),
+        position=position,
+        dropout=_has_dropout(cfg, _DROPOUT_KEYS + _GPT2_DROPOUT_KEYS, label),
+    )
+
+
+def _gpt2_fields(cfg: Mapping[str, Any], label: str) -> dict[str, Any]:
+    hidden = _get_int(cfg, "n_embd", label)
+    layers = _get_int(cfg, "n_layer", label)
+    heads = _get_int(cfg, "n_head", label)
+    if cfg.get("n_positions") is None and cfg.get("n_ctx") is not None:
+        max_pos = _get_int(cfg, "n_ctx", label)
+    else:
+        max_pos = _get_int(cfg, "n_positions", label)
+    ffn = _get_int(cfg, "n_inner", label, default=4 * hidden)
+    vocab = _get_int(cfg, "vocab_size", label)
+    act = cfg.get("activation_function", "gelu_new")
+    if not isinstance(act, str) or not act.startswith("gelu"):
+        raise ModelSpecError(
+            f"{label}: unsupported 'activation_function' {act!r} (expected gelu*)"
+        )
+    return dict(
+        layers=layers,
+        hidden=hidden,
+        heads=heads,
+        kv_heads=heads,
+        ffn_hidden=ffn,
+        vocab=vocab,
+        seq_len=max_pos,
+        max_seq_len=max_pos,
+        mlp="gelu",
+        norm="layernorm",
+        bias=True,
+        tied_embeddings=_get_bool(cfg, "tie_word_embeddings", label, True),
+        position="learned",
+        dropout=_has_dropout(cfg, _GPT2_DROPOUT_KEYS, label, default=_GPT2_DROPOUT_DEFAULT),
+    )

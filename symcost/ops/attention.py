@@ -1,0 +1,94 @@
+"""Attention core (scores, softmax, weighted sum of values): unfused and FlashAttention.
+
+Shapes per GPU under tensor parallelism ``t``: ``b`` sequences of ``s`` tokens, ``a/t`` query
+heads and ``k/t`` key/value heads of dimension ``d`` (heads are split across TP ranks; when
+``k < t`` KV heads are replicated, which the callers express by passing ``max(k, t)``).
+
+FLOP convention (Korthikanti et al. 2022, arXiv:2205.05198, Sec. 6; Narayanan et al. 2021,
+eq. in Sec. 5.1): the full ``s x s`` score matrix is counted, ``4*b*s^2*a*d`` FLOP forward,
+twice that backward, also for causal masking. Time is what kernels take: FlashAttention skips
+fully masked blocks, so it executes ``CAUSAL_FRACTION`` of that work; its backward executes
+2.5x the forward math (it recomputes the scores; Dao 2023, FlashAttention-2, Sec. 3).
+"""
+
+from __future__ import annotations
+
+import sympy as sp
+
+from .. import symbols as S
+from .cost import Cost, time_memory_bound, time_roofline
+from .elementwise import BYTES_MASK
+from .gemm import gemm
+
+#: fraction of the ``s x s`` blocks a causal FlashAttention kernel computes.
+CAUSAL_FRACTION = sp.Rational(1, 2)
+#: FlashAttention backward math relative to its forward (5 matmuls vs 2).
+FLASH_BWD_RATIO = sp.Rational(5, 2)
+
+
+def flops_attention(b: sp.Expr, s: sp.Expr, heads: sp.Expr, d: sp.Expr) -> sp.Expr:
+    """Forward FLOPs of QK^T and AV: ``4*b*s^2*heads*d`` FLOP (heads on this GPU)."""
+    return 4 * b * s**2 * heads * d
+
+
+def attention_unfused(b, s, heads, kv_heads, d, peak, dropout) -> Cost:
+    """Unfused (Megatron "core attention") forward: QK^T GEMM, fused scale-mask-softmax,
+    optional dropout on the probabilities, and the AV GEMM; the ``s x s`` scores go through HBM.
+
+    Args:
+        b: sequences; s: tokens per sequence; heads: query heads on this GPU;
+        kv_heads: key/value heads on this GPU; d: head dimension; peak: FLOP/s of the dtype;
+        dropout: 0/1, attention-probability dropout present.
+
+    Returns:
+        :class:`Cost` (FLOP, bytes, s).
+
+    References:
+        Korthikanti et al. 2022, Sec. 4.1 (the ``5*a*s^2*b`` activation terms are these tensors).
+    """
+    scores = gemm(s, s, d, peak, batch=b * heads, weight=False)
+    probs_elems = b * heads * s**2
+    softmax_bytes = probs_elems * 2 * S.BYTES_ACT
+    drop_bytes = dropout * probs_elems * (2 * S.BYTES_ACT + BYTES_MASK)
+    sm = Cost(probs_elems * 5, softmax_bytes + drop_bytes,
+              time_memory_bound(softmax_bytes + drop_bytes, S.hbm_bw, S.eff_hbm))
+    av = gemm(s, d, s, peak, batch=b * heads, weight=False)
+    return scores + sm + av
+
+
+def attention_unfused_backward(fwd: Cost) -> Cost:
+    """Backward of the unfused core attention: two GEMMs per forward GEMM and the softmax
+    gradient; about twice the forward in FLOP, bytes and time."""
+    return fwd.scale(2)
+
+
+def _flash_bytes(b, s, heads, kv_heads, d):
+    # read Q, K, V and write O once; no s x s tensor in HBM (Dao et al. 2022, Theorem 2).
+    return S.BYTES_ACT * b * s * d * (2 * heads + 2 * kv_heads)
+
+
+def attention_flash(b, s, heads, kv_heads, d, peak) -> Cost:
+    """FlashAttention forward: tiled, fused, causal-block skipping, no ``s x s`` HBM traffic.
+
+    Returns:
+        :class:`Cost`; FLOP counted in the full-matrix convention, time from the executed
+        fraction ``CAUSAL_FRACTION`` at ``eff_attn`` of peak, or the Q/K/V/O traffic if slower.
+
+    References:
+        Dao et al. 2022, "FlashAttention" (arXiv:2205.14135); Dao 2023, "FlashAttention-2"
+        (arXiv:2307.08691).
+    """
+    f = flops_attention(b, s, heads, d)
+    nbytes = _flash_bytes(b, s, heads, kv_heads, d)
+    t = time_roofline(f * CAUSAL_FRACTION, nbytes, peak, S.eff_attn, S.hbm_bw, S.eff_hbm)
+    return Cost(f, nbytes, t)
+
+
+def attention_flash_backward(b, s, heads, kv_heads, d, peak) -> Cost:
+    """FlashAttention backward: ``2x`` forward FLOP by convention; executes
+    ``FLASH_BWD_RATIO`` x the forward math and reads/writes Q, K, V, O, dO, dQ, dK, dV."""
+    f = 2 * flops_attention(b, s, heads, d)
+    nbytes = 2 * _flash_bytes(b, s, heads, kv_heads, d)
+    executed = FLASH_BWD_RATIO * flops_attention(b, s, heads, d) * CAUSAL_FRACTION
+    t = time_roofline(executed, nbytes, peak, S.eff_attn, S.hbm_bw, S.eff_hbm)
+    return Cost(f, nbytes, t)

@@ -1,0 +1,70 @@
+"""Collective communication with an alpha-beta (latency-bandwidth) model.
+
+A group of ``n`` GPUs whose ranks are ``stride`` apart lies inside one node when
+``n * stride <= gpus_per_node`` and then uses the intra-node link (NVLink); otherwise the ring
+crosses the inter-node network and its bandwidth is the GPU's NIC share (``inter_bw``) — every
+GPU of a node runs its own ring concurrently in Megatron-style rank layouts, so no GPU gets
+more than its NIC share. Ring algorithms: all-reduce sends ``2(n-1)/n`` of the buffer in
+``2(n-1)`` steps; reduce-scatter and all-gather ``(n-1)/n`` in ``n-1`` steps.
+
+References:
+    Thakur, Rabenseifner and Gropp 2005, "Optimization of collective communication operations
+    in MPICH", IJHPCA 19(1) (ring algorithms, alpha-beta costs); NCCL tests' bus-bandwidth
+    convention (``busbw = algbw * 2(n-1)/n`` for all-reduce).
+"""
+
+from __future__ import annotations
+
+import sympy as sp
+
+from .. import symbols as S
+from .cost import Cost
+
+
+def link_bandwidth(n: sp.Expr, stride: sp.Expr) -> sp.Expr:
+    """Achieved per-GPU bandwidth (bytes/s) of a group of ``n`` ranks ``stride`` apart."""
+    return sp.Piecewise((S.intra_bw * S.eff_intra, n * stride <= S.gpus_per_node),
+                        (S.inter_bw * S.eff_inter, True))
+
+
+def link_latency(n: sp.Expr, stride: sp.Expr) -> sp.Expr:
+    """Per-step latency (s) of a group of ``n`` ranks ``stride`` apart."""
+    return sp.Piecewise((S.intra_lat, n * stride <= S.gpus_per_node), (S.inter_lat, True))
+
+
+def _ring(nbytes, n, stride, passes: int) -> Cost:
+    sent = passes * (n - 1) / n * nbytes
+    t = sent / link_bandwidth(n, stride) + passes * (n - 1) * link_latency(n, stride)
+    return Cost(sp.Integer(0), sent, t)
+
+
+def all_reduce(nbytes: sp.Expr, n: sp.Expr, stride: sp.Expr = sp.Integer(1)) -> Cost:
+    """Ring all-reduce of an ``nbytes`` buffer over ``n`` ranks ``stride`` apart.
+
+    Returns:
+        :class:`Cost`: FLOP 0, bytes sent per GPU ``2(n-1)/n*nbytes``, time
+        ``2(n-1)/n*nbytes/bw + 2(n-1)*latency`` s (zero when ``n = 1``).
+    """
+    return _ring(nbytes, n, stride, 2)
+
+
+def reduce_scatter(nbytes: sp.Expr, n: sp.Expr, stride: sp.Expr = sp.Integer(1)) -> Cost:
+    """Ring reduce-scatter of an ``nbytes`` (unsharded) buffer: ``(n-1)/n*nbytes/bw +
+    (n-1)*latency`` s."""
+    return _ring(nbytes, n, stride, 1)
+
+
+def all_gather(nbytes: sp.Expr, n: sp.Expr, stride: sp.Expr = sp.Integer(1)) -> Cost:
+    """Ring all-gather producing an ``nbytes`` buffer: ``(n-1)/n*nbytes/bw + (n-1)*latency`` s."""
+    return _ring(nbytes, n, stride, 1)
+
+
+def p2p(nbytes: sp.Expr, intra_node: sp.Expr) -> Cost:
+    """Point-to-point send of ``nbytes``; ``intra_node`` is a SymPy condition choosing the link.
+
+    Returns:
+        :class:`Cost`: ``nbytes/bw + latency`` s.
+    """
+    bw = sp.Piecewise((S.intra_bw * S.eff_intra, intra_node), (S.inter_bw * S.eff_inter, True))
+    lat = sp.Piecewise((S.intra_lat, intra_node), (S.inter_lat, True))
+    return Cost(sp.Integer(0), nbytes, nbytes / bw + lat)

@@ -1,0 +1,68 @@
+"""The :class:`Cost` triple every operator returns, and the roofline that turns work into time."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import sympy as sp
+
+from ..functions import smax
+
+
+class Cost(NamedTuple):
+    """Work and time of one operator (or a sum of operators), as SymPy expressions.
+
+    Attributes:
+        flops: floating-point operations, FLOP.
+        bytes: bytes moved to or from HBM (for collectives: bytes sent per GPU), bytes.
+        time: wall time, s.
+    """
+
+    flops: sp.Expr
+    bytes: sp.Expr
+    time: sp.Expr
+
+    def __add__(self, other: "Cost") -> "Cost":  # type: ignore[override]
+        return Cost(self.flops + other.flops, self.bytes + other.bytes, self.time + other.time)
+
+    def scale(self, factor: sp.Expr) -> "Cost":
+        """This cost repeated ``factor`` times (all three fields multiplied)."""
+        return Cost(self.flops * factor, self.bytes * factor, self.time * factor)
+
+
+ZERO = Cost(sp.Integer(0), sp.Integer(0), sp.Integer(0))
+
+
+def total(costs) -> Cost:
+    """Sum of an iterable of :class:`Cost`."""
+    out = ZERO
+    for c in costs:
+        out = out + c
+    return out
+
+
+def time_roofline(flops: sp.Expr, nbytes: sp.Expr, peak: sp.Expr, eff_compute: sp.Expr,
+                  bw: sp.Expr, eff_bw: sp.Expr) -> sp.Expr:
+    """Roofline time: the slower of compute at achieved peak and memory traffic at achieved bandwidth.
+
+    Args:
+        flops: work, FLOP.
+        nbytes: HBM traffic, bytes.
+        peak: peak FLOP/s.
+        eff_compute: achieved fraction of ``peak``.
+        bw: memory bandwidth, bytes/s.
+        eff_bw: achieved fraction of ``bw``.
+
+    Returns:
+        Time in s: ``Max(flops/(peak*eff_compute), nbytes/(bw*eff_bw))``.
+
+    References:
+        Williams, Waterman and Patterson, "Roofline: an insightful visual performance model
+        for multicore architectures", CACM 52(4), 2009.
+    """
+    return smax(flops / (peak * eff_compute), nbytes / (bw * eff_bw))
+
+
+def time_memory_bound(nbytes: sp.Expr, bw: sp.Expr, eff_bw: sp.Expr) -> sp.Expr:
+    """Time of a memory-bound (elementwise) kernel: ``nbytes / (bw * eff_bw)`` in s."""
+    return nbytes / (bw * eff_bw)

@@ -1,0 +1,56 @@
+"""Dense matrix multiplication (GEMM) cost with a roofline."""
+
+from __future__ import annotations
+
+import sympy as sp
+
+from .. import symbols as S
+from .cost import Cost, time_roofline
+
+
+def flops_gemm(m: sp.Expr, n: sp.Expr, k: sp.Expr, batch: sp.Expr = sp.Integer(1)) -> sp.Expr:
+    """FLOPs of ``batch`` products of an (m x k) by a (k x n) matrix: ``2*m*n*k*batch`` FLOP."""
+    return 2 * m * n * k * batch
+
+
+def bytes_gemm(m: sp.Expr, n: sp.Expr, k: sp.Expr, batch: sp.Expr = sp.Integer(1),
+               elem_bytes: sp.Expr = S.BYTES_ACT, *, b_shared: bool = False) -> sp.Expr:
+    """Minimum HBM traffic of a GEMM: read A (m x k) and B (k x n) once, write C (m x n).
+
+    Args:
+        m, n, k: matrix dimensions (elements).
+        batch: number of independent products.
+        elem_bytes: bytes per element.
+        b_shared: True when ``B`` (a weight matrix) is shared by all ``batch`` products and
+            read once.
+
+    Returns:
+        bytes.
+    """
+    b_reads = k * n if b_shared else k * n * batch
+    return elem_bytes * (m * k * batch + b_reads + m * n * batch)
+
+
+def gemm(m: sp.Expr, n: sp.Expr, k: sp.Expr, peak: sp.Expr, batch: sp.Expr = sp.Integer(1),
+         elem_bytes: sp.Expr = S.BYTES_ACT, *, weight: bool = True,
+         eff: sp.Expr = S.eff_gemm) -> Cost:
+    """Cost of a GEMM ``C[m,n] = A[m,k] @ B[k,n]`` on one GPU.
+
+    Args:
+        m, n, k: dimensions in elements (``m`` is usually tokens, ``k``/``n`` features).
+        peak: dense peak FLOP/s of the dtype the GEMM runs in.
+        batch: independent products (batched GEMM).
+        elem_bytes: bytes per element read and written.
+        weight: ``B`` is a weight matrix shared by the batch (read once).
+        eff: achieved fraction of peak.
+
+    Returns:
+        :class:`Cost` with FLOP, bytes and time (s, roofline of compute vs HBM).
+
+    References:
+        Narayanan et al. 2021 (arXiv:2104.04473), Sec. 5 (2mnk per GEMM); roofline as in
+        Williams et al. 2009.
+    """
+    f = flops_gemm(m, n, k, batch)
+    b = bytes_gemm(m, n, k, batch, elem_bytes, b_shared=weight)
+    return Cost(f, b, time_roofline(f, b, peak, eff, S.hbm_bw, S.eff_hbm))

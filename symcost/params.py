@@ -1,0 +1,166 @@
+"""Calibrated efficiency parameters: one set per GPU generation, read from a YAML file.
+
+The parameters are the ``efficiency`` symbols of :mod:`symcost.symbols` (achieved fractions
+of peak, fixed overheads, reserved memory). The shipped defaults live in
+``symcost/data/params.yaml``, whose ``provenance`` block records the data, date and command
+that produced them. A user's calibration (``symcost calibrate``) is a file of the same form.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+
+import yaml
+
+from . import symbols as S
+
+#: physical range of each parameter: (low, high), inclusive.
+BOUNDS: dict[str, tuple[float, float]] = {
+    "eff_gemm": (0.05, 1.0),
+    "eff_attn": (0.05, 1.0),
+    "eff_hbm": (0.05, 1.0),
+    "eff_intra": (0.05, 1.0),
+    "eff_inter": (0.05, 1.0),
+    "t_layer_overhead": (0.0, 1e-2),
+    "t_step_overhead": (0.0, 60.0),
+    "mem_reserved": (0.0, 64e9),
+}
+PARAM_NAMES: tuple[str, ...] = tuple(s.name for s in S.by_kind("efficiency"))
+assert set(PARAM_NAMES) == set(BOUNDS), "every efficiency symbol needs bounds"
+
+
+class ParamsError(ValueError):
+    """A malformed or out-of-range parameter file; the message names the field and the rule."""
+
+
+@dataclass(frozen=True)
+class Params:
+    """Efficiency parameters per GPU generation.
+
+    Attributes:
+        generations: generation name -> {parameter name: value in base units}.
+        provenance: free-form record of how the values were obtained (data, date, command).
+        stderr: optional standard errors, same layout as ``generations``.
+        covariance: optional per-generation covariance matrices (lists) over ``fitted``.
+        fitted: optional per-generation tuple of the parameter names that were fitted.
+    """
+
+    generations: Mapping[str, Mapping[str, float]]
+    provenance: Mapping[str, object] = field(default_factory=dict)
+    stderr: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    covariance: Mapping[str, list] = field(default_factory=dict)
+    fitted: Mapping[str, tuple] = field(default_factory=dict)
+
+    def for_generation(self, generation: str) -> dict[str, float]:
+        """Parameter values for ``generation`` (by symbol name).
+
+        Raises:
+            ParamsError: no parameters for that generation (lists the known ones).
+        """
+        try:
+            return dict(self.generations[generation])
+        except KeyError:
+            raise ParamsError(f"params: no efficiency parameters for GPU generation "
+                              f"{generation!r}; known: {', '.join(sorted(self.generations))}"
+                              ) from None
+
+
+def validate_values(where: str, values: Mapping[str, float]) -> dict[str, float]:
+    """Check one generation's parameters: all present, finite and within :data:`BOUNDS`.
+
+    Raises:
+        ParamsError: naming ``where``, the parameter and the rule.
+    """
+    out = {}
+    missing = [n for n in PARAM_NAMES if n not in values]
+    if missing:
+        raise ParamsError(f"params: {where}: missing {', '.join(missing)}")
+    unknown = set(values) - set(PARAM_NAMES)
+    if unknown:
+        raise ParamsError(f"params: {where}: unknown parameter(s) {', '.join(sorted(unknown))}")
+    for name in PARAM_NAMES:
+        v = values[name]
+        try:
+            v = float(v)
+        except (TypeError, ValueError):
+            raise ParamsError(f"params: {where}.{name} must be a number (got {v!r})") from None
+        lo, hi = BOUNDS[name]
+        if not math.isfinite(v) or not lo <= v <= hi:
+            raise ParamsError(f"params: {where}.{name} must be finite and in [{lo}, {hi}] "
+                              f"(got {v})")
+        out[name] = v
+    return out
+
+
+def params_from_dict(data: Mapping, where: str = "params") -> Params:
+    """Build :class:`Params` from the parsed YAML layout (see ``symcost/data/params.yaml``).
+
+    Raises:
+        ParamsError: malformed layout or out-of-range values.
+    """
+    if not isinstance(data, Mapping) or "generations" not in data:
+        raise ParamsError(f"{where}: expected a mapping with a 'generations' key")
+    gens = data["generations"]
+    if not isinstance(gens, Mapping) or not gens:
+        raise ParamsError(f"{where}: 'generations' must be a non-empty mapping")
+    checked = {g: validate_values(f"{where}: {g}", v) for g, v in gens.items()}
+    return Params(checked, dict(data.get("provenance") or {}), dict(data.get("stderr") or {}),
+                  dict(data.get("covariance") or {}),
+                  {k: tuple(v) for k, v in (data.get("fitted") or {}).items()})
+
+
+def params_to_dict(params: Params) -> dict:
+    """The YAML layout of ``params`` (inverse of :func:`params_from_dict`)."""
+    out: dict = {"provenance": dict(params.provenance),
+                 "generations": {g: {k: float(v) for k, v in vals.items()}
+                                 for g, vals in params.generations.items()}}
+    if params.stderr:
+        out["stderr"] = {g: {k: float(v) for k, v in vals.items()}
+                         for g, vals in params.stderr.items()}
+    if params.covariance:
+        out["covariance"] = {g: [[float(x) for x in row] for row in m]
+                             for g, m in params.covariance.items()}
+    if params.fitted:
+        out["fitted"] = {g: list(v) for g, v in params.fitted.items()}
+    return out
+
+
+def load_params(path: str | os.PathLike | None = None) -> Params:
+    """Load efficiency parameters: the shipped defaults when ``path`` is None.
+
+    Raises:
+        ParamsError: unreadable file, malformed YAML or invalid values.
+    """
+    if path is None:
+        return _default_params()
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = yaml.safe_load(fh)
+    except OSError as exc:
+        raise ParamsError(f"params: cannot read {path}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise ParamsError(f"params: {path}: invalid YAML ({exc})") from None
+    return params_from_dict(data, str(path))
+
+
+def save_params(params: Params, path: str | os.PathLike) -> None:
+    """Write ``params`` as YAML; refuses non-finite values (never writes NaN).
+
+    Raises:
+        ParamsError: a value is out of range or not finite.
+    """
+    for g, vals in params.generations.items():
+        validate_values(g, vals)
+    with open(path, "w", encoding="utf-8") as fh:
+        yaml.safe_dump(params_to_dict(params), fh, sort_keys=False)
+
+
+@functools.lru_cache(maxsize=1)
+def _default_params() -> Params:
+    text = resources.files("symcost").joinpath("data/params.yaml").read_text(encoding="utf-8")
+    return params_from_dict(yaml.safe_load(text), "symcost/data/params.yaml")

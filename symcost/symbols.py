@@ -1,0 +1,193 @@
+"""Every symbol of the cost model, declared once, with its assumptions, unit and meaning.
+
+Symbols fall into kinds:
+
+* ``hardware``: what a datasheet gives (bound by :mod:`hwspecs`).
+* ``efficiency``: achieved fractions of peak and fixed overheads (bound by a calibration
+  parameter file, see :mod:`symcost.params`).
+* ``model``: the transformer's shape and architecture flags (bound by
+  :class:`symcost.models.ModelSpec`).
+* ``parallel``: parallel degrees, batch sizes and mode flags (bound by
+  :class:`symcost.config.TrainingConfig`).
+
+Mode flags are numeric symbols (0/1, or 0/1/2/3) so one expression serves every mode, and
+sweeps and gradients work across them; formulas choose branches with ``Piecewise`` on ranges
+(never ``Eq`` on floats).
+
+Units are base units: FLOP, bytes, seconds, FLOP/s, bytes/s. Conversion from datasheet units
+happens only in :mod:`hwspecs`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy as sp
+
+
+@dataclass(frozen=True)
+class SymbolInfo:
+    """Metadata of one model symbol.
+
+    Attributes:
+        symbol: the SymPy symbol.
+        kind: one of ``hardware``, ``efficiency``, ``model``, ``parallel``.
+        unit: base unit (``FLOP/s``, ``bytes``, ``bytes/s``, ``s``, ``1`` for counts/flags).
+        description: what the symbol means.
+        discrete: True when the quantity only takes integer values (never differentiated).
+    """
+
+    symbol: sp.Symbol
+    kind: str
+    unit: str
+    description: str
+    discrete: bool
+
+
+REGISTRY: dict[str, SymbolInfo] = {}
+
+
+def _declare(name: str, kind: str, unit: str, description: str, *, integer: bool = False,
+             nonneg: bool = False) -> sp.Symbol:
+    # Integer-valued quantities are declared real (not integer=True) so that SymPy never
+    # rewrites floor/ceiling or integer powers in ways the JAX lowering cannot follow; the
+    # ``discrete`` flag records that they are integers.
+    if nonneg:
+        sym = sp.Symbol(name, nonnegative=True, real=True)
+    else:
+        sym = sp.Symbol(name, positive=True, real=True)
+    REGISTRY[name] = SymbolInfo(sym, kind, unit, description, integer)
+    return sym
+
+
+# --- hardware -------------------------------------------------------------------------
+peak_flops_16 = _declare("peak_flops_16", "hardware", "FLOP/s",
+                         "dense peak of 16-bit (bf16/fp16) tensor-core math per GPU")
+peak_flops_8 = _declare("peak_flops_8", "hardware", "FLOP/s",
+                        "dense peak of fp8 tensor-core math per GPU (= peak_flops_16 where fp8 is absent)")
+hbm_bw = _declare("hbm_bw", "hardware", "bytes/s", "HBM bandwidth per GPU")
+hbm_cap = _declare("hbm_cap", "hardware", "bytes", "HBM capacity per GPU")
+intra_bw = _declare("intra_bw", "hardware", "bytes/s",
+                    "intra-node (NVLink) bandwidth per GPU per direction")
+intra_lat = _declare("intra_lat", "hardware", "s", "intra-node link latency per message step")
+inter_bw = _declare("inter_bw", "hardware", "bytes/s",
+                    "inter-node network bandwidth per GPU per direction (its NIC share)")
+inter_lat = _declare("inter_lat", "hardware", "s", "inter-node network latency per message step")
+gpus_per_node = _declare("gpus_per_node", "hardware", "1", "GPUs per node (NVLink domain)",
+                         integer=True)
+
+# --- efficiencies and overheads (calibrated) -------------------------------------------
+eff_gemm = _declare("eff_gemm", "efficiency", "1",
+                    "achieved fraction of dense peak for large GEMMs")
+eff_attn = _declare("eff_attn", "efficiency", "1",
+                    "achieved fraction of dense peak inside attention kernels (FlashAttention)")
+eff_hbm = _declare("eff_hbm", "efficiency", "1", "achieved fraction of HBM bandwidth")
+eff_intra = _declare("eff_intra", "efficiency", "1",
+                     "achieved fraction of intra-node bandwidth by collectives")
+eff_inter = _declare("eff_inter", "efficiency", "1",
+                     "achieved fraction of inter-node bandwidth by collectives")
+t_layer_overhead = _declare("t_layer_overhead", "efficiency", "s",
+                            "fixed time per transformer layer per forward pass (kernel launches,"
+                            " synchronisation); backward counts it twice", nonneg=True)
+t_step_overhead = _declare("t_step_overhead", "efficiency", "s",
+                           "fixed time per optimizer step (data loading, logging, launch)",
+                           nonneg=True)
+mem_reserved = _declare("mem_reserved", "efficiency", "bytes",
+                        "HBM not available to the model (CUDA context, allocator fragmentation)",
+                        nonneg=True)
+
+# --- model shape and architecture flags ------------------------------------------------
+n_layers = _declare("n_layers", "model", "1", "transformer layers L", integer=True)
+hidden = _declare("hidden", "model", "1", "hidden size h", integer=True)
+n_heads = _declare("n_heads", "model", "1", "query heads a", integer=True)
+n_kv_heads = _declare("n_kv_heads", "model", "1", "key/value heads k (a: MHA, 1: MQA)",
+                      integer=True)
+ffn_hidden = _declare("ffn_hidden", "model", "1",
+                      "MLP intermediate size f (each of gate/up for SwiGLU)", integer=True)
+vocab = _declare("vocab", "model", "1", "vocabulary size V (padded)", integer=True)
+seq_len = _declare("seq_len", "model", "1", "sequence length s, tokens", integer=True)
+max_seq_len = _declare("max_seq_len", "model", "1",
+                       "maximum positions (sizes learned position embeddings)", integer=True)
+gated_mlp = _declare("gated_mlp", "model", "1", "1 for SwiGLU (3 matrices), 0 for GeLU (2)",
+                     integer=True, nonneg=True)
+has_bias = _declare("has_bias", "model", "1", "1 when linear layers and norms carry biases",
+                    integer=True, nonneg=True)
+tied_embed = _declare("tied_embed", "model", "1", "1 when the LM head shares the embedding",
+                      integer=True, nonneg=True)
+learned_pos = _declare("learned_pos", "model", "1", "1 for learned position embeddings",
+                       integer=True, nonneg=True)
+has_dropout = _declare("has_dropout", "model", "1", "1 when dropout layers are active",
+                       integer=True, nonneg=True)
+
+# --- parallelism, batch and modes ------------------------------------------------------
+tp = _declare("tp", "parallel", "1", "tensor-parallel degree t", integer=True)
+pp = _declare("pp", "parallel", "1", "pipeline-parallel degree p", integer=True)
+dp = _declare("dp", "parallel", "1", "data-parallel degree d", integer=True)
+sp_on = _declare("sp_on", "parallel", "1", "1 when Megatron sequence parallelism is on",
+                 integer=True, nonneg=True)
+vpp = _declare("vpp", "parallel", "1", "virtual pipeline stages per GPU v (1: plain 1F1B)",
+               integer=True)
+micro_batch = _declare("micro_batch", "parallel", "1", "micro-batch size b, sequences",
+                       integer=True)
+global_batch = _declare("global_batch", "parallel", "1", "global batch B, sequences per step",
+                        integer=True)
+recompute = _declare("recompute", "parallel", "1",
+                     "activation recomputation: 0 none, 1 selective, 2 full", integer=True,
+                     nonneg=True)
+zero_stage = _declare("zero_stage", "parallel", "1",
+                      "ZeRO stage 0-3 (1: distributed optimizer, 3: FSDP)", integer=True,
+                      nonneg=True)
+flash_attn = _declare("flash_attn", "parallel", "1", "1 when FlashAttention is used",
+                      integer=True, nonneg=True)
+fp8 = _declare("fp8", "parallel", "1", "1 when GEMMs run in fp8 (activations stay 16-bit)",
+               integer=True, nonneg=True)
+dp_overlap = _declare("dp_overlap", "parallel", "1",
+                      "1 when data-parallel communication overlaps compute", integer=True,
+                      nonneg=True)
+
+# --- fixed byte counts (one place for each) --------------------------------------------
+#: bytes per activation element (bf16/fp16 activations, also in fp8 training).
+BYTES_ACT = sp.Integer(2)
+#: bytes per weight and per gradient element (16-bit mixed precision).
+BYTES_PARAM = sp.Integer(2)
+#: bytes of Adam optimizer state per parameter: fp32 master copy, momentum and variance
+#: (Rajbhandari et al. 2020, ZeRO, Sec. 3.1: K = 12 for mixed-precision Adam).
+BYTES_OPTIMIZER = sp.Integer(12)
+#: bytes moved per parameter by one Adam step: read gradient (2) master (4) m (4) v (4),
+#: write master, m, v (12) and the 16-bit weight (2).
+BYTES_ADAM_STEP = sp.Integer(28)
+#: bytes per logit element in the fp32 cross-entropy (Megatron computes the loss in fp32).
+BYTES_LOGIT = sp.Integer(4)
+
+
+def by_kind(kind: str) -> list[sp.Symbol]:
+    """Symbols of one kind, in declaration order.
+
+    Args:
+        kind: ``hardware``, ``efficiency``, ``model`` or ``parallel``.
+
+    Returns:
+        The list of SymPy symbols of that kind.
+
+    Raises:
+        ValueError: unknown kind.
+    """
+    kinds = {info.kind for info in REGISTRY.values()}
+    if kind not in kinds:
+        raise ValueError(f"unknown symbol kind {kind!r}; known: {', '.join(sorted(kinds))}")
+    return [info.symbol for info in REGISTRY.values() if info.kind == kind]
+
+
+def lookup(name: str) -> sp.Symbol:
+    """The symbol called ``name``.
+
+    Raises:
+        KeyError: with the list of known names.
+    """
+    try:
+        return REGISTRY[name].symbol
+    except KeyError:
+        raise KeyError(f"unknown symbol {name!r}; known: {', '.join(REGISTRY)}") from None
+
+
+ALL_SYMBOLS: tuple[sp.Symbol, ...] = tuple(info.symbol for info in REGISTRY.values())

@@ -1,0 +1,416 @@
+"""Tests for the hardware-spec database (hwspecs)."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import pickle
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+import yaml
+
+from hwspecs import (
+    DTYPES,
+    GENERATIONS,
+    HardwareSpec,
+    HardwareSpecError,
+    list_hardware,
+    load_hardware,
+)
+
+REQUIRED_IDS = ("a100-sxm4-40gb", "a100-sxm4-80gb", "h100-sxm5-80gb", "h200-sxm-141gb", "b200")
+SPEC_NUMERIC_FIELDS = (
+    "hbm_capacity",
+    "hbm_bandwidth",
+    "intra_node_bandwidth",
+    "intra_node_latency",
+    "inter_node_bandwidth",
+    "inter_node_latency",
+)
+SOURCE_GROUPS = (
+    "peak_tflops",
+    "hbm_capacity_gb",
+    "hbm_bandwidth_gbps",
+    "gpus_per_node",
+    "intra_node",
+    "network",
+)
+
+
+# ---------------------------------------------------------------- built-in data
+
+
+def test_list_hardware_contains_required_ids_sorted() -> None:
+    ids = list_hardware()
+    for hw_id in REQUIRED_IDS:
+        assert hw_id in ids
+    assert ids == sorted(ids)
+    assert len(ids) == len(set(ids))
+    ids.append("mutated")  # a fresh list each call
+    assert "mutated" not in list_hardware()
+
+
+@pytest.mark.parametrize("hw_id", list_hardware())
+def test_builtin_loads_and_is_complete(hw_id: str) -> None:
+    spec = load_hardware(hw_id)
+    assert isinstance(spec, HardwareSpec)
+    assert spec.name == hw_id
+    assert spec.description
+    assert spec.generation in GENERATIONS
+    assert spec.peak_flops and set(spec.peak_flops) <= DTYPES
+    assert all(v > 0 for v in spec.peak_flops.values())
+    for fname in SPEC_NUMERIC_FIELDS:
+        assert getattr(spec, fname) > 0, fname
+    assert isinstance(spec.gpus_per_node, int) and spec.gpus_per_node > 0
+    # every HardwareSpec number carries a citation
+    expected_cited = {"peak_flops", "gpus_per_node", *SPEC_NUMERIC_FIELDS}
+    assert set(spec.sources) == expected_cited
+    assert all(len(text) > 40 for text in spec.sources.values())
+
+
+@pytest.mark.parametrize("hw_id", list_hardware())
+def test_builtin_peaks_are_dense_and_consistent(hw_id: str) -> None:
+    """Catch dense/sparse mix-ups: tensor-core ratios are fixed per generation."""
+    spec = load_hardware(hw_id)
+    p = spec.peak_flops
+    assert p["bf16"] == p["fp16"]
+    assert p["tf32"] == pytest.approx(p["bf16"] / 2, rel=0.03)
+    if "fp8" in p:
+        assert p["fp8"] == pytest.approx(2 * p["bf16"], rel=1e-3)
+    if "fp4" in p:
+        assert p["fp4"] == pytest.approx(2 * p["fp8"], rel=1e-3)
+    # dense BF16 ridge points of 2020-2025 accelerators sit between ~100 and ~350 FLOP/byte
+    assert 100 < p["bf16"] / spec.hbm_bandwidth < 350
+
+
+@pytest.mark.parametrize("hw_id", list_hardware())
+def test_builtin_file_cites_every_group(hw_id: str) -> None:
+    path = Path(__file__).resolve().parents[1] / "hwspecs" / "data" / f"{hw_id}.yaml"
+    doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    assert set(doc["sources"]) == set(SOURCE_GROUPS)
+    # latencies are not datasheet numbers: the citation must say so
+    assert "TYPICAL VALUE" in doc["sources"]["intra_node"]
+    assert "TYPICAL VALUE" in doc["sources"]["network"]
+
+
+def test_a100_sxm4_80gb_conversions() -> None:
+    spec = load_hardware("a100-sxm4-80gb")
+    assert spec.generation == "ampere"
+    assert spec.hbm_bandwidth == 2.039e12
+    assert spec.hbm_capacity == 80e9
+    assert spec.inter_node_bandwidth == 25e9  # 8 x 200 Gb/s HDR / 8 GPUs
+    assert spec.intra_node_bandwidth == 300e9  # 600 GB/s bidirectional NVLink 3
+    assert spec.gpus_per_node == 8
+    assert spec.peak("bf16") == 312e12
+    assert spec.peak("fp16") == 312e12
+    assert spec.peak("tf32") == 156e12
+    assert spec.peak("fp32") == 19.5e12
+    assert spec.peak("int8") == 624e12
+    assert spec.intra_node_latency == pytest.approx(1.9e-6)
+    assert spec.inter_node_latency == pytest.approx(4.0e-6)
+
+
+def test_a100_sxm4_40gb_conversions() -> None:
+    spec = load_hardware("a100-sxm4-40gb")
+    assert spec.hbm_bandwidth == 1.555e12
+    assert spec.hbm_capacity == 40e9
+    assert spec.inter_node_bandwidth == 25e9
+    assert spec.peak("bf16") == 312e12
+
+
+def test_h100_conversions_and_ridge_point() -> None:
+    spec = load_hardware("h100-sxm5-80gb")
+    assert spec.generation == "hopper"
+    assert spec.peak("bf16") == 989.4e12
+    assert spec.peak("fp8") == 1978.9e12
+    assert spec.hbm_bandwidth == 3.35e12
+    assert spec.hbm_capacity == 80e9
+    assert spec.intra_node_bandwidth == 450e9  # 900 GB/s bidirectional NVLink 4
+    assert spec.inter_node_bandwidth == 50e9  # 8 x 400 Gb/s NDR / 8 GPUs
+    ridge = spec.peak("bf16") / spec.hbm_bandwidth
+    assert ridge == pytest.approx(295, rel=0.01)
+    assert "fp4" not in spec.peak_flops
+
+
+def test_h200_conversions() -> None:
+    spec = load_hardware("h200-sxm-141gb")
+    h100 = load_hardware("h100-sxm5-80gb")
+    assert spec.peak_flops == h100.peak_flops  # same GH100 compute
+    assert spec.hbm_capacity == 141e9
+    assert spec.hbm_bandwidth == 4.8e12
+    assert spec.intra_node_bandwidth == 450e9
+    assert spec.inter_node_bandwidth == 50e9
+
+
+def test_b200_conversions() -> None:
+    spec = load_hardware("b200")
+    assert spec.generation == "blackwell"
+    assert spec.peak("bf16") == 2.25e15
+    assert spec.peak("fp8") == 4.5e15
+    assert spec.peak("fp4") == 9e15
+    assert spec.hbm_capacity == 180e9
+    assert spec.hbm_bandwidth == 8e12
+    assert spec.intra_node_bandwidth == 900e9  # 1.8 TB/s bidirectional NVLink 5
+    assert spec.inter_node_bandwidth == 50e9
+    assert spec.gpus_per_node == 8
+
+
+def test_optional_builtins_conversions() -> None:
+    a100_pcie = load_hardware("a100-pcie-80gb")
+    assert a100_pcie.hbm_bandwidth == 1.935e12
+    assert a100_pcie.gpus_per_node == 4
+    assert a100_pcie.inter_node_bandwidth == 3.125e9  # 1 x 100 Gb/s EDR / 4 GPUs
+    assert a100_pcie.intra_node_bandwidth == 32e9  # PCIe Gen4 x16 per direction
+    mi300x = load_hardware("mi300x")
+    assert mi300x.generation == "cdna3"
+    assert mi300x.peak("bf16") == 1307.4e12
+    assert mi300x.hbm_capacity == 192e9
+    assert mi300x.hbm_bandwidth == 5.3e12
+    assert mi300x.intra_node_bandwidth == 448e9
+    assert mi300x.inter_node_bandwidth == 50e9
+
+
+def test_peak_unsupported_dtype_names_it() -> None:
+    spec = load_hardware("a100-sxm4-80gb")
+    with pytest.raises(HardwareSpecError, match=r"'fp8'.*supported: bf16, fp16, fp32, int8, tf32"):
+        spec.peak("fp8")
+    with pytest.raises(HardwareSpecError, match="'bfloat16'"):
+        spec.peak("bfloat16")
+
+
+# ---------------------------------------------------------------------- lookup
+
+
+def test_unknown_id_lists_known_ids() -> None:
+    known = ", ".join(list_hardware())
+    with pytest.raises(HardwareSpecError, match=re.escape(f"unknown hardware 'x100'; known: {known}")):
+        load_hardware("x100")
+
+
+@pytest.mark.parametrize("almost", ["h100", "H100-SXM5-80GB", "a100", "h100-sxm5-80gb ", "b20"])
+def test_lookup_is_exact_id_only(almost: str) -> None:
+    with pytest.raises(HardwareSpecError, match="unknown hardware"):
+        load_hardware(almost)
+
+
+def test_builtins_are_cached() -> None:
+    assert load_hardware("h100-sxm5-80gb") is load_hardware("h100-sxm5-80gb")
+
+
+def test_import_has_no_side_effects() -> None:
+    code = (
+        "import hwspecs.loader as l; "
+        "assert l._load_builtin.cache_info().currsize == 0; "
+        "assert l._builtin_ids.cache_info().currsize == 0"
+    )
+    subprocess.run(
+        [sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[1]
+    )
+
+
+def test_load_hardware_rejects_non_path_non_str() -> None:
+    with pytest.raises(HardwareSpecError, match="expects a hardware id or a path"):
+        load_hardware(42)  # type: ignore[arg-type]
+
+
+# ----------------------------------------------------------------- user files
+
+
+def _valid_doc() -> dict[str, Any]:
+    return {
+        "name": "my-gpu",
+        "description": "hypothetical accelerator for tests",
+        "generation": "hopper",
+        "gpus_per_node": 8,
+        "peak_tflops": {"bf16": 100, "fp32": 12.5},
+        "hbm_capacity_gb": 40,
+        "hbm_bandwidth_gbps": 1000,
+        "intra_node": {"technology": "NVLink", "gbps_per_direction": 200, "latency_us": 2},
+        "network": {
+            "technology": "InfiniBand",
+            "nics_per_node": 4,
+            "nic_gbit_per_s": 200,
+            "latency_us": 5,
+        },
+        "sources": {group: f"test datasheet for {group}" for group in SOURCE_GROUPS},
+    }
+
+
+def _write(tmp_path: Path, doc: Any, name: str = "my.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def test_user_file_loads_by_path_and_str(tmp_path: Path) -> None:
+    path = _write(tmp_path, _valid_doc())
+    spec = load_hardware(path)
+    assert spec == load_hardware(str(path))
+    assert spec.name == "my-gpu"
+    assert spec.peak("bf16") == 100e12
+    assert spec.peak("fp32") == 12.5e12
+    assert spec.hbm_capacity == 40e9
+    assert spec.hbm_bandwidth == 1e12
+    assert spec.intra_node_bandwidth == 200e9
+    assert spec.intra_node_latency == pytest.approx(2e-6)
+    assert spec.inter_node_bandwidth == 12.5e9  # 4 x 200 Gb/s / 8 GPUs
+    assert spec.inter_node_latency == pytest.approx(5e-6)
+    assert spec.sources["intra_node_latency"] == "test datasheet for intra_node"
+    assert spec.sources["inter_node_bandwidth"] == "test datasheet for network"
+
+
+def test_user_file_is_not_cached(tmp_path: Path) -> None:
+    doc = _valid_doc()
+    path = _write(tmp_path, doc)
+    assert load_hardware(path).hbm_capacity == 40e9
+    doc["hbm_capacity_gb"] = 80
+    _write(tmp_path, doc)
+    assert load_hardware(path).hbm_capacity == 80e9
+
+
+def test_user_file_shadowing_builtin_name_is_allowed_by_path(tmp_path: Path) -> None:
+    doc = _valid_doc()
+    doc["name"] = "h100-sxm5-80gb"
+    spec = load_hardware(_write(tmp_path, doc))
+    assert spec.hbm_bandwidth == 1e12
+    assert load_hardware("h100-sxm5-80gb").hbm_bandwidth == 3.35e12
+
+
+def _set(path: tuple[str, ...], value: Any) -> Callable[[dict[str, Any]], None]:
+    def mutate(doc: dict[str, Any]) -> None:
+        target = doc
+        for key in path[:-1]:
+            target = target[key]
+        target[path[-1]] = value
+
+    return mutate
+
+
+def _delete(path: tuple[str, ...]) -> Callable[[dict[str, Any]], None]:
+    def mutate(doc: dict[str, Any]) -> None:
+        target = doc
+        for key in path[:-1]:
+            target = target[key]
+        del target[path[-1]]
+
+    return mutate
+
+
+INVALID_CASES = [
+    # (id, mutation, regex the message must match)
+    ("missing-top", _delete(("hbm_bandwidth_gbps",)), r"missing required field 'hbm_bandwidth_gbps'"),
+    ("missing-nested", _delete(("network", "nic_gbit_per_s")), r"missing required field 'network\.nic_gbit_per_s'"),
+    ("negative", _set(("hbm_bandwidth_gbps",), -1), r"field 'hbm_bandwidth_gbps' must be > 0 \(got -1\)"),
+    ("zero", _set(("hbm_capacity_gb",), 0), r"field 'hbm_capacity_gb' must be > 0 \(got 0\)"),
+    ("negative-peak", _set(("peak_tflops", "bf16"), -5), r"field 'peak_tflops\.bf16' must be > 0"),
+    ("negative-nested", _set(("intra_node", "latency_us"), -2), r"field 'intra_node\.latency_us' must be > 0"),
+    ("inf", _set(("hbm_capacity_gb",), float("inf")), r"field 'hbm_capacity_gb' must be finite"),
+    ("string-number", _set(("hbm_capacity_gb",), "80"), r"field 'hbm_capacity_gb' must be a number"),
+    ("bool-number", _set(("hbm_capacity_gb",), True), r"field 'hbm_capacity_gb' must be a number"),
+    ("unknown-top", _set(("hbm_bandwith_gbps",), 5), r"unknown field 'hbm_bandwith_gbps'.*did you mean 'hbm_bandwidth_gbps'"),
+    ("unknown-nested", _set(("network", "nic_gbps"), 5), r"unknown field 'network\.nic_gbps'"),
+    ("unknown-dtype", _set(("peak_tflops", "fp9"), 5), r"field 'peak_tflops\.fp9' is not a known dtype"),
+    ("empty-peaks", _set(("peak_tflops",), {}), r"field 'peak_tflops' must list at least one dtype"),
+    ("peaks-not-mapping", _set(("peak_tflops",), [100]), r"field 'peak_tflops' must be a mapping"),
+    ("generation", _set(("generation",), "volta"), r"field 'generation' must be one of .* \(got 'volta'\)"),
+    ("gpus-float", _set(("gpus_per_node",), 8.5), r"field 'gpus_per_node' must be a positive integer \(got 8\.5\)"),
+    ("gpus-zero", _set(("gpus_per_node",), 0), r"field 'gpus_per_node' must be a positive integer"),
+    ("nics-float", _set(("network", "nics_per_node"), 2.5), r"field 'network\.nics_per_node' must be a positive integer"),
+    ("empty-name", _set(("name",), ""), r"field 'name' must be a non-empty string"),
+    ("missing-technology", _delete(("intra_node", "technology")), r"missing required field 'intra_node\.technology'"),
+    ("missing-source", _delete(("sources", "network")), r"field 'sources' is missing a citation for 'network'"),
+    ("empty-source", _set(("sources", "peak_tflops"), "  "), r"field 'sources\.peak_tflops' must be a non-empty string"),
+    ("unknown-source", _set(("sources", "hbm_bandwidth"), "x"), r"field 'sources\.hbm_bandwidth' is not a numeric field group"),
+    ("missing-sources", _delete(("sources",)), r"missing required field 'sources'"),
+]
+
+
+@pytest.mark.parametrize(
+    ("mutate", "pattern"), [c[1:] for c in INVALID_CASES], ids=[c[0] for c in INVALID_CASES]
+)
+def test_invalid_user_file(tmp_path: Path, mutate: Callable[[dict[str, Any]], None], pattern: str) -> None:
+    doc = copy.deepcopy(_valid_doc())
+    mutate(doc)
+    path = _write(tmp_path, doc)
+    with pytest.raises(HardwareSpecError, match=pattern) as info:
+        load_hardware(path)
+    message = str(info.value)
+    assert message.startswith(f"hwspecs: {path}: ")
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize(
+    ("text", "pattern"),
+    [
+        ("name: a\nname: b\n", r"invalid YAML: duplicate key 'name' at line 2"),
+        ("name: [unclosed\n", r"invalid YAML: .* at line \d+"),
+        ("- just\n- a list\n", r"top level must be a mapping"),
+        ("", r"file is empty"),
+    ],
+    ids=["duplicate-key", "syntax", "list", "empty"],
+)
+def test_malformed_user_file(tmp_path: Path, text: str, pattern: str) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(HardwareSpecError, match=pattern) as info:
+        load_hardware(path)
+    assert "\n" not in str(info.value)
+
+
+def test_missing_user_file(tmp_path: Path) -> None:
+    path = tmp_path / "nope.yaml"
+    with pytest.raises(HardwareSpecError, match=r"nope\.yaml: cannot read hardware file"):
+        load_hardware(path)
+    with pytest.raises(HardwareSpecError, match=r"cannot read hardware file"):
+        load_hardware(str(path))
+
+
+# --------------------------------------------------------------- HardwareSpec
+
+
+def test_spec_is_immutable_hashable_and_picklable() -> None:
+    spec = load_hardware("h100-sxm5-80gb")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        spec.hbm_bandwidth = 1.0  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        spec.peak_flops["bf16"] = 1.0  # type: ignore[index]
+    assert {spec: 1}[spec] == 1
+    clone = pickle.loads(pickle.dumps(spec))
+    assert clone == spec and hash(clone) == hash(spec)
+
+
+def test_spec_replace_revalidates() -> None:
+    spec = load_hardware("h100-sxm5-80gb")
+    faster = dataclasses.replace(spec, hbm_bandwidth=2 * spec.hbm_bandwidth)
+    assert faster.hbm_bandwidth == 6.7e12
+    with pytest.raises(HardwareSpecError, match=r"field 'hbm_bandwidth' must be > 0"):
+        dataclasses.replace(spec, hbm_bandwidth=-1.0)
+    with pytest.raises(HardwareSpecError, match=r"field 'gpus_per_node' must be a positive integer"):
+        dataclasses.replace(spec, gpus_per_node=0)
+    with pytest.raises(HardwareSpecError, match=r"unknown dtype 'fp9'"):
+        dataclasses.replace(spec, peak_flops={"fp9": 1.0})
+    with pytest.raises(HardwareSpecError, match=r"field 'generation'"):
+        dataclasses.replace(spec, generation="volta")
+
+
+def test_spec_direct_construction() -> None:
+    spec = HardwareSpec(
+        name="toy",
+        description="",
+        generation="ampere",
+        peak_flops={"bf16": 1e14},
+        hbm_capacity=1e10,
+        hbm_bandwidth=1e12,
+        intra_node_bandwidth=1e11,
+        intra_node_latency=1e-6,
+        inter_node_bandwidth=1e10,
+        inter_node_latency=5e-6,
+        gpus_per_node=4,
+    )
+    assert spec.peak("bf16") == 1e14
+    assert dict(spec.sources) == {}

@@ -1,0 +1,593 @@
+"""Tests for symcost.models: ModelSpec, presets and Hugging Face config loading."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from symcost import models
+from symcost.models import (
+    ModelSpec,
+    ModelSpecError,
+    from_hf_config,
+    get_model,
+    list_models,
+)
+
+# Preset ids the validation set relies on.
+EXPECTED_IDS = {
+    "gpt3-175b",
+    "gpt-1.7b",
+    "gpt-3.6b",
+    "gpt-7.5b",
+    "gpt-18.4b",
+    "gpt-39.1b",
+    "gpt-76.1b",
+    "gpt-145.6b",
+    "gpt-310.1b",
+    "gpt-529.6b",
+    "gpt-1008b",
+    "mpt-125m",
+    "mpt-350m",
+    "mpt-760m",
+    "mpt-1b",
+    "mpt-3b",
+    "mpt-7b",
+    "mpt-13b",
+    "mpt-30b",
+    "mpt-70b",
+    "llama-2-7b",
+    "llama-2-13b",
+    "llama-2-70b",
+    "llama-3-8b",
+    "llama-3-70b",
+    "llama-3.1-8b",
+    "llama-3.1-70b",
+    "llama-3.1-405b",
+    "mistral-7b",
+}
+
+SHAPE_FIELDS = tuple(
+    f.name for f in dataclasses.fields(ModelSpec) if f.name not in ("name", "source")
+)
+
+# meta-llama/Llama-2-70b-hf config.json (the fields that matter, as published).
+LLAMA2_70B_CONFIG = {
+    "_name_or_path": "meta-llama/Llama-2-70b-hf",
+    "architectures": ["LlamaForCausalLM"],
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+    "hidden_act": "silu",
+    "hidden_size": 8192,
+    "initializer_range": 0.02,
+    "intermediate_size": 28672,
+    "max_position_embeddings": 4096,
+    "model_type": "llama",
+    "num_attention_heads": 64,
+    "num_hidden_layers": 80,
+    "num_key_value_heads": 8,
+    "pretraining_tp": 1,
+    "rms_norm_eps": 1e-05,
+    "rope_scaling": None,
+    "tie_word_embeddings": False,
+    "torch_dtype": "float16",
+    "transformers_version": "4.31.0.dev0",
+    "use_cache": True,
+    "vocab_size": 32000,
+}
+
+# openai-community/gpt2 config.json (relevant fields).
+GPT2_CONFIG = {
+    "activation_function": "gelu_new",
+    "architectures": ["GPT2LMHeadModel"],
+    "attn_pdrop": 0.1,
+    "embd_pdrop": 0.1,
+    "layer_norm_epsilon": 1e-05,
+    "model_type": "gpt2",
+    "n_ctx": 1024,
+    "n_embd": 768,
+    "n_head": 12,
+    "n_layer": 12,
+    "n_positions": 1024,
+    "resid_pdrop": 0.1,
+    "vocab_size": 50257,
+}
+
+
+def _spec(**changes) -> ModelSpec:
+    base = dict(
+        name="toy",
+        layers=2,
+        hidden=64,
+        heads=8,
+        kv_heads=2,
+        ffn_hidden=256,
+        vocab=1000,
+        seq_len=128,
+        max_seq_len=256,
+        mlp="swiglu",
+        norm="rmsnorm",
+        bias=False,
+        tied_embeddings=False,
+        position="rope",
+        dropout=False,
+        source="test",
+    )
+    base.update(changes)
+    return ModelSpec(**base)
+
+
+def _shape(spec: ModelSpec) -> dict:
+    return {f: getattr(spec, f) for f in SHAPE_FIELDS}
+
+
+# ----------------------------------------------------------------------------- num_params
+
+
+def test_gpt3_175b_params_match_nar21():
+    # NAR21 Sec. 5.1: P = 12 L h^2 (1 + 13/(12h) + (V + s)/(12 L h)) = 174.6B for GPT-3.
+    spec = get_model("gpt3-175b")
+    L, h, V, s = 96, 12288, 51200, 2048
+    nar21 = 12 * L * h**2 + 13 * L * h + (V + s) * h
+    assert spec.num_params() == nar21 + 2 * h  # + final LayerNorm (weight and bias)
+    assert spec.num_params() == pytest.approx(174.6e9, rel=1e-3)
+
+
+def test_llama2_70b_params_by_hand():
+    spec = get_model("llama-2-70b")
+    h, L, a, k, f, V = 8192, 80, 64, 8, 28672, 32000
+    d = h // a
+    per_layer = h * (a + 2 * k) * d + a * d * h + 3 * h * f + 2 * h
+    assert spec.num_params() == 2 * V * h + L * per_layer + h
+    assert spec.num_params() == pytest.approx(68.98e9, rel=1e-3)
+    # Exact count of the released checkpoint (HF meta-llama/Llama-2-70b-hf).
+    assert spec.num_params() == 68_976_648_192
+
+
+@pytest.mark.parametrize(
+    ("model_id", "expected"),
+    [
+        ("llama-3-8b", 8_030_261_248),  # HF meta-llama/Meta-Llama-3-8B
+        ("llama-3.1-8b", 8_030_261_248),  # RoPE: longer context adds no parameters
+        ("llama-2-7b", 6_738_415_616),  # HF meta-llama/Llama-2-7b-hf
+        ("mistral-7b", 7_241_732_096),  # HF mistralai/Mistral-7B-v0.1
+    ],
+)
+def test_released_checkpoint_param_counts(model_id, expected):
+    assert get_model(model_id).num_params() == expected
+
+
+def test_llama3_8b_is_8_03b():
+    assert get_model("llama-3-8b").num_params() == pytest.approx(8.03e9, rel=1e-3)
+
+
+@pytest.mark.parametrize(
+    ("model_id", "billions"),
+    [
+        ("gpt-1.7b", 1.7),
+        ("gpt-3.6b", 3.6),
+        ("gpt-7.5b", 7.5),
+        ("gpt-18.4b", 18.4),
+        ("gpt-39.1b", 39.1),
+        ("gpt-76.1b", 76.1),
+        ("gpt-145.6b", 145.6),
+        ("gpt-310.1b", 310.1),
+        ("gpt-529.6b", 529.6),
+        ("gpt-1008b", 1008.0),
+    ],
+)
+def test_nar21_table1_sizes_match_their_names(model_id, billions):
+    # Table 1 reports sizes rounded to 0.1B.
+    assert round(get_model(model_id).num_params() / 1e9, 1) == billions
+
+
+def test_gpt2_small_param_count():
+    # 124,439,808 is the parameter count of HF openai-community/gpt2.
+    assert from_hf_config(GPT2_CONFIG).num_params() == 124_439_808
+
+
+def test_num_params_switches():
+    base = _spec()
+    h, V, S = base.hidden, base.vocab, base.max_seq_len
+    assert base.replace(tied_embeddings=True).num_params() == base.num_params() - V * h
+    assert base.replace(position="learned").num_params() == base.num_params() + S * h
+    assert base.replace(position="alibi").num_params() == base.num_params()
+    # gated MLP has a third h*f matrix per layer
+    assert (
+        base.num_params() - base.replace(mlp="gelu").num_params()
+        == base.layers * base.hidden * base.ffn_hidden
+    )
+    # LayerNorm without biases has the same parameters as RMSNorm
+    assert base.replace(norm="layernorm").num_params() == base.num_params()
+
+
+def test_bias_terms():
+    s = _spec(bias=True, norm="layernorm", mlp="gelu", kv_heads=8)
+    no_bias = s.replace(bias=False)
+    h, f, L = s.hidden, s.ffn_hidden, s.layers
+    # per layer: qkv 3h + out h + fc1 f + fc2 h + 2 LayerNorm biases 2h = 7h + f;
+    # final LayerNorm bias h
+    assert s.num_params() - no_bias.num_params() == L * (7 * h + f) + h
+
+
+def test_bias_terms_gqa_swiglu_rmsnorm():
+    s = _spec(bias=True)  # 8 query heads, 2 KV heads, head_dim 8, SwiGLU, RMSNorm
+    no_bias = s.replace(bias=False)
+    h, f, L = s.hidden, s.ffn_hidden, s.layers
+    # per layer: q,k,v biases (8 + 2*2)*8 + out h + gate and up 2f + down h; RMSNorm has none
+    assert s.num_params() - no_bias.num_params() == L * ((8 + 2 * 2) * 8 + h + 2 * f + h)
+
+
+def test_head_dim():
+    assert get_model("gpt-529.6b").head_dim == 160
+    assert get_model("llama-3.1-405b").head_dim == 128
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    layers=st.integers(1, 200),
+    heads_log=st.integers(0, 6),
+    kv_div_log=st.integers(0, 6),
+    head_dim=st.integers(1, 256),
+    ffn=st.integers(1, 100_000),
+    vocab=st.integers(1, 300_000),
+    mlp=st.sampled_from(models.MLP_KINDS),
+    norm=st.sampled_from(models.NORM_KINDS),
+    position=st.sampled_from(models.POSITION_KINDS),
+    bias=st.booleans(),
+    tied=st.booleans(),
+)
+def test_num_params_strictly_increasing_in_layers_and_ffn(
+    layers, heads_log, kv_div_log, head_dim, ffn, vocab, mlp, norm, position, bias, tied
+):
+    heads = 2**heads_log
+    kv_heads = heads // 2 ** min(kv_div_log, heads_log)
+    spec = _spec(
+        layers=layers,
+        heads=heads,
+        kv_heads=kv_heads,
+        hidden=heads * head_dim,
+        ffn_hidden=ffn,
+        vocab=vocab,
+        mlp=mlp,
+        norm=norm,
+        position=position,
+        bias=bias,
+        tied_embeddings=tied,
+    )
+    p = spec.num_params()
+    assert spec.replace(layers=layers + 1).num_params() > p
+    assert spec.replace(ffn_hidden=ffn + 1).num_params() > p
+    assert isinstance(p, int)
+
+
+# ----------------------------------------------------------------------------- presets
+
+
+def test_preset_ids():
+    ids = list_models()
+    assert set(ids) == EXPECTED_IDS
+    assert len(ids) == len(set(ids))
+    assert ids[0] == "gpt3-175b"
+    assert "llama3-70b" not in ids  # aliases are not listed
+
+
+@pytest.mark.parametrize("model_id", sorted(EXPECTED_IDS))
+def test_every_preset_validates(model_id):
+    spec = get_model(model_id)
+    assert spec.name == model_id
+    assert spec.source.strip()
+    # re-running validation on a copy must succeed and give an equal spec
+    assert dataclasses.replace(spec) == spec
+    assert spec.num_params() > 0
+
+
+def test_preset_families():
+    for model_id in list_models():
+        spec = get_model(model_id)
+        if model_id.startswith("gpt"):
+            assert (spec.mlp, spec.norm, spec.position) == ("gelu", "layernorm", "learned")
+            assert spec.bias and spec.tied_embeddings and spec.dropout
+            assert (spec.vocab, spec.seq_len, spec.ffn_hidden) == (51200, 2048, 4 * spec.hidden)
+            assert spec.kv_heads == spec.heads
+        elif model_id.startswith("mpt"):
+            assert (spec.mlp, spec.norm, spec.position) == ("gelu", "layernorm", "alibi")
+            assert not spec.bias and spec.tied_embeddings and not spec.dropout
+            assert (spec.vocab, spec.ffn_hidden) == (50368, 4 * spec.hidden)
+        else:
+            assert (spec.mlp, spec.norm, spec.position) == ("swiglu", "rmsnorm", "rope")
+            assert not spec.bias and not spec.tied_embeddings and not spec.dropout
+
+
+def test_llama_context_lengths():
+    assert get_model("llama-2-70b").max_seq_len == 4096
+    assert get_model("llama-3-70b").max_seq_len == 8192
+    assert get_model("llama-3.1-70b").max_seq_len == 131072
+    assert get_model("llama-3.1-405b").vocab == 128256
+    assert get_model("llama-3.1-405b").ffn_hidden == 53248
+
+
+def test_lookup_is_case_insensitive_and_aliased():
+    assert get_model("GPT3-175B") is get_model("gpt3-175b")
+    assert get_model("  Llama-3-70B ") is get_model("llama-3-70b")
+    assert get_model("llama3-70b") is get_model("llama-3-70b")
+    assert get_model("LLAMA3.1-405B") is get_model("llama-3.1-405b")
+
+
+def test_unknown_preset_lists_known_ids():
+    with pytest.raises(ModelSpecError, match=r"unknown model 'gpt-4'; known: gpt3-175b, gpt-1\.7b, "):
+        get_model("gpt-4")
+
+
+def test_no_substring_guessing():
+    with pytest.raises(ModelSpecError, match="unknown model 'llama-3'"):
+        get_model("llama-3")
+    with pytest.raises(ModelSpecError, match="unknown model '70b'"):
+        get_model("70b")
+
+
+def test_get_model_rejects_non_string():
+    with pytest.raises(TypeError, match="str or os.PathLike"):
+        get_model(175)  # type: ignore[arg-type]
+
+
+def test_preset_yaml_is_consistent():
+    data = yaml.safe_load((Path(models.__file__).parent / "data" / "models.yaml").read_text())
+    assert list(data["models"]) == list_models()
+    for alias, target in data["aliases"].items():
+        assert get_model(alias) is get_model(target)
+
+
+# ----------------------------------------------------------------------------- validation
+
+
+@pytest.mark.parametrize(
+    ("changes", "pattern"),
+    [
+        ({"hidden": 100, "heads": 3, "kv_heads": 3}, r"hidden \(100\) must be divisible by heads \(3\)"),
+        ({"heads": 8, "kv_heads": 3}, r"heads \(8\) must be divisible by kv_heads \(3\)"),
+        ({"layers": -1}, r"layers must be a positive int \(got -1\)"),
+        ({"ffn_hidden": 0}, r"ffn_hidden must be a positive int \(got 0\)"),
+        ({"vocab": 1000.0}, r"vocab must be a positive int \(got 1000\.0\)"),
+        ({"seq_len": True}, r"seq_len must be a positive int \(got True\)"),
+        ({"mlp": "relu"}, r"mlp must be one of gelu, swiglu \(got 'relu'\)"),
+        ({"norm": "batchnorm"}, r"norm must be one of layernorm, rmsnorm"),
+        ({"position": "sinusoidal"}, r"position must be one of learned, rope, alibi"),
+        ({"bias": "yes"}, r"bias must be a bool"),
+        ({"name": ""}, r"name must be a non-empty string"),
+        ({"source": None}, r"source must be a non-empty string"),
+        (
+            {"position": "learned", "seq_len": 512, "max_seq_len": 256},
+            r"seq_len \(512\) must not exceed max_seq_len \(256\)",
+        ),
+    ],
+)
+def test_invalid_specs(changes, pattern):
+    with pytest.raises(ModelSpecError, match=pattern):
+        _spec(**changes)
+
+
+def test_error_is_value_error_and_names_model():
+    with pytest.raises(ValueError, match="model 'toy': heads"):
+        _spec(heads=8, kv_heads=3)
+
+
+def test_replace_validates():
+    spec = get_model("llama-2-70b")
+    longer = spec.replace(seq_len=2048)
+    assert longer.seq_len == 2048 and spec.seq_len == 4096
+    with pytest.raises(ModelSpecError, match=r"heads \(64\) must be divisible by kv_heads \(7\)"):
+        spec.replace(kv_heads=7)
+    with pytest.raises(ModelSpecError, match="unknown ModelSpec field"):
+        spec.replace(hidden_size=1)
+
+
+def test_spec_is_frozen():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        get_model("gpt3-175b").layers = 1  # type: ignore[misc]
+
+
+def test_rope_allows_seq_len_beyond_max():
+    assert get_model("llama-2-70b").replace(seq_len=8192).seq_len == 8192
+
+
+# ----------------------------------------------------------------------------- HF config.json
+
+
+def test_hf_llama2_70b_round_trip(tmp_path):
+    path = tmp_path / "Llama-2-70b-hf" / "config.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(LLAMA2_70B_CONFIG, indent=2))
+    preset = get_model("llama-2-70b")
+    for loaded in (get_model(path), get_model(str(path)), from_hf_config(path), get_model(path.parent)):
+        assert _shape(loaded) == _shape(preset)
+        assert loaded.num_params() == preset.num_params()
+        assert loaded.name == "Llama-2-70b-hf"
+        assert str(path) in loaded.source
+
+
+def test_hf_mapping_and_name():
+    spec = from_hf_config(LLAMA2_70B_CONFIG)
+    assert spec.name == "meta-llama/Llama-2-70b-hf"
+    assert from_hf_config(LLAMA2_70B_CONFIG, name="x").name == "x"
+
+
+def test_hf_llama31_8b():
+    cfg = {
+        "model_type": "llama",
+        "hidden_act": "silu",
+        "hidden_size": 4096,
+        "intermediate_size": 14336,
+        "max_position_embeddings": 131072,
+        "num_attention_heads": 32,
+        "num_hidden_layers": 32,
+        "num_key_value_heads": 8,
+        "rms_norm_eps": 1e-05,
+        "rope_theta": 500000.0,
+        "rope_scaling": {"factor": 8.0, "rope_type": "llama3"},
+        "attention_bias": False,
+        "mlp_bias": False,
+        "attention_dropout": 0.0,
+        "head_dim": 128,
+        "vocab_size": 128256,
+    }
+    spec = from_hf_config(cfg)
+    preset = get_model("llama-3.1-8b")
+    assert _shape(spec) == _shape(preset.replace(seq_len=131072))
+
+
+def test_hf_defaults_kv_heads_and_tied():
+    cfg = dict(LLAMA2_70B_CONFIG)
+    del cfg["num_key_value_heads"], cfg["tie_word_embeddings"]
+    spec = from_hf_config(cfg)
+    assert spec.kv_heads == spec.heads == 64
+    assert spec.tied_embeddings is False
+
+
+def test_hf_gpt2_style(tmp_path):
+    path = tmp_path / "gpt2.json"
+    path.write_text(json.dumps(GPT2_CONFIG))
+    spec = get_model(path)
+    assert spec.name == "gpt2"
+    assert (spec.layers, spec.hidden, spec.heads, spec.kv_heads) == (12, 768, 12, 12)
+    assert (spec.ffn_hidden, spec.vocab, spec.max_seq_len, spec.seq_len) == (3072, 50257, 1024, 1024)
+    assert (spec.mlp, spec.norm, spec.position) == ("gelu", "layernorm", "learned")
+    assert spec.bias and spec.tied_embeddings and spec.dropout
+
+
+def test_hf_gpt2_n_inner_and_no_dropout():
+    cfg = {**GPT2_CONFIG, "n_inner": 1000, "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0}
+    spec = from_hf_config(cfg)
+    assert spec.ffn_hidden == 1000
+    assert spec.dropout is False
+
+
+def test_hf_gelu_mlp():
+    cfg = {**LLAMA2_70B_CONFIG, "hidden_act": "gelu_pytorch_tanh"}
+    assert from_hf_config(cfg).mlp == "gelu"
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size",
+     "max_position_embeddings"],
+)
+def test_hf_missing_key(key):
+    cfg = dict(LLAMA2_70B_CONFIG)
+    del cfg[key]
+    with pytest.raises(ModelSpecError, match=f"^config.json: missing '{key}'$"):
+        from_hf_config(cfg)
+
+
+def test_hf_missing_key_in_file_names_file(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "llama", "num_hidden_layers": 2}))
+    with pytest.raises(ModelSpecError, match=r"config\.json: missing 'hidden_size'"):
+        get_model(path)
+
+
+def test_hf_gpt2_missing_key():
+    cfg = dict(GPT2_CONFIG)
+    del cfg["n_head"]
+    with pytest.raises(ModelSpecError, match="config.json: missing 'n_head'"):
+        from_hf_config(cfg)
+
+
+def test_hf_bad_json(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text('{"hidden_size": 4096,')
+    with pytest.raises(ModelSpecError, match=r"config\.json: invalid JSON \(.* at line 1 column"):
+        get_model(path)
+    with pytest.raises(ModelSpecError, match="invalid JSON"):
+        from_hf_config(str(path))
+
+
+def test_hf_json_not_a_mapping(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text("[1, 2]")
+    with pytest.raises(ModelSpecError, match="top level must be a mapping, not list"):
+        get_model(path)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(ModelSpecError, match="no such file"):
+        get_model(tmp_path / "nope" / "config.json")
+    with pytest.raises(ModelSpecError, match="no such file"):
+        get_model("does-not-exist.json")
+
+
+@pytest.mark.parametrize(
+    ("changes", "pattern"),
+    [
+        ({"hidden_size": "8192"}, r"'hidden_size' must be a positive int \(got '8192'\)"),
+        ({"num_key_value_heads": -8}, r"'num_key_value_heads' must be a positive int"),
+        ({"num_key_value_heads": 7}, r"heads \(64\) must be divisible by kv_heads \(7\)"),
+        ({"num_attention_heads": 60}, r"hidden \(8192\) must be divisible by heads \(60\)"),
+        ({"hidden_act": "relu"}, r"unsupported 'hidden_act' 'relu'"),
+        ({"model_type": "phi3"}, r"hidden_act 'silu' with model_type 'phi3' is ambiguous"),
+        ({"head_dim": 64}, r"'head_dim' \(64\) must equal hidden_size / num_attention_heads"),
+        ({"attention_bias": True, "mlp_bias": False}, r"attention_bias \(True\) and mlp_bias \(False\) differ"),
+        ({"tie_word_embeddings": "no"}, r"'tie_word_embeddings' must be true or false"),
+    ],
+)
+def test_hf_invalid_values(changes, pattern):
+    with pytest.raises(ModelSpecError, match=pattern):
+        from_hf_config({**LLAMA2_70B_CONFIG, **changes})
+
+
+def test_hf_unknown_model_type_needs_explicit_keys():
+    cfg = {**LLAMA2_70B_CONFIG, "model_type": "custom", "hidden_act": "gelu"}
+    del cfg["rms_norm_eps"]
+    with pytest.raises(ModelSpecError, match="cannot tell the norm"):
+        from_hf_config(cfg)
+    cfg["layer_norm_eps"] = 1e-5
+    with pytest.raises(ModelSpecError, match="cannot tell the position encoding"):
+        from_hf_config(cfg)
+    cfg["rope_theta"] = 10000.0
+    spec = from_hf_config(cfg)
+    assert (spec.mlp, spec.norm, spec.position) == ("gelu", "layernorm", "rope")
+
+
+def test_hf_attention_bias():
+    spec = from_hf_config({**LLAMA2_70B_CONFIG, "attention_bias": True})
+    assert spec.bias is True  # mlp_bias defaults to attention_bias
+
+
+# ----------------------------------------------------------------------------- spec files
+
+
+def test_spec_yaml_file(tmp_path):
+    preset = get_model("mpt-7b")
+    fields = {f: getattr(preset, f) for f in SHAPE_FIELDS}
+    path = tmp_path / "my-mpt.yaml"
+    path.write_text(yaml.safe_dump({**fields, "seq_len": 1024}))
+    spec = get_model(str(path))
+    assert spec.name == "my-mpt"
+    assert spec.source == str(path)
+    assert _shape(spec) == {**fields, "seq_len": 1024}
+
+
+def test_spec_json_file_errors(tmp_path):
+    preset = get_model("mpt-7b")
+    fields = {f: getattr(preset, f) for f in SHAPE_FIELDS}
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps({**fields, "colour": "red"}))
+    with pytest.raises(ModelSpecError, match=r"spec\.json: unknown field\(s\) 'colour'"):
+        get_model(path)
+    del fields["norm"]
+    path.write_text(json.dumps(fields))
+    with pytest.raises(ModelSpecError, match=r"spec\.json: missing 'norm'"):
+        get_model(path)
+
+
+def test_bad_yaml_file(tmp_path):
+    path = tmp_path / "spec.yaml"
+    path.write_text("layers: [1, 2\n")
+    with pytest.raises(ModelSpecError, match=r"spec\.yaml: invalid YAML"):
+        get_model(path)
