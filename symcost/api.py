@@ -41,8 +41,12 @@ def training_model(precision: str = "float64") -> CompiledModel:
         (in :data:`symcost.symbols.ALL_SYMBOLS` order), outputs as in
         :func:`symcost.training.training_expressions`.
     """
-    exprs = training_expressions()
-    return lower(exprs, used_symbols(exprs.values()), precision)
+    return lower(training_expressions(), _training_symbols(), precision)
+
+
+@functools.lru_cache(maxsize=1)
+def _training_symbols() -> tuple[sp.Symbol, ...]:
+    return used_symbols(training_expressions().values())
 
 
 def used_symbols(exprs) -> tuple[sp.Symbol, ...]:

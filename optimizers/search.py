@@ -1,0 +1,571 @@
+"""Parallel-configuration search: exhaustive (vectorized) and SciPy differential evolution.
+
+:func:`search` enumerates every valid configuration (:mod:`optimizers.space`), evaluates them
+all in fixed-size chunks of one compiled float32 function (:mod:`optimizers.evaluate`), drops
+those that do not fit in GPU memory (``mem_headroom < 0``), ranks the rest, re-checks the
+leaders in float64 and returns the top ``k`` with their step-time breakdown and memory, and
+the breakdown terms that separate the best from the runner-up.
+
+:func:`search_scipy` answers the same question without enumerating: integer-coded
+differential evolution (``scipy.optimize.differential_evolution`` with ``integrality``) over
+the layout (GPU count, TP, PP, micro-batch, VPP), each individual taking its best mode
+combination (recompute, SP, ZeRO, DP overlap: at most 48, evaluated together).
+
+Objectives (lower score is better):
+
+* ``step_time``: seconds per optimizer step.
+* ``tokens_per_s``: training tokens per second (same order as step time for one GPU count).
+* ``tokens_per_dollar``: tokens/s divided by the cluster's price per second
+  (``num_gpus * price_per_gpu_hour / 3600``); needs ``price_per_gpu_hour``; differs from the
+  others when several GPU counts are searched.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from symcost.config import ConfigError, TrainingConfig
+from symcost.training import BREAKDOWN, MEMORY
+
+from .evaluate import (base_inputs, candidate_inputs, evaluate_chunked,
+                       evaluate_float64)
+from .space import (FIELDS, Constraints, Context, SearchError, Space, _divisors, columns_frame,
+                    enumerate_space, make_constraints, raise_if_empty, row_config, stage_rules,
+                    structural_ok, violations)
+
+OBJECTIVES = ("step_time", "tokens_per_s", "tokens_per_dollar")
+#: float64 re-check: every candidate within this relative score of the k-th is re-checked.
+RECHECK_RTOL = 1e-4
+#: float32 headroom slack (fraction of usable memory) for the re-check near the memory limit.
+HEADROOM_SLACK = 1e-4
+
+
+@dataclass
+class SearchResult:
+    """The outcome of a configuration search.
+
+    Attributes:
+        table: the top ``k`` configurations, best first: ``rank``, the fields of
+            :data:`optimizers.space.FIELDS`, ``step_time`` (s), ``tokens_per_s``,
+            ``tokens_per_s_per_gpu``, ``mfu``, ``hfu``, memory per GPU ``mem_*`` (bytes,
+            ``mem_headroom`` >= 0), breakdown ``time_*`` (s), ``score`` and, with a price,
+            ``usd_per_step`` and ``tokens_per_usd``. Values re-checked in float64.
+        rejected: rule counts: ``stage``, ``rule``, ``removed``, ``remaining``, ``level``
+            (the last row is the memory filter).
+        why: breakdown and memory terms of the runner-up minus the best, largest first:
+            ``term``, ``best``, ``runner_up``, ``difference`` (s or bytes).
+        candidates: valid configurations evaluated.
+        fitting: those that fit in memory.
+        objective: the ranking objective.
+        method: ``exhaustive`` or ``differential_evolution``.
+        timings: wall time per phase in s (``enumerate``, ``evaluate``, ``recheck``, ``total``).
+        model, hardware: the specs searched; global_batch, seq_len, dtype, flash_attention:
+            what every candidate shares.
+    """
+
+    table: pd.DataFrame
+    rejected: pd.DataFrame
+    why: pd.DataFrame
+    candidates: int
+    fitting: int
+    objective: str
+    method: str
+    timings: dict[str, float]
+    model: object
+    hardware: object
+    global_batch: int
+    seq_len: int
+    dtype: str
+    flash_attention: bool
+    price_per_gpu_hour: float | None = None
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def best(self) -> TrainingConfig:
+        """The best configuration as a :class:`~symcost.config.TrainingConfig`."""
+        return self.config(0)
+
+    def config(self, i: int) -> TrainingConfig:
+        """Row ``i`` of :attr:`table` as a :class:`~symcost.config.TrainingConfig`."""
+        return row_config(self.table.iloc[i], self.global_batch, self.seq_len, self.dtype,
+                          self.flash_attention)
+
+    def explain(self) -> str:
+        """One line: why the best beats the runner-up (the largest breakdown differences)."""
+        if len(self.table) < 2:
+            return "only one configuration fits"
+        a, b = self.table.iloc[0], self.table.iloc[1]
+        terms = self.why[self.why["term"].str.startswith("time_")].head(3)
+        parts = [f"{t.term.removeprefix('time_')} {t.difference:+.3g} s" for t in terms.itertuples()
+                 if t.difference != 0]
+        gap = b["step_time"] - a["step_time"]
+        return (f"best beats runner-up by {gap:.4g} s/step ({gap / b['step_time']:.2%}): "
+                f"runner-up minus best: {', '.join(parts) if parts else 'no time difference'}")
+
+    def to_dict(self) -> dict:
+        """JSON-ready summary (table rows, rejected counts, explanation, timings)."""
+        return {
+            "model": self.model.name, "hardware": self.hardware.name,
+            "global_batch": self.global_batch, "seq_len": self.seq_len, "dtype": self.dtype,
+            "objective": self.objective, "method": self.method,
+            "candidates": self.candidates, "fitting": self.fitting,
+            "top": _records(self.table), "rejected": _records(self.rejected),
+            "why": _records(self.why), "explanation": self.explain(),
+            "timings_s": self.timings,
+        }
+
+
+def _records(df: pd.DataFrame) -> list[dict]:
+    out = []
+    for rec in df.to_dict(orient="records"):
+        out.append({k: (v.item() if isinstance(v, np.generic) else v) for k, v in rec.items()})
+    return out
+
+
+def _check_objective(objective: str | None, price: float | None) -> str:
+    if objective is None:
+        return "tokens_per_dollar" if price else "step_time"
+    if objective not in OBJECTIVES:
+        raise ConfigError(f"objective: {objective!r} is not one of {', '.join(OBJECTIVES)}")
+    if price is not None and not price > 0:
+        raise ConfigError(f"price_per_gpu_hour: must be > 0 (got {price})")
+    if objective == "tokens_per_dollar" and not price:
+        raise ConfigError("objective: tokens_per_dollar needs price_per_gpu_hour > 0")
+    return objective
+
+
+def score(step_time: np.ndarray, num_gpus: np.ndarray, global_batch: int, seq_len: int,
+          objective: str, price: float | None) -> np.ndarray:
+    """Ranking score (lower is better) of ``objective`` for step times in s."""
+    tokens_per_s = global_batch * seq_len / step_time
+    if objective == "step_time":
+        return np.asarray(step_time, dtype=np.float64)
+    if objective == "tokens_per_s":
+        return -tokens_per_s
+    return -tokens_per_s / (np.asarray(num_gpus) * price / 3600.0)
+
+
+def _memory_rule(rejected: pd.DataFrame, fits: np.ndarray, usable: float) -> pd.DataFrame:
+    row = {"stage": "memory", "rule": f"memory per GPU must fit in usable HBM "
+                                      f"({usable / 1e9:.1f} GB)",
+           "removed": int((~fits).sum()), "remaining": int(fits.sum()), "level": "configurations"}
+    return pd.concat([rejected, pd.DataFrame([row])], ignore_index=True)
+
+
+def _raise_no_fit(cols, head32, usable, space_ctx, seq_len, dtype, flash, n, hw_name):
+    i = int(np.argmax(head32))
+    cfg = row_config({k: v[i] for k, v in cols.items()}, space_ctx.global_batch, seq_len, dtype,
+                     flash)
+    raise SearchError(
+        f"no valid configuration fits in memory: all {n} valid configurations were removed by "
+        f"rule 'memory per GPU must fit in usable HBM ({usable / 1e9:.1f} GB of {hw_name})'; "
+        f"the smallest footprint ({_short(cfg)}) needs {-head32[i] / 1e9:.1f} GB more")
+
+
+def _short(cfg: TrainingConfig) -> str:
+    return (f"tp={cfg.tp} pp={cfg.pp} dp={cfg.dp} mb={cfg.micro_batch} vpp={cfg.vpp} "
+            f"recompute={cfg.recompute} sp={int(cfg.sp)} zero={cfg.zero} "
+            f"overlap={int(cfg.dp_overlap)}")
+
+
+def _finish(cols: Mapping[str, np.ndarray], base: Mapping[str, float], top: int,
+            objective: str, price: float | None, global_batch: int, seq_len: int
+            ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Float64 re-check of the given candidate rows; returns (top table, why)."""
+    f64 = evaluate_float64(candidate_inputs(base, cols))
+    sc = score(f64["step_time"], cols["num_gpus"], global_batch, seq_len, objective, price)
+    ok = f64["mem_headroom"] >= 0
+    order = np.lexsort((np.arange(len(sc)), sc))
+    order = order[ok[order]][:top]
+    df = columns_frame({k: v[order] for k, v in cols.items()})
+    df.insert(0, "rank", np.arange(1, len(order) + 1))
+    vals = {k: v[order] for k, v in f64.items()}
+    df["step_time"] = vals["step_time"]
+    df["tokens_per_s"] = vals["tokens_per_s"]
+    df["tokens_per_s_per_gpu"] = vals["tokens_per_s"] / df["num_gpus"].to_numpy()
+    df["mfu"] = vals["mfu"]
+    df["hfu"] = vals["hfu"]
+    for k in (*MEMORY, "mem_total", "mem_usable", "mem_headroom", *BREAKDOWN):
+        df[k] = vals[k]
+    df["score"] = sc[order]
+    if price:
+        df["usd_per_step"] = vals["step_time"] * df["num_gpus"].to_numpy() * price / 3600.0
+        df["tokens_per_usd"] = global_batch * seq_len / df["usd_per_step"]
+    why = pd.DataFrame(columns=["term", "best", "runner_up", "difference"])
+    if len(df) >= 2:
+        terms = [*BREAKDOWN, *MEMORY, "mem_total"]
+        why = pd.DataFrame({"term": terms, "best": [df[t].iloc[0] for t in terms],
+                            "runner_up": [df[t].iloc[1] for t in terms]})
+        why["difference"] = why["runner_up"] - why["best"]
+        why = pd.concat([why.iloc[:len(BREAKDOWN)].sort_values("difference", key=np.abs,
+                                                                 ascending=False),
+                         why.iloc[len(BREAKDOWN):]], ignore_index=True)
+    return df.reset_index(drop=True), why
+
+
+def _recheck_rows(sc32: np.ndarray, head32: np.ndarray, usable: float, top: int) -> np.ndarray:
+    """Indices to re-check in float64: the leaders among (nearly) fitting candidates, with
+    every near-tie of the k-th and the float32 memory-boundary cases among them."""
+    near = head32 >= -HEADROOM_SLACK * usable
+    idx = np.flatnonzero(near)
+    if not len(idx):
+        return idx
+    k = min(top, len(idx))
+    kth = np.partition(sc32[idx], k - 1)[k - 1]
+    tol = RECHECK_RTOL * abs(kth)
+    sel = idx[sc32[idx] <= kth + tol]
+    # exact ties beyond this many rows are interchangeable; keep the re-check small
+    limit = max(64, 4 * top)
+    if len(sel) > limit:
+        sel = sel[np.argsort(sc32[sel], kind="stable")[:limit]]
+    # make sure at least `top` truly fitting rows are there
+    fit = idx[head32[idx] >= 0]
+    extra = fit[np.argsort(sc32[fit], kind="stable")[:top]]
+    return np.unique(np.concatenate([sel, extra]))
+
+
+def search(model, hardware, num_gpus: int | Sequence[int], global_batch: int, *,
+           seq_len: int | None = None, dtype: str = "bf16", flash_attention: bool = True,
+           top: int = 10, objective: str | None = None, price_per_gpu_hour: float | None = None,
+           fix: Mapping | Sequence[str] | None = None,
+           minimum: Mapping | Sequence[str] | None = None,
+           maximum: Mapping | Sequence[str] | None = None, max_tp: int | None = None,
+           max_vpp: int | None = None, keep_duplicates: bool = False, params=None
+           ) -> SearchResult:
+    """Exhaustive search over every valid parallel configuration.
+
+    Args:
+        model: :class:`~symcost.models.ModelSpec` or preset name / config.json path.
+        hardware: :class:`~hwspecs.HardwareSpec` or hardware id / YAML path.
+        num_gpus: GPU count, or several counts to choose from.
+        global_batch: sequences per optimizer step.
+        seq_len: tokens per sequence (the model's when None).
+        dtype: GEMM dtype for every candidate.
+        flash_attention: FlashAttention for every candidate.
+        top: rows in the result table.
+        objective: one of :data:`OBJECTIVES`; ``tokens_per_dollar`` when a price is given,
+            else ``step_time``.
+        price_per_gpu_hour: USD per GPU-hour (adds ``usd_per_step`` and ``tokens_per_usd``).
+        fix, minimum, maximum, max_tp, max_vpp: user constraints
+            (:func:`optimizers.space.make_constraints`), e.g. ``fix={"pp": 8}`` or
+            ``fix=["pp=8"]``.
+        keep_duplicates: keep configurations the cost model cannot distinguish.
+        params: efficiency parameters (the shipped calibration when None).
+
+    Returns:
+        :class:`SearchResult`.
+
+    Raises:
+        SearchError: no configuration is valid or fits in memory; the message names the rule
+            that removed the last candidates.
+        ConfigError: malformed inputs, constraints, objective or price (names the field and
+            the rule).
+    """
+    from symcost.api import _as_hardware, _as_model
+
+    t0 = time.perf_counter()
+    objective = _check_objective(objective, price_per_gpu_hour)
+    if int(top) < 1:
+        raise ConfigError(f"top: must be >= 1 (got {top})")
+    model, hw = _as_model(model), _as_hardware(hardware)
+    cons = make_constraints(fix, minimum, maximum, max_tp, max_vpp)
+    space = enumerate_space(model, hw, num_gpus, global_batch, seq_len=seq_len, dtype=dtype,
+                            flash_attention=flash_attention, constraints=cons,
+                            keep_duplicates=keep_duplicates)
+    t1 = time.perf_counter()
+    raise_if_empty(space)
+    base = base_inputs(model, hw, dtype, space.seq_len, global_batch, flash_attention, params)
+    cols = space.columns
+    f32 = evaluate_chunked(candidate_inputs(base, cols))
+    t2 = time.perf_counter()
+    usable = float(base["hbm_cap"] - base["mem_reserved"])
+    head32 = f32["mem_headroom"]
+    fits = head32 >= 0
+    rejected = _memory_rule(space.rejected, fits, usable)
+    sc32 = score(f32["step_time"], cols["num_gpus"], space.context.global_batch, space.seq_len,
+                 objective, price_per_gpu_hour)
+    rows = _recheck_rows(sc32, head32, usable, int(top))
+    if not len(rows):
+        _raise_no_fit(cols, head32, usable, space.context, space.seq_len, dtype,
+                      flash_attention, len(space), hw.name)
+    sub = {k: v[rows] for k, v in cols.items()}
+    table, why = _finish(sub, base, int(top), objective, price_per_gpu_hour,
+                         space.context.global_batch, space.seq_len)
+    if table.empty:
+        _raise_no_fit(cols, head32, usable, space.context, space.seq_len, dtype,
+                      flash_attention, len(space), hw.name)
+    t3 = time.perf_counter()
+    timings = {"enumerate": t1 - t0, "evaluate": t2 - t1, "recheck": t3 - t2, "total": t3 - t0}
+    result = SearchResult(table, rejected, why, len(space), int(fits.sum()), objective,
+                          "exhaustive", timings, model, hw, space.context.global_batch,
+                          space.seq_len, dtype, bool(flash_attention), price_per_gpu_hour)
+    result.extra["space"] = space
+    result.extra["scores"] = sc32
+    result.extra["fits"] = fits
+    return result
+
+
+def rank_of(result: SearchResult, fields: Mapping[str, object]) -> dict:
+    """Where configurations matching ``fields`` rank in an exhaustive search result.
+
+    Args:
+        result: from :func:`search` (holds every candidate's float32 score).
+        fields: field -> value for the fields to match (others free), values as in
+            :data:`optimizers.space.FIELDS` (recompute as a name or code).
+
+    Returns:
+        ``{"matches": n matching candidates, "fitting_matches": those that fit,
+        "rank": 1-based rank of the best fitting match among all fitting candidates (None when
+        no match fits), "score": its score, "index": its candidate index}``.
+    """
+    from .space import _field_name, _field_value
+
+    space: Space = result.extra["space"]
+    cols, sc, fits = space.columns, result.extra["scores"], result.extra["fits"]
+    mask = np.ones(len(space), dtype=bool)
+    for k, v in fields.items():
+        key = _field_name(k)
+        mask &= cols[key] == _field_value(key, v)
+    good = mask & fits
+    out = {"matches": int(mask.sum()), "fitting_matches": int(good.sum()), "rank": None,
+           "score": None, "index": None}
+    if good.any():
+        i = int(np.flatnonzero(good)[np.argmin(sc[good])])
+        out.update(rank=int((sc[fits] < sc[i]).sum()) + 1, score=float(sc[i]), index=i)
+    return out
+
+
+# ----------------------------------------------------------------------------- SciPy search
+_MODE_GRID = np.stack(np.meshgrid((0, 1, 2), (0, 1), (0, 1, 2, 3), (0, 1), indexing="ij"),
+                      axis=-1).reshape(-1, 4)
+_MODE_NAMES = ("recompute", "sp", "zero", "dp_overlap")
+
+
+@dataclass(frozen=True)
+class LayoutCodec:
+    """Encoding of a parallel layout as a differential-evolution vector.
+
+    Integer variables (``integrality``): index of the GPU count, of TP among the divisors of
+    the GPU counts passing the TP rules, of PP among the divisors not above the layer count.
+    Continuous "random keys" in [0, 1): the micro-batch among the divisors of
+    ``global_batch / dp`` and VPP among the interleaving-compatible values for that PP (both
+    after the user's constraints), so every decoded point has a micro-batch and a VPP that
+    could be valid. Each decoded layout is expanded to all 48 mode combinations.
+
+    Attributes:
+        bounds: ``(low, high)`` per variable.
+        integrality: True for the integer variables.
+        counts, tp_vals, pp_vals: the value lists indexed by the integer variables.
+        ctx: rule context.
+    """
+
+    bounds: tuple
+    integrality: tuple
+    counts: np.ndarray
+    tp_vals: np.ndarray
+    pp_vals: np.ndarray
+    ctx: Context
+
+    def _options(self, name: str, values: tuple[int, ...]) -> tuple[int, ...]:
+        arr = np.asarray(values, dtype=np.int64)
+        for _, keep in self.ctx.constraints.rules_for(name):
+            arr = arr[np.asarray(keep(arr), dtype=bool)]
+        return tuple(arr.tolist()) or values[:1]
+
+    def decode(self, x: np.ndarray) -> dict[str, np.ndarray]:
+        """Vectors ``(5, S)`` -> candidate columns of ``S * 48`` rows (layout-major)."""
+        from .space import _divisor_tuple
+
+        x = np.atleast_2d(np.asarray(x, dtype=np.float64))
+        s = x.shape[1]
+        idx = [np.clip(np.rint(x[i]).astype(np.int64), 0, len(v) - 1)
+               for i, v in enumerate((self.counts, self.tp_vals, self.pp_vals))]
+        n, tp, pp = self.counts[idx[0]], self.tp_vals[idx[1]], self.pp_vals[idx[2]]
+        tpp = tp * pp
+        dp = np.where(n % tpp == 0, n // tpp, 0)
+        B, L = self.ctx.global_batch, self.ctx.layers
+        mb = np.ones(s, dtype=np.int64)
+        vpp = np.ones(s, dtype=np.int64)
+        for j in range(s):
+            mopts = self._options("micro_batch", _divisor_tuple(B // int(dp[j]))
+                                  if dp[j] > 0 and B % dp[j] == 0 else (1,))
+            mb[j] = mopts[min(int(x[3, j] * len(mopts)), len(mopts) - 1)]
+            vopts = self._options("vpp", _vpp_options(L, int(pp[j])))
+            vpp[j] = vopts[min(int(x[4, j] * len(vopts)), len(vopts) - 1)]
+        m = len(_MODE_GRID)
+        cols = {k: np.repeat(v, m) for k, v in (("num_gpus", n), ("tp", tp), ("pp", pp),
+                                                  ("dp", dp), ("micro_batch", mb),
+                                                  ("vpp", vpp))}
+        for j, name in enumerate(_MODE_NAMES):
+            cols[name] = np.tile(_MODE_GRID[:, j], s)
+        return cols
+
+
+@functools.lru_cache(maxsize=1024)
+def _vpp_options(layers: int, pp: int) -> tuple[int, ...]:
+    if pp <= 1:
+        return (1,)
+    return (1,) + tuple(v for v in range(2, layers // pp + 1) if layers % (pp * v) == 0)
+
+
+def layout_codec(ctx: Context, counts: Sequence[int]) -> LayoutCodec:
+    """The :class:`LayoutCodec` for GPU counts ``counts`` under ``ctx``."""
+    counts = np.asarray(sorted(set(int(c) for c in counts)), dtype=np.int64)
+    divs = np.unique(np.concatenate([_divisors(int(n)) for n in counts]))
+    tp_vals = divs[_passes(ctx, "tp", {"tp": divs, "num_gpus": np.full_like(divs, counts.max())})]
+    pp_vals = divs[divs <= ctx.layers]
+    tp_vals = tp_vals if len(tp_vals) else divs[:1]
+    pp_vals = pp_vals if len(pp_vals) else divs[:1]
+    bounds = ((0, len(counts) - 1 + 1e-9), (0, len(tp_vals) - 1 + 1e-9),
+              (0, len(pp_vals) - 1 + 1e-9), (0.0, 1.0), (0.0, 1.0))
+    return LayoutCodec(bounds, (True, True, True, False, False), counts, tp_vals, pp_vals, ctx)
+
+
+def search_scipy(model, hardware, num_gpus: int | Sequence[int], global_batch: int, *,
+                 seq_len: int | None = None, dtype: str = "bf16", flash_attention: bool = True,
+                 top: int = 10, objective: str | None = None,
+                 price_per_gpu_hour: float | None = None, fix=None, minimum=None, maximum=None,
+                 max_tp: int | None = None, max_vpp: int | None = None,
+                 keep_duplicates: bool = False, params=None, seed: int | None = 0,
+                 popsize: int = 15, maxiter: int = 60, polish_layouts: int = 3,
+                 strategy: str = "rand1bin") -> SearchResult:
+    """Differential-evolution search for spaces too large to enumerate.
+
+    ``scipy.optimize.differential_evolution`` over a :class:`LayoutCodec` vector (GPU count,
+    TP and PP as integers with ``integrality``; micro-batch and VPP as random keys). Each
+    individual is scored by its best valid, fitting mode combination (recompute x SP x ZeRO x
+    DP overlap, evaluated together); invalid points get a penalty growing with the number of
+    broken rules (:func:`optimizers.space.violations`), points that do not fit one growing with
+    the memory deficit. The whole population is one vectorized call of the compiled model.
+    Then a discrete polish: every configuration of the ``polish_layouts`` best (GPU count,
+    TP, PP) layouts is enumerated and evaluated (all micro-batches, VPPs and modes).
+
+    Args:
+        model, hardware, num_gpus, global_batch, seq_len, dtype, flash_attention, top,
+            objective, price_per_gpu_hour, fix, minimum, maximum, max_tp, max_vpp,
+            keep_duplicates, params: as for :func:`search`.
+        seed: random seed (reproducible by default).
+        popsize, maxiter: differential-evolution population multiplier and generations.
+        strategy: differential-evolution strategy (``rand1bin`` explores more than the
+            greedy ``best1bin``, which collapses onto one layout early).
+        polish_layouts: layouts enumerated in full after the evolution (0: none).
+
+    Returns:
+        :class:`SearchResult` over the distinct valid configurations evaluated
+        (``method='differential_evolution'``; ``rejected`` counts rule violations among the
+        points evaluated).
+
+    Raises:
+        SearchError: no evaluated point was valid and fitting.
+    """
+    from scipy.optimize import differential_evolution
+
+    from symcost.api import _as_hardware, _as_model
+
+    from .space import _as_int_list, check_inputs
+
+    t0 = time.perf_counter()
+    objective = _check_objective(objective, price_per_gpu_hour)
+    model, hw = _as_model(model), _as_hardware(hardware)
+    counts = _as_int_list("num_gpus", num_gpus)
+    seq = check_inputs(model, hw, global_batch, seq_len, dtype)
+    cons = make_constraints(fix, minimum, maximum, max_tp, max_vpp)
+    ctx = Context(model.layers, model.heads, model.kv_heads, model.ffn_hidden, int(global_batch),
+                  bool(flash_attention), bool(keep_duplicates), cons)
+    B = ctx.global_batch
+    codec = layout_codec(ctx, counts)
+    base = base_inputs(model, hw, dtype, seq, B, flash_attention, params)
+    usable = float(base["hbm_cap"] - base["mem_reserved"])
+    seen: dict[tuple, tuple[float, float]] = {}
+    viol = [0, 0]
+    n_modes = len(_MODE_GRID)
+
+    def evaluate_rows(cols):
+        nv = violations(cols, ctx)
+        viol[0] += int((nv > 0).sum())
+        viol[1] += int((nv == 0).sum())
+        valid = nv == 0
+        val = 1e9 * (1.0 + nv.astype(np.float64))
+        if valid.any():
+            sub = {k: v[valid] for k, v in cols.items()}
+            f32 = evaluate_chunked(candidate_inputs(base, sub))
+            sc = score(f32["step_time"], sub["num_gpus"], B, seq, objective, price_per_gpu_hour)
+            head = f32["mem_headroom"]
+            for j, key in enumerate(zip(*(sub[k].tolist() for k in FIELDS))):
+                seen.setdefault(key, (float(sc[j]), float(head[j])))
+            val[valid] = np.where(head >= 0, sc, 1e8 * (1.0 + np.minimum(-head / usable, 10.0)))
+        return val
+
+    def objective_fn(x: np.ndarray) -> np.ndarray:
+        val = evaluate_rows(codec.decode(x))
+        return val.reshape(-1, n_modes).min(axis=1)
+
+    res = differential_evolution(objective_fn, list(codec.bounds),
+                                 integrality=list(codec.integrality), vectorized=True,
+                                 updating="deferred", seed=seed, popsize=popsize,
+                                 maxiter=maxiter, tol=1e-6, polish=False, strategy=strategy)
+    t1 = time.perf_counter()
+    # discrete polish: enumerate the best layouts in full
+    if seen and polish_layouts > 0:
+        keys = np.asarray(list(seen), dtype=np.int64)
+        sc = np.array([v[0] if v[1] >= 0 else np.inf for v in seen.values()])
+        lay = pd.DataFrame({"n": keys[:, 0], "tp": keys[:, 1], "pp": keys[:, 2], "sc": sc})
+        best = lay.groupby(["n", "tp", "pp"])["sc"].min().sort_values()
+        best = best[np.isfinite(best.to_numpy())].head(int(polish_layouts))
+        for (n, tp, pp), _ in best.items():
+            fixed = dict(cons.fix, tp=int(tp), pp=int(pp))
+            sub = enumerate_space(model, hw, int(n), B, seq_len=seq, dtype=dtype,
+                                  flash_attention=flash_attention,
+                                  constraints=Constraints(fixed, cons.minimum, cons.maximum),
+                                  keep_duplicates=keep_duplicates)
+            if len(sub):
+                evaluate_rows(sub.columns)
+    t2 = time.perf_counter()
+    valid_keys = list(seen)
+    if not valid_keys:
+        raise SearchError(f"differential evolution found no valid configuration in "
+                          f"{viol[0] + viol[1]} points; run the exhaustive search for the "
+                          f"rule that removes every candidate")
+    arr = np.asarray(valid_keys, dtype=np.int64)
+    cols = {k: arr[:, i] for i, k in enumerate(FIELDS)}
+    sc32 = np.array([seen[k][0] for k in valid_keys])
+    head32 = np.array([seen[k][1] for k in valid_keys])
+    fits = head32 >= 0
+    if not fits.any():
+        _raise_no_fit(cols, head32, usable, ctx, seq, dtype, flash_attention, len(valid_keys),
+                      hw.name)
+    rows = _recheck_rows(sc32, head32, usable, int(top))
+    table, why = _finish({k: v[rows] for k, v in cols.items()}, base, int(top), objective,
+                         price_per_gpu_hour, B, seq)
+    t3 = time.perf_counter()
+    rejected = pd.DataFrame([
+        {"stage": "differential_evolution", "rule": "points breaking >= 1 rule",
+         "removed": viol[0], "remaining": viol[1], "level": "points evaluated"},
+        {"stage": "memory", "rule": f"memory per GPU must fit in usable HBM "
+                                    f"({usable / 1e9:.1f} GB)",
+         "removed": int((~fits).sum()), "remaining": int(fits.sum()),
+         "level": "distinct configurations"}])
+    return SearchResult(table, rejected, why, len(valid_keys), int(fits.sum()), objective,
+                        "differential_evolution",
+                        {"evolve": t1 - t0, "polish": t2 - t1, "recheck": t3 - t2,
+                         "total": t3 - t0},
+                        model, hw, B, seq, dtype, bool(flash_attention), price_per_gpu_hour,
+                        {"nfev": int(res.nfev), "nit": int(res.nit),
+                         "points": viol[0] + viol[1]})
+
+
+def _passes(ctx: Context, stage: str, cols: Mapping[str, np.ndarray]) -> np.ndarray:
+    mask = np.ones(len(next(iter(cols.values()))), dtype=bool)
+    for _, keep in stage_rules(stage, ctx):
+        mask &= np.asarray(keep(cols), dtype=bool)
+    return mask
+
+
+__all__ = ["OBJECTIVES", "SearchResult", "SearchError", "rank_of", "score", "search",
+           "search_scipy", "structural_ok", "Constraints"]

@@ -1,0 +1,562 @@
+"""The space of parallel training configurations, enumerated with numpy and filtered by rules.
+
+For a model, a GPU system, a GPU count (or several) and a global batch, :func:`enumerate_space`
+builds every valid :class:`~symcost.config.TrainingConfig` as integer column arrays, stage by
+stage, so that no Python loop runs over candidates:
+
+====================  ==========================================================================
+stage                 domain (structural, not counted) and rules (each rejection counted)
+====================  ==========================================================================
+``tp``                divisors of ``num_gpus``; user constraints, ``heads % tp == 0``,
+                      ``ffn_hidden % tp == 0``, ``kv_heads % tp == 0 or tp % kv_heads == 0``
+``pp``                divisors of ``num_gpus / tp``; user constraints, ``pp <= layers`` (uneven
+                      splits allowed: the largest stage holds ``ceil(layers/pp)`` layers,
+                      the extra layers on the first stages, see
+                      :func:`symcost.training.layers_per_stage`)
+``dp``                ``num_gpus / (tp*pp)``; user constraints, ``global_batch % dp == 0``
+``micro_batch``       divisors of ``global_batch / dp``; user constraints
+``vpp``               ``{1}`` without pipelining, else ``1 .. layers // pp``; user constraints,
+                      ``layers % (pp*vpp) == 0`` and micro-batch count ``% pp == 0`` when
+                      ``vpp > 1`` (Narayanan et al. 2021, Sec. 2.2.2; as in
+                      :func:`symcost.config.resolve`)
+``modes``             recompute x SP x ZeRO x DP-overlap; user constraints, ZeRO-2/3 needs
+                      ``pp == 1``, and duplicates removed (see below)
+====================  ==========================================================================
+
+Duplicates (configurations the cost model cannot tell apart from one that is kept, so
+counting them would pad the space): SP with ``tp == 1`` (nothing to split); selective
+recomputation with FlashAttention (it recomputes only the ``s x s`` attention core, which
+FlashAttention never stores: identical to ``none``, Korthikanti et al. 2022, Sec. 5); ZeRO
+stages 1-3 and ``dp_overlap = 0`` with ``dp == 1`` (one data-parallel rank: nothing to shard
+or communicate; ZeRO-3 there only adds a gather buffer). ``keep_duplicates=True`` keeps them.
+
+User constraints (``fix``, ``minimum``, ``maximum``, ``max_tp``, ``max_vpp``) are applied at
+the start of their field's stage, before the model rules, so that when nothing survives the
+rule that removed the last candidates is the most specific one.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from symcost.config import RECOMPUTE_MODES, ConfigError, TrainingConfig
+
+#: configuration fields of a candidate, in column order.
+FIELDS: tuple[str, ...] = ("num_gpus", "tp", "pp", "dp", "micro_batch", "vpp", "recompute",
+                           "sp", "zero", "dp_overlap")
+#: recompute mode names by code (the ``recompute`` symbol's value).
+RECOMPUTE_NAMES: tuple[str, ...] = tuple(sorted(RECOMPUTE_MODES, key=RECOMPUTE_MODES.get))
+#: accepted spellings of field names in constraints.
+ALIASES: dict[str, str] = {"mb": "micro_batch", "micro-batch": "micro_batch",
+                           "micro_batch_size": "micro_batch", "zero_stage": "zero",
+                           "overlap": "dp_overlap", "dp-overlap": "dp_overlap",
+                           "gpus": "num_gpus", "num-gpus": "num_gpus",
+                           "interleave": "vpp", "virtual_pipeline": "vpp"}
+#: the CSV/DataFrame columns of a candidate in :class:`~symcost.config.TrainingConfig` terms.
+_STAGE_LEVEL = {"tp": "(num_gpus, tp) pairs", "pp": "(num_gpus, tp, pp) layouts",
+                "dp": "(num_gpus, tp, pp) layouts",
+                "micro_batch": "layouts x micro-batch", "vpp": "layouts x micro-batch x vpp",
+                "modes": "configurations", "memory": "configurations"}
+
+
+class SearchError(ValueError):
+    """No configuration survives; the message names the rule that removed the last ones."""
+
+
+@dataclass(frozen=True)
+class Constraints:
+    """User constraints on configuration fields (values as in :data:`FIELDS`; ``recompute``
+    as a code 0/1/2 or a name, ``sp``/``dp_overlap`` as 0/1 or bool).
+
+    Attributes:
+        fix: field -> the only allowed value.
+        minimum: field -> smallest allowed value (inclusive).
+        maximum: field -> largest allowed value (inclusive).
+    """
+
+    fix: Mapping[str, int] = field(default_factory=dict)
+    minimum: Mapping[str, int] = field(default_factory=dict)
+    maximum: Mapping[str, int] = field(default_factory=dict)
+
+    def rules_for(self, name: str) -> list[tuple[str, object]]:
+        """The (rule text, keep-predicate on a column) pairs constraining ``name``."""
+        out = []
+        if name in self.fix:
+            v = self.fix[name]
+            out.append((f"user: fix {name}={_show(name, v)}", lambda x, v=v: x == v))
+        if name in self.minimum:
+            v = self.minimum[name]
+            out.append((f"user: min {name}={_show(name, v)}", lambda x, v=v: x >= v))
+        if name in self.maximum:
+            v = self.maximum[name]
+            out.append((f"user: max {name}={_show(name, v)}", lambda x, v=v: x <= v))
+        return out
+
+
+def _show(name: str, v: int) -> str:
+    return RECOMPUTE_NAMES[v] if name == "recompute" and 0 <= v < 3 else str(v)
+
+
+def _field_name(name: str) -> str:
+    key = name.strip().lower().replace(" ", "_")
+    key = ALIASES.get(key, key)
+    if key not in FIELDS:
+        raise ConfigError(f"constraint: unknown field {name!r}; known: {', '.join(FIELDS)}")
+    return key
+
+
+def _field_value(name: str, value) -> int:
+    if name == "recompute" and isinstance(value, str) and not value.strip().isdigit():
+        v = value.strip().lower()
+        if v not in RECOMPUTE_MODES:
+            raise ConfigError(f"constraint: recompute must be one of "
+                              f"{', '.join(RECOMPUTE_NAMES)} (got {value!r})")
+        return RECOMPUTE_MODES[v]
+    if isinstance(value, str):
+        v = value.strip().lower()
+        if v in ("true", "on", "yes"):
+            return 1
+        if v in ("false", "off", "no"):
+            return 0
+        try:
+            value = int(v)
+        except ValueError:
+            raise ConfigError(f"constraint: {name} must be an integer (got {value!r})") from None
+    if isinstance(value, float) and not value.is_integer():
+        raise ConfigError(f"constraint: {name} must be an integer (got {value!r})")
+    return int(value)
+
+
+def make_constraints(fix: Mapping[str, object] | Iterable[str] | None = None,
+                     minimum: Mapping[str, object] | Iterable[str] | None = None,
+                     maximum: Mapping[str, object] | Iterable[str] | None = None,
+                     max_tp: int | None = None, max_vpp: int | None = None) -> Constraints:
+    """Normalise user constraints.
+
+    Args:
+        fix, minimum, maximum: mappings field -> value, or strings ``"field=value"`` (as the
+            CLI's ``--fix pp=8``); field names as in :data:`FIELDS` or :data:`ALIASES`.
+        max_tp: shorthand for ``maximum={"tp": max_tp}`` (e.g. GPUs per node).
+        max_vpp: shorthand for ``maximum={"vpp": max_vpp}``.
+
+    Returns:
+        :class:`Constraints` with integer values.
+
+    Raises:
+        ConfigError: an unknown field, a malformed ``field=value``, a non-integer value, or
+            the same field fixed twice to different values.
+    """
+    def norm(spec) -> dict[str, int]:
+        if spec is None:
+            return {}
+        items = spec.items() if isinstance(spec, Mapping) else (_split(s) for s in spec)
+        out: dict[str, int] = {}
+        for k, v in items:
+            key = _field_name(k)
+            val = _field_value(key, v)
+            if key in out and out[key] != val:
+                raise ConfigError(f"constraint: {key} given twice ({out[key]} and {val})")
+            out[key] = val
+        return out
+
+    mx = norm(maximum)
+    for key, extra in (("tp", max_tp), ("vpp", max_vpp)):
+        if extra is not None:
+            mx[key] = min(mx.get(key, extra), int(extra))
+    return Constraints(norm(fix), norm(minimum), mx)
+
+
+def _split(text: str) -> tuple[str, str]:
+    if "=" not in text:
+        raise ConfigError(f"constraint: expected field=value (e.g. pp=8), got {text!r}")
+    k, v = text.split("=", 1)
+    return k, v
+
+
+@dataclass(frozen=True)
+class Context:
+    """Everything the rules need besides the candidate columns.
+
+    Attributes:
+        layers, heads, kv_heads, ffn_hidden: model shape.
+        global_batch: sequences per step.
+        flash_attention: FlashAttention on (makes selective recomputation a duplicate).
+        keep_duplicates: keep configurations the model cannot distinguish.
+        constraints: user constraints.
+    """
+
+    layers: int
+    heads: int
+    kv_heads: int
+    ffn_hidden: int
+    global_batch: int
+    flash_attention: bool = True
+    keep_duplicates: bool = False
+    constraints: Constraints = field(default_factory=Constraints)
+
+
+def _model_rules(stage: str, ctx: Context) -> list[tuple[str, object]]:
+    """Rules (text, keep-predicate on the column dict) of ``stage``, after user constraints."""
+    L, a, k, f, B = ctx.layers, ctx.heads, ctx.kv_heads, ctx.ffn_hidden, ctx.global_batch
+    if stage == "tp":
+        return [
+            (f"tp must divide heads ({a})", lambda c: a % c["tp"] == 0),
+            (f"tp must divide ffn_hidden ({f})", lambda c: f % c["tp"] == 0),
+            (f"tp and kv_heads ({k}) must divide one another",
+             lambda c: (k % c["tp"] == 0) | (c["tp"] % k == 0)),
+        ]
+    if stage == "pp":
+        return [(f"pp must not exceed layers ({L})", lambda c: c["pp"] <= L)]
+    if stage == "dp":
+        return [(f"dp must divide global_batch ({B})", lambda c: B % c["dp"] == 0)]
+    if stage == "micro_batch":
+        return []
+    if stage == "vpp":
+        return [
+            (f"vpp > 1 needs layers ({L}) divisible by pp*vpp",
+             lambda c: (c["vpp"] == 1) | (L % (c["pp"] * c["vpp"]) == 0)),
+            ("vpp > 1 needs the micro-batch count to be a multiple of pp",
+             lambda c: (c["vpp"] == 1) | ((B // (c["dp"] * c["micro_batch"])) % c["pp"] == 0)),
+        ]
+    if stage == "modes":
+        rules = [("ZeRO-2/3 needs pp == 1", lambda c: (c["zero"] <= 1) | (c["pp"] == 1))]
+        if not ctx.keep_duplicates:
+            rules += [
+                ("duplicate: sp with tp == 1", lambda c: (c["sp"] == 0) | (c["tp"] > 1)),
+                ("duplicate: ZeRO with dp == 1", lambda c: (c["zero"] == 0) | (c["dp"] > 1)),
+                ("duplicate: dp_overlap off with dp == 1",
+                 lambda c: (c["dp_overlap"] == 1) | (c["dp"] > 1)),
+            ]
+            if ctx.flash_attention:
+                rules.append(("duplicate: selective recompute with FlashAttention",
+                              lambda c: c["recompute"] != RECOMPUTE_MODES["selective"]))
+        return rules
+    raise KeyError(stage)
+
+
+_STAGE_FIELDS = {"tp": ("num_gpus", "tp"), "pp": ("pp",), "dp": ("dp",),
+                 "micro_batch": ("micro_batch",), "vpp": ("vpp",),
+                 "modes": ("recompute", "sp", "zero", "dp_overlap")}
+STAGES: tuple[str, ...] = tuple(_STAGE_FIELDS)
+
+
+def stage_rules(stage: str, ctx: Context) -> list[tuple[str, object]]:
+    """All rules of ``stage`` in application order: user constraints, then model rules.
+
+    Returns:
+        List of ``(text, keep)`` where ``keep(columns) -> bool array``.
+    """
+    rules = []
+    for name in _STAGE_FIELDS[stage]:
+        rules += [(t, lambda c, p=p, n=name: p(c[n])) for t, p in ctx.constraints.rules_for(name)]
+    return rules + _model_rules(stage, ctx)
+
+
+def structural_ok(c: Mapping[str, np.ndarray], ctx: Context) -> np.ndarray:
+    """Domain conditions the enumeration builds in (not counted as rejections):
+    ``tp*pp*dp == num_gpus``, ``micro_batch*dp`` divides ``global_batch``, ``1 <= vpp`` and
+    ``vpp == 1`` without pipelining, mode values in range. Used to check arbitrary points
+    (e.g. SciPy search populations).
+    """
+    B = ctx.global_batch
+    ok = (c["tp"] >= 1) & (c["pp"] >= 1) & (c["dp"] >= 1) & (c["micro_batch"] >= 1)
+    ok &= c["tp"] * c["pp"] * c["dp"] == c["num_gpus"]
+    ok &= B % np.maximum(c["micro_batch"] * c["dp"], 1) == 0
+    ok &= (c["vpp"] >= 1) & ((c["pp"] > 1) | (c["vpp"] == 1))
+    ok &= (c["recompute"] >= 0) & (c["recompute"] <= 2) & (c["zero"] >= 0) & (c["zero"] <= 3)
+    ok &= np.isin(c["sp"], (0, 1)) & np.isin(c["dp_overlap"], (0, 1))
+    return ok
+
+
+def violations(c: Mapping[str, np.ndarray], ctx: Context) -> np.ndarray:
+    """Number of rules (structural and counted, user constraints included) each point breaks.
+
+    Args:
+        c: column arrays for every field in :data:`FIELDS` (same length ``n``).
+        ctx: rule context.
+
+    Returns:
+        int array ``(n,)``; 0 for a valid configuration.
+    """
+    c = {k: np.asarray(v, dtype=np.int64) for k, v in c.items()}
+    safe = dict(c)
+    for k in ("tp", "pp", "dp", "micro_batch", "vpp"):
+        safe[k] = np.maximum(c[k], 1)
+    n = (~structural_ok(c, ctx)).astype(np.int64)
+    for stage in STAGES:
+        for _, keep in stage_rules(stage, ctx):
+            n += ~np.asarray(keep(safe), dtype=bool)
+    return n
+
+
+@functools.lru_cache(maxsize=4096)
+def _divisor_tuple(n: int) -> tuple[int, ...]:
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return tuple(sorted(set(small + [n // d for d in small])))
+
+
+def _divisors(n: int) -> np.ndarray:
+    """Sorted divisors of a positive integer ``n`` (int64 array)."""
+    return np.array(_divisor_tuple(int(n)), dtype=np.int64)
+
+
+def _cross(cols: dict[str, np.ndarray], name: str, domain: np.ndarray) -> dict[str, np.ndarray]:
+    n = len(next(iter(cols.values())))
+    out = {k: np.repeat(v, len(domain)) for k, v in cols.items()}
+    out[name] = np.tile(np.asarray(domain, dtype=np.int64), n)
+    return out
+
+
+def _cross_ragged(cols: dict[str, np.ndarray], name: str, keys: np.ndarray,
+                  domain_of) -> dict[str, np.ndarray]:
+    """Expand each row ``i`` by the values ``domain_of(keys[i])`` (vectorized over rows; the
+    domain function runs once per distinct key)."""
+    keys = np.asarray(keys, dtype=np.int64)
+    if len(keys) == 0:
+        out = {k: v[:0] for k, v in cols.items()}
+        out[name] = np.zeros(0, dtype=np.int64)
+        return out
+    uniq, inv = np.unique(keys, return_inverse=True)
+    doms = [np.asarray(domain_of(int(u)), dtype=np.int64) for u in uniq]
+    sizes = np.array([len(d) for d in doms], dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    flat = np.concatenate(doms)
+    lens = sizes[inv]
+    rows = np.repeat(np.arange(len(keys)), lens)
+    within = np.arange(int(lens.sum())) - np.repeat(np.cumsum(lens) - lens, lens)
+    out = {k: v[rows] for k, v in cols.items()}
+    out[name] = flat[starts[inv][rows] + within]
+    return out
+
+
+def _take(cols: dict[str, np.ndarray], mask: np.ndarray) -> dict[str, np.ndarray]:
+    return {k: v[mask] for k, v in cols.items()}
+
+
+#: the only non-mode fields the ``modes`` rules may read (they are evaluated once per
+#: distinct (tp, pp, dp) and the survivors broadcast to every row with that layout).
+_MODES_KEYS = ("tp", "pp", "dp")
+_MODE_DOMAINS = (("recompute", (0, 1, 2)), ("sp", (0, 1)), ("zero", (0, 1, 2, 3)),
+                 ("dp_overlap", (0, 1)))
+
+
+def _modes_stage(cols: dict[str, np.ndarray], ctx: Context, log: list[dict]
+                 ) -> dict[str, np.ndarray]:
+    n = len(cols["tp"])
+    # one int64 key per (tp, pp, dp): each is at most num_gpus < 2**21
+    code = (cols["tp"] << 42) | (cols["pp"] << 21) | cols["dp"]
+    ucode, inv, counts = np.unique(code, return_inverse=True, return_counts=True)
+    inv = inv.reshape(-1)
+    mask21 = (1 << 21) - 1
+    uniq = np.stack([ucode >> 42, (ucode >> 21) & mask21, ucode & mask21], axis=1)
+    grids = np.meshgrid(*(np.asarray(d, dtype=np.int64) for _, d in _MODE_DOMAINS),
+                        indexing="ij")
+    combos = {name: g.reshape(-1) for (name, _), g in zip(_MODE_DOMAINS, grids)}
+    n_c = len(combos["recompute"])
+    owner = np.repeat(np.arange(len(uniq)), n_c)
+    tmpl = {k: np.repeat(uniq[:, i], n_c) for i, k in enumerate(_MODES_KEYS)}
+    tmpl.update({k: np.tile(v, len(uniq)) for k, v in combos.items()})
+    weight = counts[owner]
+    for text, keep in stage_rules("modes", ctx):
+        mask = np.asarray(keep(tmpl), dtype=bool)
+        log.append({"stage": "modes", "rule": text, "removed": int(weight[~mask].sum()),
+                    "remaining": int(weight[mask].sum()), "level": _STAGE_LEVEL["modes"]})
+        tmpl, owner, weight = _take(tmpl, mask), owner[mask], weight[mask]
+    # broadcast the surviving combos of each layout to its rows (owner is sorted)
+    sizes = np.bincount(owner, minlength=len(uniq))
+    starts = np.cumsum(sizes) - sizes
+    lens = sizes[inv]
+    rows = np.repeat(np.arange(n), lens)
+    within = np.arange(int(lens.sum())) - np.repeat(np.cumsum(lens) - lens, lens)
+    idx = starts[inv][rows] + within
+    out = {k: v[rows] for k, v in cols.items()}
+    out.update({k: tmpl[k][idx] for k, _ in _MODE_DOMAINS})
+    return out
+
+
+@dataclass
+class Space:
+    """Enumerated valid configurations.
+
+    Attributes:
+        columns: field -> int64 array (``recompute`` as code 0/1/2, ``sp``/``dp_overlap``
+            0/1), all of length ``len(space)``; fields as in :data:`FIELDS`.
+        rejected: DataFrame with one row per rule: ``stage``, ``rule``, ``removed`` (count,
+            in units of ``level``), ``remaining`` (after the rule), ``level``.
+        context: the rule context.
+        seq_len: tokens per sequence; dtype: GEMM dtype; flash_attention: kernel flag.
+    """
+
+    columns: dict[str, np.ndarray]
+    rejected: pd.DataFrame
+    context: Context
+    seq_len: int
+    dtype: str = "bf16"
+    flash_attention: bool = True
+
+    def __len__(self) -> int:
+        return int(len(self.columns["tp"]))
+
+    def frame(self) -> pd.DataFrame:
+        """The candidates as a DataFrame (``recompute`` as names, ``sp``/``dp_overlap`` bool)."""
+        return columns_frame(self.columns)
+
+    def config(self, i: int) -> TrainingConfig:
+        """Candidate ``i`` as a :class:`~symcost.config.TrainingConfig`."""
+        return row_config({k: v[i] for k, v in self.columns.items()}, self.context.global_batch,
+                          self.seq_len, self.dtype, self.flash_attention)
+
+
+def columns_frame(columns: Mapping[str, np.ndarray]) -> pd.DataFrame:
+    """Candidate columns -> DataFrame in :class:`~symcost.config.TrainingConfig` terms."""
+    df = pd.DataFrame({k: np.asarray(columns[k]) for k in FIELDS})
+    df["recompute"] = np.asarray(RECOMPUTE_NAMES, dtype=object)[df["recompute"].to_numpy()]
+    df["sp"] = df["sp"].astype(bool)
+    df["dp_overlap"] = df["dp_overlap"].astype(bool)
+    return df
+
+
+def row_config(row: Mapping[str, object], global_batch: int, seq_len: int, dtype: str,
+               flash_attention: bool) -> TrainingConfig:
+    """One candidate (field -> value, codes or names) as a TrainingConfig."""
+    rc = row["recompute"]
+    rc = rc if isinstance(rc, str) else RECOMPUTE_NAMES[int(rc)]
+    return TrainingConfig(num_gpus=int(row["num_gpus"]), tp=int(row["tp"]), pp=int(row["pp"]),
+                          dp=int(row["dp"]), sp=bool(row["sp"]), vpp=int(row["vpp"]),
+                          micro_batch=int(row["micro_batch"]), global_batch=int(global_batch),
+                          seq_len=int(seq_len), recompute=rc, zero=int(row["zero"]),
+                          dtype=dtype, flash_attention=bool(flash_attention),
+                          dp_overlap=bool(row["dp_overlap"]))
+
+
+def _as_int_list(name: str, value) -> list[int]:
+    vals = [value] if np.isscalar(value) else list(value)
+    if not vals:
+        raise ConfigError(f"{name}: no value given")
+    out = []
+    for v in vals:
+        if isinstance(v, bool) or not float(v).is_integer() or int(v) <= 0:
+            raise ConfigError(f"{name}: must be a positive integer (got {v!r})")
+        out.append(int(v))
+    return sorted(set(out))
+
+
+def check_inputs(model, hw, global_batch: int, seq_len: int | None, dtype: str) -> int:
+    """Validate what every configuration shares (sequence length, dtype, batch).
+
+    Returns:
+        The sequence length (the model's when ``seq_len`` is None).
+
+    Raises:
+        ConfigError: as :func:`symcost.config.resolve` would for every configuration.
+    """
+    from symcost.config import resolve
+
+    _as_int_list("global_batch", global_batch)
+    cfg = resolve(model, hw, TrainingConfig(num_gpus=1, global_batch=int(global_batch),
+                                            seq_len=seq_len, dtype=dtype))
+    return int(cfg.seq_len)
+
+
+def enumerate_space(model, hardware, num_gpus: int | Sequence[int], global_batch: int, *,
+                    seq_len: int | None = None, dtype: str = "bf16",
+                    flash_attention: bool = True, constraints: Constraints | None = None,
+                    keep_duplicates: bool = False) -> Space:
+    """Enumerate every valid parallel configuration (vectorized, stage by stage).
+
+    Args:
+        model: :class:`~symcost.models.ModelSpec` or preset name / config.json path.
+        hardware: :class:`~hwspecs.HardwareSpec` or hardware id / YAML path.
+        num_gpus: GPU count, or several counts (the space is their union).
+        global_batch: sequences per optimizer step.
+        seq_len: tokens per sequence (the model's when None).
+        dtype: GEMM dtype (``bf16``, ``fp16``, ``fp8``), fixed for the space.
+        flash_attention: FlashAttention on for every candidate.
+        constraints: user constraints (:func:`make_constraints`).
+        keep_duplicates: keep configurations the cost model cannot distinguish (see the
+            module docstring).
+
+    Returns:
+        :class:`Space` (possibly empty; see :func:`raise_if_empty`).
+
+    Raises:
+        ConfigError: bad GPU count, batch, sequence length or dtype for this model/hardware.
+    """
+    from symcost.api import _as_hardware, _as_model
+
+    model, hw = _as_model(model), _as_hardware(hardware)
+    counts = _as_int_list("num_gpus", num_gpus)
+    if counts[-1] >= 2**21:
+        raise ConfigError(f"num_gpus: at most {2**21 - 1} GPUs (got {counts[-1]})")
+    seq = check_inputs(model, hw, global_batch, seq_len, dtype)
+    ctx = Context(model.layers, model.heads, model.kv_heads, model.ffn_hidden, int(global_batch),
+                  bool(flash_attention), bool(keep_duplicates), constraints or Constraints())
+    B = ctx.global_batch
+    log: list[dict] = []
+
+    def apply(stage: str, cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        for text, keep in stage_rules(stage, ctx):
+            mask = np.asarray(keep(cols), dtype=bool)
+            cols = _take(cols, mask)
+            log.append({"stage": stage, "rule": text, "removed": int((~mask).sum()),
+                        "remaining": int(mask.sum()), "level": _STAGE_LEVEL[stage]})
+        return cols
+
+    # tp: divisors of each GPU count
+    cols = _cross_ragged({"num_gpus": np.asarray(counts, dtype=np.int64)}, "tp",
+                         np.asarray(counts, dtype=np.int64), _divisors)
+    cols = apply("tp", cols)
+    # pp: divisors of num_gpus / tp
+    cols = _cross_ragged(cols, "pp", cols["num_gpus"] // cols["tp"], _divisors)
+    cols = apply("pp", cols)
+    cols["dp"] = cols["num_gpus"] // (cols["tp"] * cols["pp"])
+    cols = apply("dp", cols)
+    # micro-batch: divisors of global_batch / dp
+    cols = _cross_ragged(cols, "micro_batch", B // cols["dp"], _divisors)
+    cols = apply("micro_batch", cols)
+    # vpp: 1 without pipelining, else 1 .. layers // pp
+    L = ctx.layers
+    cols = _cross_ragged(cols, "vpp", cols["pp"],
+                         lambda p: np.arange(1, (L // p if p > 1 else 1) + 1, dtype=np.int64))
+    cols = apply("vpp", cols)
+    # modes: recompute x sp x zero x dp_overlap, ruled on one template per (tp, pp, dp)
+    cols = _modes_stage(cols, ctx, log)
+    cols = {k: np.ascontiguousarray(cols[k]) for k in FIELDS}
+    return Space(cols, pd.DataFrame(log, columns=["stage", "rule", "removed", "remaining",
+                                                  "level"]),
+                 ctx, seq, dtype, bool(flash_attention))
+
+
+def last_rule(rejected: pd.DataFrame) -> pd.Series | None:
+    """The rule after which nothing remained (None when candidates remain)."""
+    empty = rejected[rejected["remaining"] == 0]
+    if empty.empty:
+        return None
+    return empty.iloc[0]
+
+
+def raise_if_empty(space: Space, what: str = "") -> None:
+    """Raise :class:`SearchError` naming the rule that removed the last candidates.
+
+    Raises:
+        SearchError: when ``space`` is empty; the message gives the stage, the rule, how many
+            it removed, and the other rules of that stage that removed candidates.
+    """
+    if len(space):
+        return
+    row = last_rule(space.rejected)
+    if row is None:  # pragma: no cover - an empty space always has a rule with 0 remaining
+        raise SearchError(f"no valid configuration{what}")
+    stage = space.rejected[space.rejected["stage"] == row["stage"]]
+    others = [f"{r.rule} ({r.removed})" for r in stage.itertuples()
+              if r.removed and r.rule != row["rule"]]
+    also = f"; earlier in that stage: {', '.join(others)}" if others else ""
+    raise SearchError(f"no valid configuration{what}: the last {row['removed']} "
+                      f"{row['level']} were removed at stage '{row['stage']}' by rule "
+                      f"'{row['rule']}'{also}")

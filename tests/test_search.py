@@ -1,0 +1,329 @@
+"""Tests of the configuration space, the exhaustive and SciPy searches, and ``symcost search``."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from optimizers.evaluate import (base_inputs, candidate_inputs, evaluate_chunked,
+                                 evaluate_float64)
+from optimizers.published import published_ranking
+from optimizers.search import rank_of, search, search_scipy
+from optimizers.space import (FIELDS, RECOMPUTE_NAMES, SearchError, enumerate_space,
+                              make_constraints, violations)
+from symcost import ConfigError, get_model, predict_training
+from symcost.config import TrainingConfig, resolve
+from symcost.models import ModelSpec
+
+HW = "a100-sxm4-80gb"
+RUNNER = CliRunner(env={"SYMCOST_CACHE_DIR": "off"})
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _private_cache(tmp_path_factory):
+    """Library calls in this module cache into a temporary directory, not ~/.cache."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("SYMCOST_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    yield
+    mp.undo()
+
+
+def small_model(layers=8, hidden=512, heads=8, kv_heads=8, ffn=2048, vocab=4096, seq=512,
+                name="tiny") -> ModelSpec:
+    return get_model("gpt-1.7b").replace(name=name, layers=layers, hidden=hidden, heads=heads,
+                                         kv_heads=kv_heads, ffn_hidden=ffn, vocab=vocab,
+                                         seq_len=seq, max_seq_len=max(seq, 2048))
+
+
+def as_set(space) -> set[tuple]:
+    return set(zip(*(space.columns[k].tolist() for k in FIELDS)))
+
+
+# ----------------------------------------------------------------------------- space
+def brute_force_space(model, hw, n, B, flash=True) -> set[tuple]:
+    """Second implementation: Python loops over raw ranges, validated by config.resolve, with
+    the duplicate rules applied by hand."""
+    from hwspecs import load_hardware
+
+    hwspec = load_hardware(hw)
+    out = set()
+    for tp, pp in itertools.product(range(1, n + 1), repeat=2):
+        if n % (tp * pp):
+            continue
+        dp = n // (tp * pp)
+        for mb, vpp in itertools.product(range(1, B + 1), range(1, model.layers + 1)):
+            for rc, sp_, z, ov in itertools.product(RECOMPUTE_NAMES, (0, 1), range(4), (0, 1)):
+                cfg = TrainingConfig(num_gpus=n, tp=tp, pp=pp, sp=bool(sp_), vpp=vpp,
+                                     micro_batch=mb, global_batch=B, recompute=rc, zero=z,
+                                     flash_attention=flash, dp_overlap=bool(ov))
+                try:
+                    resolve(model, hwspec, cfg)
+                except ConfigError:
+                    continue
+                if (sp_ and tp == 1) or (z and dp == 1) or (not ov and dp == 1) or \
+                        (flash and rc == "selective"):
+                    continue
+                out.add((n, tp, pp, dp, mb, vpp, RECOMPUTE_NAMES.index(rc), sp_, z, ov))
+    return out
+
+
+@pytest.mark.parametrize("n,B,flash", [(8, 16, True), (12, 12, False)])
+def test_space_equals_brute_force(n, B, flash):
+    model = small_model(layers=6, heads=6, kv_heads=2, hidden=384, ffn=1536)
+    space = enumerate_space(model, HW, n, B, flash_attention=flash)
+    assert as_set(space) == brute_force_space(model, HW, n, B, flash)
+    assert len(as_set(space)) == len(space)           # no duplicate rows
+
+
+def test_rejection_log_is_consistent():
+    space = enumerate_space("gpt3-175b", HW, 4096, 2048)
+    rej = space.rejected
+    assert rej["remaining"].iloc[-1] == len(space)
+    for _, g in rej.groupby("stage", sort=False):
+        rem = g["remaining"].to_numpy()
+        removed = g["removed"].to_numpy()
+        assert np.all(rem[1:] == rem[:-1] - removed[1:])
+    # GPT-3 on 4096 GPUs: tp in {1, 2, 4, 8, 16, 32} (power-of-two divisors of 96 and 4096)
+    assert sorted(set(space.columns["tp"].tolist())) == [1, 2, 4, 8, 16, 32]
+    assert not ((space.columns["zero"] >= 2) & (space.columns["pp"] > 1)).any()
+
+
+def test_duplicates_are_indistinguishable():
+    """The configurations dropped as duplicates give the same model outputs as a kept one."""
+    m = "gpt-1.7b"
+    base = dict(num_gpus=8, global_batch=64, micro_batch=2)
+    pairs = [
+        (dict(tp=1, pp=2, sp=True), dict(tp=1, pp=2, sp=False)),
+        (dict(tp=2, pp=2, recompute="selective"), dict(tp=2, pp=2, recompute="none")),
+        (dict(tp=8, dp_overlap=False), dict(tp=8, dp_overlap=True)),
+        (dict(tp=8, zero=1), dict(tp=8, zero=0)),
+    ]
+    for dup, kept in pairs:
+        a = predict_training(m, HW, **base, **dup)
+        b = predict_training(m, HW, **base, **kept)
+        assert a.step_time == pytest.approx(b.step_time, rel=1e-12)
+        assert a.values["mem_total"] == pytest.approx(b.values["mem_total"], rel=1e-12)
+
+
+def test_constraints_parse_and_apply():
+    c = make_constraints(["pp=8", "recompute=full"], {"dp": 4}, None, max_tp=8)
+    assert c.fix == {"pp": 8, "recompute": 2} and c.minimum == {"dp": 4}
+    assert c.maximum == {"tp": 8}
+    space = enumerate_space("gpt3-175b", HW, 1024, 1536, constraints=c)
+    cols = space.columns
+    assert len(space) > 0
+    assert (cols["pp"] == 8).all() and (cols["recompute"] == 2).all()
+    assert (cols["tp"] <= 8).all() and (cols["dp"] >= 4).all()
+    for bad in (["pp8"], ["colour=red"], ["recompute=some"], ["tp=1.5"]):
+        with pytest.raises(ConfigError):
+            make_constraints(bad)
+    with pytest.raises(ConfigError, match="given twice"):
+        make_constraints(["pp=2", "pp=4"])
+
+
+# ----------------------------------------------------------------------------- evaluation
+def test_float64_numpy_matches_compiled_model():
+    space = enumerate_space("gpt-7.5b", HW, 64, 256)
+    rows = np.random.default_rng(0).choice(len(space), 20, replace=False)
+    cols = {k: v[rows] for k, v in space.columns.items()}
+    model = get_model("gpt-7.5b")
+    from hwspecs import load_hardware
+
+    base = base_inputs(model, load_hardware(HW), "bf16", 2048, 256, True)
+    f64 = evaluate_float64(candidate_inputs(base, cols))
+    f32 = evaluate_chunked(candidate_inputs(base, cols), ("step_time", "mem_headroom"))
+    for j, i in enumerate(rows):
+        r = predict_training(model, HW, space.config(int(i)))
+        assert f64["step_time"][j] == pytest.approx(r.step_time, rel=1e-12)
+        assert f64["mem_total"][j] == pytest.approx(r.values["mem_total"], rel=1e-12)
+        assert f32["step_time"][j] == pytest.approx(r.step_time, rel=1e-5)
+
+
+# ----------------------------------------------------------------------------- search
+def test_search_best_beats_candidates_one_at_a_time():
+    res = search("gpt-18.4b", HW, 256, 1024, top=5)
+    best = predict_training("gpt-18.4b", HW, res.best)
+    assert best.fits
+    assert best.step_time == pytest.approx(res.table["step_time"].iloc[0], rel=1e-12)
+    space = res.extra["space"]
+    rng = np.random.default_rng(1)
+    for i in rng.choice(len(space), 40, replace=False):
+        r = predict_training("gpt-18.4b", HW, space.config(int(i)))
+        if r.fits:
+            assert r.step_time >= best.step_time * (1 - 1e-9)
+    # table is sorted and the breakdown sums to the step time
+    st_ = res.table["step_time"].to_numpy()
+    assert np.all(np.diff(st_) >= 0)
+    bd = res.table[[c for c in res.table.columns if c.startswith("time_")]].sum(axis=1)
+    assert np.allclose(bd, st_, rtol=1e-12)
+    # why: runner-up minus best
+    w = res.why.set_index("term")
+    assert w.loc["time_pp_bubble", "difference"] == pytest.approx(
+        res.table["time_pp_bubble"].iloc[1] - res.table["time_pp_bubble"].iloc[0])
+    assert "runner-up" in res.explain()
+
+
+def test_rank_of_and_objectives():
+    res = search("gpt-7.5b", HW, [32, 64], 512, price_per_gpu_hour=2.0, top=3)
+    assert res.objective == "tokens_per_dollar"
+    t = res.table
+    assert np.all(np.diff(t["tokens_per_usd"].to_numpy()) <= 1e-9)
+    assert t["usd_per_step"].iloc[0] == pytest.approx(
+        t["step_time"].iloc[0] * t["num_gpus"].iloc[0] * 2.0 / 3600)
+    b = res.best
+    where = rank_of(res, {"num_gpus": b.num_gpus, "tp": b.tp, "pp": b.pp,
+                          "micro_batch": b.micro_batch, "vpp": b.vpp,
+                          "recompute": b.recompute, "sp": int(b.sp), "zero": b.zero,
+                          "dp_overlap": int(b.dp_overlap)})
+    assert where["rank"] == 1 and where["matches"] == 1
+    fast = search("gpt-7.5b", HW, [32, 64], 512, objective="step_time", top=1)
+    assert fast.table["num_gpus"].iloc[0] == 64
+    with pytest.raises(ConfigError, match="price"):
+        search("gpt-7.5b", HW, 32, 512, objective="tokens_per_dollar")
+    with pytest.raises(ConfigError, match="objective"):
+        search("gpt-7.5b", HW, 32, 512, objective="fastest")
+
+
+@st.composite
+def small_problem(draw):
+    heads = draw(st.sampled_from([4, 6, 8, 12]))
+    kv = draw(st.sampled_from([k for k in (1, 2, heads) if heads % k == 0]))
+    hidden = heads * draw(st.sampled_from([64, 128]))
+    layers = draw(st.integers(2, 12))
+    n = draw(st.sampled_from([1, 2, 4, 6, 8, 12, 16]))
+    B = n * draw(st.sampled_from([1, 2, 3, 4]))
+    hw = draw(st.sampled_from(["a100-sxm4-40gb", "h100-sxm5-80gb"]))
+    return small_model(layers, hidden, heads, kv, 4 * hidden, 2048, 512), n, B, hw
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(small_problem())
+def test_every_returned_configuration_is_valid_and_fits(problem):
+    model, n, B, hw = problem
+    res = search(model, hw, n, B, top=5)
+    from hwspecs import load_hardware
+
+    for i in range(len(res.table)):
+        cfg = res.config(i)
+        resolve(model, load_hardware(hw), cfg)            # raises when invalid
+        assert predict_training(model, hw, cfg).fits
+    space = res.extra["space"]
+    assert (violations(space.columns, space.context) == 0).all()
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(small_problem(), st.integers(0, 3))
+def test_scipy_search_agrees_with_exhaustive(problem, seed):
+    model, n, B, hw = problem
+    ex = search(model, hw, n, B, top=3)
+    de = search_scipy(model, hw, n, B, top=3, seed=seed, popsize=10, maxiter=30)
+    assert de.table["step_time"].iloc[0] == pytest.approx(ex.table["step_time"].iloc[0],
+                                                          rel=1e-12)
+
+
+def test_scipy_search_on_gpt3():
+    ex = search("gpt3-175b", HW, 1024, 1536, top=1, max_tp=8)
+    de = search_scipy("gpt3-175b", HW, 1024, 1536, top=1, max_tp=8)
+    assert de.table["step_time"].iloc[0] == pytest.approx(ex.table["step_time"].iloc[0],
+                                                          rel=1e-12)
+    assert de.method == "differential_evolution" and de.candidates < ex.candidates * 2
+
+
+# ----------------------------------------------------------------------------- bad input
+def test_gpu_count_no_configuration_can_use():
+    model = small_model(layers=4, heads=4, kv_heads=4, hidden=256, ffn=1024)
+    with pytest.raises(SearchError) as e:
+        search(model, HW, 7, 8)
+    msg = str(e.value)
+    assert "no valid configuration" in msg and "dp must divide global_batch (8)" in msg
+    assert "stage 'dp'" in msg
+
+
+def test_model_that_fits_nowhere():
+    with pytest.raises(SearchError, match="fits in memory") as e:
+        search("gpt3-175b", "a100-sxm4-40gb", 4, 8)
+    assert "memory per GPU must fit" in str(e.value) and "GB more" in str(e.value)
+
+
+def test_contradictory_constraints():
+    with pytest.raises(SearchError, match=r"user: max tp=4"):
+        search("gpt3-175b", HW, 1024, 1536, fix={"tp": 8}, max_tp=4)
+    with pytest.raises(SearchError, match=r"ZeRO-2/3 needs pp == 1"):
+        search("gpt3-175b", HW, 1024, 1536, fix=["pp=8", "zero=3"])
+    with pytest.raises(SearchError, match=r"tp must divide heads \(96\)"):
+        search("gpt3-175b", HW, 1024, 1536, fix={"tp": 64})
+
+
+def test_bad_scalar_inputs():
+    with pytest.raises(ConfigError, match="num_gpus"):
+        search("gpt3-175b", HW, 0, 1536)
+    with pytest.raises(ConfigError, match="seq_len"):
+        search("gpt3-175b", HW, 8, 8, seq_len=4096)     # learned positions stop at 2048
+    with pytest.raises(ConfigError, match="dtype"):
+        search("gpt3-175b", HW, 8, 8, dtype="fp8")      # A100 has no fp8
+
+
+# ----------------------------------------------------------------------------- published
+def test_published_ranking_on_a_synthetic_csv(tmp_path):
+    cols = ["case_id", "workload", "model", "n_params_b", "layers", "hidden", "heads",
+            "kv_heads", "ffn_hidden", "seq_len", "vocab", "global_batch", "micro_batch", "gpu",
+            "hardware", "n_gpus", "tp", "pp", "vpp", "dp", "cp", "sp", "recompute",
+            "zero_stage", "precision", "dtype", "input_len", "output_len", "metric", "value",
+            "unit", "source", "notes"]
+    m = get_model("gpt-7.5b")
+    row = dict.fromkeys(cols, "")
+    row.update(case_id="X-1", workload="train", model="t", layers=m.layers, hidden=m.hidden,
+               heads=m.heads, kv_heads=m.kv_heads, ffn_hidden=m.ffn_hidden, seq_len=2048,
+               vocab=m.vocab, global_batch=512, hardware=HW, n_gpus=64, tp=2, pp=1, dp=32,
+               cp=1, sp=0, recompute="full", dtype="bf16", metric="iteration_time_s",
+               value=1.0, notes="")
+    other = dict(row, case_id="X-2", metric="achieved_tflops_per_gpu", value=100.0)
+    path = tmp_path / "m.csv"
+    pd.DataFrame([row, other], columns=cols).to_csv(path, index=False)
+    df = published_ranking(path)
+    assert len(df) == 1                                   # two metrics, one configuration
+    r = df.iloc[0]
+    assert r["model"] == "gpt-7.5b" and r["status"] == "ok"
+    res = search("gpt-7.5b", HW, 64, 512, flash_attention=False)
+    where = rank_of(res, {"tp": 2, "pp": 1, "dp": 32, "sp": 0, "recompute": "full"})
+    assert r["rank"] == where["rank"]
+    best = res.extra["scores"][res.extra["fits"]].min()
+    assert r["speedup"] == pytest.approx(where["score"] / best)
+    assert r["speedup"] >= 1
+
+
+# ----------------------------------------------------------------------------- CLI
+def test_cli_search_table_and_json():
+    from symcost.cli import app
+
+    args = ["search", "--model", "gpt-7.5b", "--hardware", HW, "--num-gpus", "64",
+            "--global-batch", "512", "--top", "3", "--max-tp", "8"]
+    out = RUNNER.invoke(app, args)
+    assert out.exit_code == 0, out.output
+    assert "Why #1 beats #2" in out.output and "removed" in out.output
+    out = RUNNER.invoke(app, args + ["--json"])
+    assert out.exit_code == 0, out.output
+    d = json.loads(out.output)
+    assert len(d["top"]) == 3 and d["candidates"] > 0 and d["top"][0]["rank"] == 1
+    assert d["rejected"][-1]["stage"] == "memory"
+
+
+def test_cli_search_errors():
+    from symcost.cli import app
+
+    out = RUNNER.invoke(app, ["search", "--model", "gpt3-175b", "--hardware", HW,
+                              "--num-gpus", "1024", "--global-batch", "1536", "--fix", "tp=8",
+                              "--max-tp", "4"])
+    assert out.exit_code == 2
+    assert out.output.strip().startswith("error: no valid configuration")
+    assert "user: max tp=4" in out.output
+    out = RUNNER.invoke(app, ["search", "--model", "gpt3-175b", "--hardware", HW,
+                              "--num-gpus", "8:x", "--global-batch", "1536"])
+    assert out.exit_code == 2 and "--num-gpus" in out.output
