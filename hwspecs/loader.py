@@ -11,7 +11,7 @@ loader (and only the loader) converts to SI base units::
     gpus_per_node: 8                # positive integer
     peak_tflops:                    # DENSE (no 2:4 sparsity) TFLOP/s; int8 in TOPS
       bf16: 989.4                   # keys from fp32, tf32, bf16, fp16, fp8, int8, fp4
-    hbm_capacity_gb: 80             # GB, decimal (1 GB = 1e9 bytes)
+    hbm_capacity_gb: 80             # GB as marketed, read as GiB (2**30 bytes)
     hbm_bandwidth_gbps: 3350        # GB/s (gigaBYTES per second, 1e9 B/s)
     intra_node:                     # scale-up link (NVLink, Infinity Fabric, PCIe)
       technology: NVLink 4 via NVSwitch
@@ -33,11 +33,11 @@ loader (and only the loader) converts to SI base units::
 Unit conversions
 ----------------
 * ``peak_tflops`` x 1e12 -> FLOP/s (``int8``: op/s).
-* ``hbm_capacity_gb`` x 1e9 -> bytes. Capacities are taken as *decimal* GB,
-  exactly as the vendor markets them ("80GB" -> 80e9 bytes). Physically the
-  stacks hold binary GiB (an "80GB" A100 reports 81,920 MiB ~= 85.9e9 bytes),
-  so the decimal figure is a slightly conservative bound on usable memory.
-  This convention is used for every built-in file; user files should follow it.
+* ``hbm_capacity_gb`` x 2**30 -> bytes. NVIDIA's and AMD's marketed HBM sizes
+  are binary: an "80GB" A100 or H100 reports 81,920 MiB (80 GiB ~= 85.9e9
+  bytes) to ``nvidia-smi``, so the marketed figure is read as GiB. This is the
+  only place capacities are converted; every built-in file and user file uses
+  this convention.
 * ``hbm_bandwidth_gbps`` and ``intra_node.gbps_per_direction`` x 1e9 -> bytes/s.
 * Inter-node bandwidth per GPU = ``nics_per_node * nic_gbit_per_s * 1e9 / 8 /
   gpus_per_node`` bytes/s per direction (e.g. DGX A100: 8 x 200 Gb/s for 8
@@ -222,7 +222,7 @@ def _spec_from_document(doc: Any, where: str) -> HardwareSpec:
             )
         peak_flops[dtype] = c.positive(value, f"peak_tflops.{dtype}") * 1e12
 
-    hbm_capacity = c.positive(doc["hbm_capacity_gb"], "hbm_capacity_gb") * 1e9
+    hbm_capacity = c.positive(doc["hbm_capacity_gb"], "hbm_capacity_gb") * 2**30
     hbm_bandwidth = c.positive(doc["hbm_bandwidth_gbps"], "hbm_bandwidth_gbps") * 1e9
 
     intra = c.mapping(doc["intra_node"], "intra_node")

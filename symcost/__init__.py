@@ -2,22 +2,68 @@
 
 Operator costs are SymPy expressions over hardware, model and parallelism symbols
 (:mod:`symcost.symbols`); they are lowered once to jit-compiled JAX functions
-(:mod:`symcost.lower`) so a single prediction, a sweep and a gradient share one compiled model.
+(:mod:`symcost.lower`) so a single prediction, a sweep, a gradient and a search share one
+compiled model.
 
-Importing this package has no side effects: nothing is built, compiled or read until used.
+This module is the public API. Importing it has no side effects and is cheap: each name is
+imported from its module on first use (PEP 562), so ``import symcost`` pulls in neither JAX
+nor pandas.
+
+Training: :func:`predict_training`, :func:`training_expressions`, :func:`training_model`,
+:func:`evaluate_training`. Inference: :func:`predict_inference`, :func:`roofline_table`,
+:func:`dram_study`. Exploration: :func:`sweep`, :func:`sensitivity`, :func:`bottleneck`,
+:func:`explain`. Measurements: :func:`validate_file`, :func:`calibrate`,
+:func:`predict_interval`. Configuration search lives in the sibling package ``optimizers``.
 """
 
-from .api import (TrainingResult, evaluate_training, predict_training, training_inputs,
-                  training_model, used_symbols)
-from .config import ConfigError, TrainingConfig, resolve
-from .lower import CompiledModel, LoweringError, lower
-from .models import ModelSpec, ModelSpecError, get_model, list_models
-from .params import Params, ParamsError, load_params, save_params
-from .training import training_expressions
+from __future__ import annotations
 
-__all__ = [
-    "CompiledModel", "ConfigError", "LoweringError", "ModelSpec", "ModelSpecError", "Params",
-    "ParamsError", "TrainingConfig", "TrainingResult", "evaluate_training", "get_model",
-    "list_models", "load_params", "lower", "predict_training", "resolve", "save_params",
-    "training_expressions", "training_inputs", "training_model", "used_symbols",
-]
+import importlib
+
+_EXPORTS = {
+    # training model
+    "TrainingConfig": "config", "ConfigError": "config", "resolve": "config",
+    "TrainingResult": "api", "predict_training": "api", "training_inputs": "api",
+    "training_model": "api", "evaluate_training": "api", "used_symbols": "api",
+    "training_expressions": "training",
+    # lowering
+    "CompiledModel": "lower", "LoweringError": "lower", "lower": "lower",
+    # specs and parameters
+    "ModelSpec": "models", "ModelSpecError": "models", "get_model": "models",
+    "list_models": "models", "from_hf_config": "models",
+    "Params": "params", "ParamsError": "params", "load_params": "params",
+    "save_params": "params",
+    # inference
+    "InferenceConfig": "infer_api", "InferenceConfigError": "infer_api",
+    "InferenceResult": "infer_api", "predict_inference": "infer_api",
+    "inference_inputs": "infer_api", "inference_model": "infer_api",
+    "evaluate_inference": "infer_api", "predict_inference_rows": "infer_api",
+    "inference_expressions": "inference",
+    "roofline_table": "roofline", "plot_roofline": "roofline", "dram_study": "roofline",
+    # sweeps, sensitivity, attribution, formulas
+    "sweep": "sweep", "Range": "sweep", "SweepError": "sweep",
+    "sensitivity": "sensitivity", "elasticities": "sensitivity",
+    "SensitivityError": "sensitivity",
+    "bottleneck": "bottleneck", "explain": "explain", "ExplainError": "explain",
+    # measurements
+    "load_measurements": "validate", "validate_file": "validate",
+    "MeasurementsError": "validate",
+    "calibrate": "calibrate", "cross_validate": "calibrate",
+    "predict_interval": "calibrate", "CalibrationError": "calibrate",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    try:
+        module = _EXPORTS[name]
+    except KeyError:
+        raise AttributeError(f"module 'symcost' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS))

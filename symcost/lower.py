@@ -193,9 +193,8 @@ class CompiledModel:
         if extra:
             raise TypeError(f"unknown inputs: {', '.join(sorted(extra))}")
 
-    def _args(self, args, kwargs):
-        import jax.numpy as jnp
-
+    def _ordered(self, args, kwargs) -> list:
+        """Inputs in positional order, from positional or keyword arguments."""
         if args and kwargs:
             raise TypeError("pass inputs either positionally or by name, not both")
         if kwargs:
@@ -203,6 +202,12 @@ class CompiledModel:
             args = [kwargs[n] for n in self.input_names]
         if len(args) != len(self.inputs):
             raise TypeError(f"expected {len(self.inputs)} inputs, got {len(args)}")
+        return list(args)
+
+    def _args(self, args, kwargs):
+        import jax.numpy as jnp
+
+        args = self._ordered(args, kwargs)
         dt = jnp.float64 if self.dtype == "float64" else jnp.float32
         return [jnp.asarray(np.asarray(a, dtype=np.float64), dtype=dt) for a in args]
 
@@ -222,13 +227,7 @@ class CompiledModel:
         ``where`` evaluates both branches, so floating-point warnings of the branch not taken
         are silenced.
         """
-        if args and kwargs:
-            raise TypeError("pass inputs either positionally or by name, not both")
-        if kwargs:
-            self._check_names(kwargs)
-            args = [kwargs[n] for n in self.input_names]
-        if len(args) != len(self.inputs):
-            raise TypeError(f"expected {len(self.inputs)} inputs, got {len(args)}")
+        args = self._ordered(args, kwargs)
         fn = _numpy_function(self.key, self.source)
         with np.errstate(all="ignore"):
             vals = fn(*[np.asarray(a, dtype=np.float64) for a in args])

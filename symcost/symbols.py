@@ -190,4 +190,52 @@ def lookup(name: str) -> sp.Symbol:
         raise KeyError(f"unknown symbol {name!r}; known: {', '.join(REGISTRY)}") from None
 
 
+# --- inference -------------------------------------------------------------------------
+# Symbols only the inference model (symcost.inference) uses. Serving settings and dtype
+# byte widths are 'parallel' (configuration); the two calibrated constants are 'efficiency'.
+batch = _declare("batch", "parallel", "1",
+                 "sequences per model replica: decode batch, prompts per prefill batch, and the"
+                 " cap on in-flight sequences under continuous batching", integer=True)
+input_len = _declare("input_len", "parallel", "1", "prompt tokens per request", integer=True)
+output_len = _declare("output_len", "parallel", "1",
+                      "generated tokens per request (the first one comes from prefill)",
+                      integer=True)
+max_num_tokens = _declare("max_num_tokens", "parallel", "1",
+                          "most tokens one forward step processes (prefill chunk; TensorRT-LLM"
+                          " max_num_tokens, vLLM max_num_batched_tokens)", integer=True)
+w_bytes = _declare("w_bytes", "parallel", "bytes",
+                   "bytes per element of the transformer layers' linear weights, quantization"
+                   " scales included")
+act_bytes = _declare("act_bytes", "parallel", "bytes",
+                     "bytes per activation element a GEMM reads and writes")
+kv_bytes = _declare("kv_bytes", "parallel", "bytes", "bytes per KV-cache element")
+w_dequant = _declare("w_dequant", "parallel", "1",
+                     "1 when weights are stored narrower than the compute dtype and dequantized"
+                     " inside the GEMM (weight-only quantization)", integer=True, nonneg=True)
+kv_mem_frac = _declare("kv_mem_frac", "parallel", "1",
+                       "fraction of the HBM left after weights and activation buffers that the"
+                       " runtime gives the KV cache (TensorRT-LLM kv_cache_free_gpu_mem_fraction)")
+kv_on_demand = _declare("kv_on_demand", "parallel", "1",
+                        "1 when the serving runtime allocates KV-cache blocks as tokens are"
+                        " generated (TensorRT-LLM MAX_UTILIZATION, vLLM), 0 when it reserves"
+                        " input_len + output_len tokens per request up front"
+                        " (GUARANTEED_NO_EVICT)", integer=True, nonneg=True)
+eff_hbm_infer = _declare("eff_hbm_infer", "efficiency", "1",
+                         "achieved fraction of HBM bandwidth by serving kernels (weight-streaming"
+                         " GEMVs, KV-cache reads, fused elementwise); replaces eff_hbm in the"
+                         " inference model")
+eff_attn_infer = _declare("eff_attn_infer", "efficiency", "1",
+                          "achieved fraction of the 16-bit peak by the serving runtime's prefill"
+                          " attention kernels; replaces eff_attn in the inference model")
+eff_dequant = _declare("eff_dequant", "efficiency", "1",
+                       "achieved fraction of the GEMM rate when weights are dequantized in the"
+                       " GEMM main loop (weight-only quantization)")
+gemm_overlap = _declare("gemm_overlap", "efficiency", "1",
+                        "fraction of the shorter of compute and HBM time a serving GEMM hides"
+                        " under the longer (1: roofline max, 0: serial sum)", nonneg=True)
+t_infer_step = _declare("t_infer_step", "efficiency", "s",
+                        "fixed time per inference forward step (scheduling, sampling, launch)",
+                        nonneg=True)
+
+
 ALL_SYMBOLS: tuple[sp.Symbol, ...] = tuple(info.symbol for info in REGISTRY.values())

@@ -153,7 +153,31 @@ def layer_forward_compute() -> dict[str, Cost]:
         "activation": ew.activation(n * f / t, g),
         "norms": ew.norm(tokens_sp() * h).scale(2),
         "residual_dropout": ew.residual_dropout(tokens_sp() * h, S.has_dropout).scale(2),
+        "fp8_cast": fp8_cast_layer(),
     }
+
+
+def fp8_cast_layer() -> Cost:
+    """FP8 quantisation traffic of one layer's four linear layers (zero unless ``fp8`` is 1).
+
+    Transformer Engine casts each GEMM's 16-bit input activation and weight to fp8 (read 2
+    bytes, write 1 byte per element, with the amax reduction fused) before the GEMM; the
+    backward casts gradients the same way (counted by :func:`layer_backward_compute` as twice
+    the forward). Memory-bound at achieved HBM bandwidth.
+
+    References:
+        Micikevicius et al. 2022, "FP8 formats for deep learning" (arXiv:2209.05433), Sec. 4
+        (per-tensor scaling and casts); NVIDIA Transformer Engine documentation, "Using FP8
+        with Transformer Engine" (delayed scaling, cast kernels).
+    """
+    t, h, f, g = S.tp, S.hidden, S.ffn_hidden, S.gated_mlp
+    d = head_dim()
+    heads, kv = S.n_heads / t, kv_heads_local()
+    n = tokens_micro()
+    activations = n * (h + heads * d + h + f / t)
+    weights = h * (heads + 2 * kv) * d + heads * d * h + (2 + g) * h * f / t
+    nbytes = S.fp8 * 3 * (activations + weights)
+    return Cost(sp.Integer(0), nbytes, nbytes / (S.hbm_bw * S.eff_hbm))
 
 
 def layer_backward_compute() -> dict[str, Cost]:

@@ -31,8 +31,8 @@ def _private_cache(tmp_path_factory):
 def test_cost_model_hand_computed():
     cm = CostModel()
     hw = hardware_values(load_hardware(HW))
-    # 312 TFLOP/s, 2.039 TB/s, 80 GB, 300 GB/s NVLink, 25 GB/s IB (hwspecs a100-sxm4-80gb)
-    expected = 4000 + 1.2 * 312 + 224 * 2.039 + 15 * 80 + 5.7 * 300 + 40 * 25
+    # 312 TFLOP/s, 2.039 TB/s, 80 GiB (85.9e9 B), 300 GB/s NVLink, 25 GB/s IB (a100-sxm4-80gb)
+    expected = 4000 + 1.2 * 312 + 224 * 2.039 + 15 * 80 * 2**30 / 1e9 + 5.7 * 300 + 40 * 25
     assert float(cm.per_gpu(hw)) == pytest.approx(expected, rel=1e-12)
     assert sum(cm.breakdown(hw).values()) == pytest.approx(expected, rel=1e-12)
     assert set(cm.sources) >= {"c_flops", "c_hbm_cap", "c_hbm_bw", "c_intra", "c_inter", "base"}

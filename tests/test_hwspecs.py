@@ -102,7 +102,7 @@ def test_a100_sxm4_80gb_conversions() -> None:
     spec = load_hardware("a100-sxm4-80gb")
     assert spec.generation == "ampere"
     assert spec.hbm_bandwidth == 2.039e12
-    assert spec.hbm_capacity == 80e9
+    assert spec.hbm_capacity == 80 * 2**30
     assert spec.inter_node_bandwidth == 25e9  # 8 x 200 Gb/s HDR / 8 GPUs
     assert spec.intra_node_bandwidth == 300e9  # 600 GB/s bidirectional NVLink 3
     assert spec.gpus_per_node == 8
@@ -118,7 +118,7 @@ def test_a100_sxm4_80gb_conversions() -> None:
 def test_a100_sxm4_40gb_conversions() -> None:
     spec = load_hardware("a100-sxm4-40gb")
     assert spec.hbm_bandwidth == 1.555e12
-    assert spec.hbm_capacity == 40e9
+    assert spec.hbm_capacity == 40 * 2**30
     assert spec.inter_node_bandwidth == 25e9
     assert spec.peak("bf16") == 312e12
 
@@ -129,7 +129,7 @@ def test_h100_conversions_and_ridge_point() -> None:
     assert spec.peak("bf16") == 989.4e12
     assert spec.peak("fp8") == 1978.9e12
     assert spec.hbm_bandwidth == 3.35e12
-    assert spec.hbm_capacity == 80e9
+    assert spec.hbm_capacity == 80 * 2**30
     assert spec.intra_node_bandwidth == 450e9  # 900 GB/s bidirectional NVLink 4
     assert spec.inter_node_bandwidth == 50e9  # 8 x 400 Gb/s NDR / 8 GPUs
     ridge = spec.peak("bf16") / spec.hbm_bandwidth
@@ -141,7 +141,7 @@ def test_h200_conversions() -> None:
     spec = load_hardware("h200-sxm-141gb")
     h100 = load_hardware("h100-sxm5-80gb")
     assert spec.peak_flops == h100.peak_flops  # same GH100 compute
-    assert spec.hbm_capacity == 141e9
+    assert spec.hbm_capacity == 141 * 2**30
     assert spec.hbm_bandwidth == 4.8e12
     assert spec.intra_node_bandwidth == 450e9
     assert spec.inter_node_bandwidth == 50e9
@@ -153,7 +153,7 @@ def test_b200_conversions() -> None:
     assert spec.peak("bf16") == 2.25e15
     assert spec.peak("fp8") == 4.5e15
     assert spec.peak("fp4") == 9e15
-    assert spec.hbm_capacity == 180e9
+    assert spec.hbm_capacity == 180 * 2**30
     assert spec.hbm_bandwidth == 8e12
     assert spec.intra_node_bandwidth == 900e9  # 1.8 TB/s bidirectional NVLink 5
     assert spec.inter_node_bandwidth == 50e9
@@ -169,7 +169,7 @@ def test_optional_builtins_conversions() -> None:
     mi300x = load_hardware("mi300x")
     assert mi300x.generation == "cdna3"
     assert mi300x.peak("bf16") == 1307.4e12
-    assert mi300x.hbm_capacity == 192e9
+    assert mi300x.hbm_capacity == 192 * 2**30
     assert mi300x.hbm_bandwidth == 5.3e12
     assert mi300x.intra_node_bandwidth == 448e9
     assert mi300x.inter_node_bandwidth == 50e9
@@ -254,7 +254,7 @@ def test_user_file_loads_by_path_and_str(tmp_path: Path) -> None:
     assert spec.name == "my-gpu"
     assert spec.peak("bf16") == 100e12
     assert spec.peak("fp32") == 12.5e12
-    assert spec.hbm_capacity == 40e9
+    assert spec.hbm_capacity == 40 * 2**30
     assert spec.hbm_bandwidth == 1e12
     assert spec.intra_node_bandwidth == 200e9
     assert spec.intra_node_latency == pytest.approx(2e-6)
@@ -267,10 +267,10 @@ def test_user_file_loads_by_path_and_str(tmp_path: Path) -> None:
 def test_user_file_is_not_cached(tmp_path: Path) -> None:
     doc = _valid_doc()
     path = _write(tmp_path, doc)
-    assert load_hardware(path).hbm_capacity == 40e9
+    assert load_hardware(path).hbm_capacity == 40 * 2**30
     doc["hbm_capacity_gb"] = 80
     _write(tmp_path, doc)
-    assert load_hardware(path).hbm_capacity == 80e9
+    assert load_hardware(path).hbm_capacity == 80 * 2**30
 
 
 def test_user_file_shadowing_builtin_name_is_allowed_by_path(tmp_path: Path) -> None:

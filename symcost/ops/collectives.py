@@ -1,10 +1,13 @@
 """Collective communication with an alpha-beta (latency-bandwidth) model.
 
 A group of ``n`` GPUs whose ranks are ``stride`` apart lies inside one node when
-``n * stride <= gpus_per_node`` and then uses the intra-node link (NVLink); otherwise the ring
-crosses the inter-node network and its bandwidth is the GPU's NIC share (``inter_bw``) — every
-GPU of a node runs its own ring concurrently in Megatron-style rank layouts, so no GPU gets
-more than its NIC share. Ring algorithms: all-reduce sends ``2(n-1)/n`` of the buffer in
+``n * stride <= gpus_per_node`` and then uses the intra-node link (NVLink). Otherwise the ring
+crosses nodes. Each node holds ``r = max(1, gpus_per_node / stride)`` ranks of the group, each
+with its own NIC share (``inter_bw``); NCCL runs one ring channel per NIC, so the data leaving a
+node is split over ``r`` NICs while every rank still moves the whole buffer over NVLink:
+per-rank bandwidth ``min(intra_bw*eff_intra, r*inter_bw*eff_inter)``. A strided group (e.g. the
+DP group of TP8 on 8-GPU nodes, ``r = 1``) gets one NIC share; an FSDP group spanning whole
+nodes (``r = 8``) gets eight. Ring algorithms: all-reduce sends ``2(n-1)/n`` of the buffer in
 ``2(n-1)`` steps; reduce-scatter and all-gather ``(n-1)/n`` in ``n-1`` steps.
 
 References:
@@ -18,13 +21,22 @@ from __future__ import annotations
 import sympy as sp
 
 from .. import symbols as S
+from ..functions import smax, smin
 from .cost import Cost
 
 
 def link_bandwidth(n: sp.Expr, stride: sp.Expr) -> sp.Expr:
-    """Achieved per-GPU bandwidth (bytes/s) of a group of ``n`` ranks ``stride`` apart."""
-    return sp.Piecewise((S.intra_bw * S.eff_intra, n * stride <= S.gpus_per_node),
-                        (S.inter_bw * S.eff_inter, True))
+    """Achieved per-rank bandwidth (bytes/s) of a ring over ``n`` ranks ``stride`` apart.
+
+    Intra-node: ``intra_bw*eff_intra``. Across nodes: ``min(intra_bw*eff_intra,
+    r*inter_bw*eff_inter)`` with ``r = max(1, gpus_per_node/stride)`` ranks (and NICs) of the
+    group per node (NCCL multi-channel rings, one channel per NIC; Jeaugey, "Massively scale
+    your deep learning training with NCCL 2.4", NVIDIA 2019; DGX rail-optimised topology).
+    """
+    intra = S.intra_bw * S.eff_intra
+    nics = smax(1, S.gpus_per_node / stride)
+    return sp.Piecewise((intra, n * stride <= S.gpus_per_node),
+                        (smin(intra, nics * S.inter_bw * S.eff_inter), True))
 
 
 def link_latency(n: sp.Expr, stride: sp.Expr) -> sp.Expr:

@@ -6,7 +6,7 @@ from typing import NamedTuple
 
 import sympy as sp
 
-from ..functions import smax
+from ..functions import smax, smin
 
 
 class Cost(NamedTuple):
@@ -42,7 +42,7 @@ def total(costs) -> Cost:
 
 
 def time_roofline(flops: sp.Expr, nbytes: sp.Expr, peak: sp.Expr, eff_compute: sp.Expr,
-                  bw: sp.Expr, eff_bw: sp.Expr) -> sp.Expr:
+                  bw: sp.Expr, eff_bw: sp.Expr, *, overlap: sp.Expr | None = None) -> sp.Expr:
     """Roofline time: the slower of compute at achieved peak and memory traffic at achieved bandwidth.
 
     Args:
@@ -52,15 +52,21 @@ def time_roofline(flops: sp.Expr, nbytes: sp.Expr, peak: sp.Expr, eff_compute: s
         eff_compute: achieved fraction of ``peak``.
         bw: memory bandwidth, bytes/s.
         eff_bw: achieved fraction of ``bw``.
+        overlap: fraction of the shorter of the two times hidden under the longer; None (the
+            default) is perfect overlap, ``Max(tc, tm)``; otherwise
+            ``Max(tc, tm) + (1 - overlap) * Min(tc, tm)`` (0: the two run serially).
 
     Returns:
-        Time in s: ``Max(flops/(peak*eff_compute), nbytes/(bw*eff_bw))``.
+        Time in s: ``Max(flops/(peak*eff_compute), nbytes/(bw*eff_bw))`` (see ``overlap``).
 
     References:
         Williams, Waterman and Patterson, "Roofline: an insightful visual performance model
         for multicore architectures", CACM 52(4), 2009.
     """
-    return smax(flops / (peak * eff_compute), nbytes / (bw * eff_bw))
+    tc, tm = flops / (peak * eff_compute), nbytes / (bw * eff_bw)
+    if overlap is None:
+        return smax(tc, tm)
+    return smax(tc, tm) + (1 - overlap) * smin(tc, tm)
 
 
 def time_memory_bound(nbytes: sp.Expr, bw: sp.Expr, eff_bw: sp.Expr) -> sp.Expr:

@@ -14,26 +14,32 @@ def flops_gemm(m: sp.Expr, n: sp.Expr, k: sp.Expr, batch: sp.Expr = sp.Integer(1
 
 
 def bytes_gemm(m: sp.Expr, n: sp.Expr, k: sp.Expr, batch: sp.Expr = sp.Integer(1),
-               elem_bytes: sp.Expr = S.BYTES_ACT, *, b_shared: bool = False) -> sp.Expr:
+               elem_bytes: sp.Expr = S.BYTES_ACT, *, b_shared: bool = False,
+               b_bytes: sp.Expr | None = None) -> sp.Expr:
     """Minimum HBM traffic of a GEMM: read A (m x k) and B (k x n) once, write C (m x n).
 
     Args:
         m, n, k: matrix dimensions (elements).
         batch: number of independent products.
-        elem_bytes: bytes per element.
+        elem_bytes: bytes per element (of A and C; also of B unless ``b_bytes`` is given).
         b_shared: True when ``B`` (a weight matrix) is shared by all ``batch`` products and
             read once.
+        b_bytes: bytes per element of ``B`` when it differs from ``elem_bytes`` (quantized
+            weights); None: ``elem_bytes``.
 
     Returns:
         bytes.
     """
     b_reads = k * n if b_shared else k * n * batch
-    return elem_bytes * (m * k * batch + b_reads + m * n * batch)
+    if b_bytes is None:
+        return elem_bytes * (m * k * batch + b_reads + m * n * batch)
+    return elem_bytes * (m * k * batch + m * n * batch) + b_bytes * b_reads
 
 
 def gemm(m: sp.Expr, n: sp.Expr, k: sp.Expr, peak: sp.Expr, batch: sp.Expr = sp.Integer(1),
          elem_bytes: sp.Expr = S.BYTES_ACT, *, weight: bool = True,
-         eff: sp.Expr = S.eff_gemm) -> Cost:
+         eff: sp.Expr = S.eff_gemm, b_bytes: sp.Expr | None = None,
+         overlap: sp.Expr | None = None) -> Cost:
     """Cost of a GEMM ``C[m,n] = A[m,k] @ B[k,n]`` on one GPU.
 
     Args:
@@ -43,6 +49,10 @@ def gemm(m: sp.Expr, n: sp.Expr, k: sp.Expr, peak: sp.Expr, batch: sp.Expr = sp.
         elem_bytes: bytes per element read and written.
         weight: ``B`` is a weight matrix shared by the batch (read once).
         eff: achieved fraction of peak.
+        b_bytes: bytes per element of ``B`` when it differs from ``elem_bytes`` (e.g.
+            quantized weights); None keeps ``elem_bytes`` for all three matrices.
+        overlap: compute/memory overlap of the kernel (see
+            :func:`~symcost.ops.cost.time_roofline`); None: perfect overlap (``Max``).
 
     Returns:
         :class:`Cost` with FLOP, bytes and time (s, roofline of compute vs HBM).
@@ -52,5 +62,5 @@ def gemm(m: sp.Expr, n: sp.Expr, k: sp.Expr, peak: sp.Expr, batch: sp.Expr = sp.
         Williams et al. 2009.
     """
     f = flops_gemm(m, n, k, batch)
-    b = bytes_gemm(m, n, k, batch, elem_bytes, b_shared=weight)
-    return Cost(f, b, time_roofline(f, b, peak, eff, S.hbm_bw, S.eff_hbm))
+    b = bytes_gemm(m, n, k, batch, elem_bytes, b_shared=weight, b_bytes=b_bytes)
+    return Cost(f, b, time_roofline(f, b, peak, eff, S.hbm_bw, S.eff_hbm, overlap=overlap))

@@ -1,0 +1,106 @@
+"""Accuracy of the training model on the shared published measurements (issue 2, item 10).
+
+Runs ``symcost validate`` (:func:`symcost.validate.validate_file`) on
+``../shared/validation/published_measurements.csv`` with the shipped calibration (one set of
+efficiency constants per GPU generation, no per-row adjustment) and prints MAPE per source and
+metric, the rows not predicted (counted by reason) and the largest errors with their step-time
+breakdown. Also checks the metric conventions: the llm-foundry MFU/HFU formulas reproduce the
+published MFU from the published tokens/s (both are in the file).
+
+Target: MAPE <= 10% on the train rows.
+
+Usage::
+
+    PYTHONPATH=. python benchmarks/validate_accuracy.py [PATH.csv] [--params params.yaml]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+DEFAULT_CSV = Path(__file__).resolve().parents[2] / "shared" / "validation" / \
+    "published_measurements.csv"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("path", nargs="?", default=str(DEFAULT_CSV))
+    ap.add_argument("--params", default=None, help="parameter YAML (default: shipped)")
+    ap.add_argument("--worst", type=int, default=12)
+    args = ap.parse_args(argv)
+
+    from symcost.validate import metric_factor, validate_file
+
+    t0 = time.perf_counter()
+    rep = validate_file(args.path, args.params, intervals=True)
+    elapsed = time.perf_counter() - t0
+    s, rows = rep.summary, rep.rows
+    prov = rep.params.provenance
+    print(f"measurements: {args.path}")
+    print(f"parameters:   {args.params or 'shipped'} (data {prov.get('data')}, "
+          f"date {prov.get('date')})")
+    print(f"rows: {len(rows) + len(rep.skipped)} total, {len(rows)} predicted (train rows in "
+          f"one vectorized call), {len(rep.skipped)} not predicted ({elapsed:.1f} s incl. "
+          "compile)")
+    print()
+    print(f"{'source':8} {'metric':26} {'workload':8} {'n':>4} {'MAPE %':>8} {'mean err %':>11} "
+          f"{'max |err| %':>12}")
+    for x in s["by_source_metric"]:
+        print(f"{x['source']:8} {x['metric']:26} {x['workload']:8} {x['n']:4d} "
+              f"{x['mape_pct']:8.2f} {x['mean_error_pct']:+11.2f} {x['max_abs_error_pct']:12.1f}")
+    for x in s["by_source"]:
+        print(f"{x['source']:8} {'(all metrics)':26} {x['workload']:8} {x['n']:4d} "
+              f"{x['mape_pct']:8.2f} {x['mean_error_pct']:+11.2f}")
+    n_train = int((rows["workload"] == "train").sum())
+    print(f"{'ALL':8} {'(train rows)':26} {'train':8} {n_train:4d} {s['mape_pct']:8.2f}"
+          f"{'':12} {s['max_abs_error_pct']:12.1f}")
+    if s.get("inference_mape_pct") is not None:
+        print(f"{'ALL':8} {'(serve/prefill rows)':26} {'infer':8} {len(rows) - n_train:4d} "
+              f"{s['inference_mape_pct']:8.2f}   (inference model, symcost.infer_api)")
+    target = 10.0
+    print(f"\ntarget MAPE <= {target:.0f}% on train rows: "
+          f"{'MET' if s['mape_pct'] <= target else 'NOT MET'} ({s['mape_pct']:.2f}%)")
+    if s.get("coverage"):
+        c = s["coverage"]
+        print(f"90% prediction intervals contain {100 * c['fraction_inside']:.1f}% of the "
+              f"{c['n']} measurements (in-sample: the shipped calibration used this file)")
+
+    print("\nrows not predicted:")
+    for reason, n in s["skipped_reasons"].items():
+        print(f"  {n:4d}  {reason}")
+
+    # metric conventions: llm-foundry MFU from the published tokens/s/GPU of the same run
+    runs: dict[str, dict] = {}
+    for r in rep.prepared:
+        runs.setdefault(r.run, {})[r.metric] = r
+    errs = []
+    for v in runs.values():
+        if {"MFU", "tokens_per_s_per_gpu"} <= set(v):
+            ct, _ = metric_factor(v["tokens_per_s_per_gpu"])
+            cm, _ = metric_factor(v["MFU"])
+            step = ct / v["tokens_per_s_per_gpu"].measured
+            errs.append(abs(cm / step / v["MFU"].measured - 1) * 100)
+    if errs:
+        print(f"\nMFU convention check: MFU recomputed from published tokens/s/GPU matches the "
+              f"published MFU on {len(errs)} runs, max |diff| {max(errs):.2f}% "
+              f"(mean {sum(errs) / len(errs):.3f}%)")
+
+    train = rows[rows["workload"] == "train"]
+    w = train.reindex(train["error_pct"].abs().sort_values(ascending=False).index)
+    w = w.drop_duplicates("run").head(args.worst)
+    print("\nlargest errors (one row per run), predicted step-time breakdown in % of step:")
+    hdr = ("fwd", "bwd", "recomp", "tp", "p2p", "bubble", "dp", "opt", "ovh")
+    print(f"{'case_id':58} {'err %':>7} {'step s':>8} " + " ".join(f"{h:>6}" for h in hdr))
+    keys = ("time_forward", "time_backward", "time_recompute", "time_tp_comm", "time_pp_p2p",
+            "time_pp_bubble", "time_dp_comm", "time_optimizer", "time_overhead")
+    for r in w.itertuples(index=False):
+        parts = " ".join(f"{100 * getattr(r, k) / r.step_time:6.1f}" for k in keys)
+        print(f"{r.case_id[:58]:58} {r.error_pct:+7.1f} {r.step_time:8.3g} {parts}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,798 @@
+"""Calibration of the efficiency parameters against measurements, with uncertainty.
+
+Model: for one measured run ``i`` (a configuration; the rows that report several metrics of the
+same run count once) the training model predicts a step time ``t_i(theta_g)`` where
+``theta_g`` are the efficiency parameters of the run's GPU generation ``g``. Every supported
+metric is ``coef * t**power`` (:func:`symcost.validate.metric_factor`), so each measured value
+implies a measured step time ``T_i``; a run reporting several metrics uses their geometric mean.
+
+Fit (per generation, independently): nonlinear least squares on the log error
+
+    ``r_i(theta) = log t_i(theta) - log T_i``,   ``min sum_i r_i^2``
+
+with :func:`scipy.optimize.least_squares` (trust-region reflective, bounds
+:data:`symcost.params.BOUNDS`, ``x_scale='jac'``) and the exact Jacobian
+``d log t_i / d theta`` from JAX (``jax.jacfwd`` through the compiled training model in float64).
+Only :data:`DEFAULT_FIT` is fitted unless asked otherwise; every other parameter keeps its
+starting value (``--params`` or the shipped file).
+
+Uncertainty (standard nonlinear-regression results, e.g. Seber and Wild 1989, "Nonlinear
+Regression", Sec. 2.1 and 5.1): with ``J`` the Jacobian at the optimum over the free parameters
+(those not at a bound), ``s^2 = sum r^2 / (n - k)``, ``cov = s^2 (J^T J)^-1`` and standard
+errors ``sqrt(diag(cov))``. A prediction interval for a new configuration with gradient ``g``
+(``d log t / d theta``) is, in log space, ``log t +- q * sqrt(g^T cov g + v_prior + s^2)``
+with ``q`` the Student-t quantile with ``n - k`` degrees of freedom: the delta method for the
+parameter uncertainty, a prior variance ``v_prior = sum_j (g_j * PRIOR_REL_SD * theta_j)^2``
+for the parameters the data did not determine (on a bound, not identifiable, or copied from
+another generation), and the residual (model) error of the fit, which dominates in-sample.
+
+Generations without data: a generation that has no rows in a fit keeps its starting
+parameters; :func:`transfer_missing` copies a fitted generation into one without data (used for
+the shipped defaults and for cross-validation folds; see :data:`TRANSFER_FROM`).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import functools
+import math
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from .params import BOUNDS, PARAM_NAMES, Params, load_params, save_params
+
+__all__ = [
+    "DEFAULT_FIT", "TRANSFER_FROM", "CalibrationError", "CalibrationResult", "GenerationFit",
+    "PRIOR_REL_SD", "calibrate", "calibrate_rows", "cross_validate",
+    "interval_sd", "log_step_time_jacobian", "predict_interval", "row_intervals", "run_table",
+    "start_params", "transfer_missing", "write_params",
+]
+
+#: parameters fitted by default (per generation): the achieved fractions of peak of GEMMs
+#: (``eff_gemm``), of attention kernels (``eff_attn``) and of the inter-node network
+#: (``eff_inter``). The others keep their starting values, documented here because each was
+#: tried on the shared measurements: ``eff_hbm`` (training data constrain it only through
+#: small models' elementwise time; the fit pulled hopper's to 0.41, a stand-in for other
+#: small-model overheads that would halve memory-bound inference predictions, and it did not
+#: improve leave-one-source-out error), ``t_layer_overhead`` and ``t_step_overhead`` (fixed
+#: times; fitted they took unphysical values, e.g. 1 ms per layer, and leave-one-source-out
+#: error grew), ``eff_intra`` (NVLink, rarely exposed), ``mem_reserved`` (memory only) and
+#: the inference-only constants.
+DEFAULT_FIT: tuple[str, ...] = ("eff_gemm", "eff_attn", "eff_inter")
+
+#: generation without data -> generations to copy fitted parameters from, in order of
+#: preference (the nearest architecture first).
+TRANSFER_FROM: dict[str, tuple[str, ...]] = {
+    "ampere": ("hopper", "blackwell"),
+    "hopper": ("ampere", "blackwell"),
+    "blackwell": ("hopper", "ampere"),
+    "cdna3": ("hopper", "ampere", "blackwell"),
+}
+
+#: prior relative standard deviation of a parameter the data did not determine (not
+#: identifiable from the rows, on a bound, or copied from another generation): one standard
+#: deviation is 30% of its value. An assumption, used only for prediction intervals.
+PRIOR_REL_SD = 0.3
+
+#: row-count padding for the compiled Jacobian (one compile per padded size).
+_MIN_PAD = 64
+
+
+class CalibrationError(ValueError):
+    """Calibration cannot proceed or did not converge (the message says why); nothing is written."""
+
+
+@dataclass
+class GenerationFit:
+    """The fit of one GPU generation.
+
+    Attributes:
+        generation: GPU generation.
+        values: every parameter after the fit (fitted and fixed), base units.
+        fitted: parameters that were free at the optimum (covariance order).
+        at_bound: requested parameters that ended on a bound (excluded from the covariance).
+        not_identifiable: requested parameters with no influence on these rows (kept fixed).
+        stderr: standard error per fitted parameter.
+        covariance: matrix over ``fitted``.
+        n_runs: runs (distinct configurations) used; n_rows: measurement rows behind them.
+        sigma: residual standard deviation of the log error, ``s``.
+        dof: ``n_runs - len(fitted)``.
+        cost_start, cost_end: ``0.5 * sum r^2`` at the start and at the optimum.
+        nfev: function evaluations; message: the optimizer's message.
+    """
+
+    generation: str
+    values: dict[str, float]
+    fitted: tuple[str, ...]
+    at_bound: tuple[str, ...]
+    not_identifiable: tuple[str, ...]
+    stderr: dict[str, float]
+    covariance: np.ndarray
+    n_runs: int
+    n_rows: int
+    sigma: float
+    dof: int
+    cost_start: float
+    cost_end: float
+    nfev: int
+    message: str
+
+
+@dataclass
+class CalibrationResult:
+    """Result of :func:`calibrate_rows`: the new parameters and per-generation fits.
+
+    Attributes:
+        params: the complete parameter set (fitted generations replaced, others kept).
+        fits: generation -> :class:`GenerationFit`.
+        not_fitted: generation -> reason (present in the data but not fitted).
+        start: the starting parameters.
+    """
+
+    params: Params
+    fits: dict[str, GenerationFit]
+    not_fitted: dict[str, str] = field(default_factory=dict)
+    start: Params | None = None
+
+
+# ----------------------------------------------------------------------------- JAX Jacobian
+@functools.lru_cache(maxsize=8)
+def _jacobian_fn(wrt_idx: tuple[int, ...]):
+    import jax
+    import jax.numpy as jnp
+
+    from .api import training_model
+
+    cm = training_model("float64")
+    step = cm.outputs.index("step_time")
+    idx = jnp.asarray(wrt_idx)
+
+    def log_step(theta, x):
+        x = x.at[idx].set(theta)
+        return jnp.log(cm.call_jax(*x)[step])
+
+    def value_and_jac(theta, x):
+        jac, ls = jax.jacfwd(lambda th: (log_step(th, x), log_step(th, x)), has_aux=True)(theta)
+        return jac, ls
+
+    return jax.jit(jax.vmap(value_and_jac))
+
+
+def log_step_time_jacobian(inputs: Mapping[str, np.ndarray], wrt: Sequence[str]
+                           ) -> tuple[np.ndarray, np.ndarray]:
+    """Log step time and its gradient w.r.t. parameters, for many configurations at once.
+
+    Args:
+        inputs: symbol name -> array ``(n,)`` for every input of the training model (as from
+            :func:`symcost.validate.stack_inputs`).
+        wrt: names of input symbols to differentiate by (usually efficiency parameters).
+
+    Returns:
+        ``(log_t, J)``: ``log_t`` shape ``(n,)`` (log of seconds), ``J`` shape
+        ``(n, len(wrt))`` with ``J[i, j] = d log t_i / d wrt_j`` (per base unit of the
+        parameter). Computed in float64 with ``jax.jacfwd``.
+
+    Raises:
+        KeyError: an input is missing.
+    """
+    import jax
+
+    from .api import training_model
+
+    names = training_model("float64").input_names
+    missing = [n for n in names if n not in inputs]
+    if missing:
+        raise KeyError(f"log_step_time_jacobian: missing inputs {', '.join(missing)}")
+    wrt = tuple(wrt)
+    unknown = [w for w in wrt if w not in names]
+    if unknown:
+        raise KeyError(f"log_step_time_jacobian: {', '.join(unknown)} not inputs of the "
+                       "training model")
+    # one compiled function for every subset of the efficiency parameters
+    eff = tuple(n for n in names if n in PARAM_NAMES)
+    basis = eff if set(wrt) <= set(eff) else wrt
+    idx = tuple(names.index(w) for w in basis)
+    X = np.stack([np.asarray(inputs[n], dtype=np.float64).reshape(-1) for n in names], axis=1)
+    n = X.shape[0]
+    pad = max(_MIN_PAD, 1 << max(0, (n - 1).bit_length()))
+    Xp = np.concatenate([X, np.repeat(X[-1:], pad - n, axis=0)])
+    theta = Xp[:, list(idx)]
+    fn = _jacobian_fn(idx)
+    with jax.enable_x64(True):
+        J, ls = fn(theta, Xp)
+        J, ls = np.asarray(J), np.asarray(ls)
+    cols = [basis.index(w) for w in wrt]
+    return ls[:n], J[:n][:, cols]
+
+
+# ----------------------------------------------------------------------------- runs
+def run_table(prepared) -> pd.DataFrame:
+    """Group measurement rows into runs and compute each run's implied measured step time.
+
+    Args:
+        prepared: :class:`~symcost.validate.PreparedRow` list.
+
+    Returns:
+        DataFrame, one row per run: ``run``, ``source``, ``generation``, ``log_t_meas`` (log
+        s; geometric mean over the run's metrics of ``(measured/coef)**(1/power)``),
+        ``n_rows``, ``first`` (index of its first row in ``prepared``), ``case_ids``.
+    """
+    from .validate import metric_factor
+
+    recs = []
+    for i, r in enumerate(prepared):
+        coef, power = metric_factor(r)
+        recs.append((r.run, r.source, r.hardware.generation, math.log(r.measured / coef) / power,
+                     i, r.case_id))
+    df = pd.DataFrame(recs, columns=["run", "source", "generation", "log_t", "index", "case_id"])
+    if df.empty:
+        return pd.DataFrame(columns=["run", "source", "generation", "log_t_meas", "n_rows",
+                                     "first", "case_ids"])
+    g = df.groupby("run", sort=False)
+    return pd.DataFrame({
+        "run": list(g.groups), "source": g["source"].first().values,
+        "generation": g["generation"].first().values, "log_t_meas": g["log_t"].mean().values,
+        "n_rows": g.size().values, "first": g["index"].min().values,
+        "case_ids": g["case_id"].agg(list).values,
+    })
+
+
+# ----------------------------------------------------------------------------- fitting
+#: robust loss of the fit: rows the model structurally cannot represent (e.g. DeepSpeed
+#: ZeRO-3 in 2021, comm-bound far beyond its network's rate) must not drag the constants of
+#: every other row; ``soft_l1`` is quadratic below ``ROBUST_SCALE`` (10% log error) and
+#: linear above (scipy.optimize.least_squares, ``loss``/``f_scale``).
+ROBUST_LOSS = "soft_l1"
+ROBUST_SCALE = 0.1
+
+
+def _robust_cost(r: np.ndarray) -> float:
+    z = (np.asarray(r) / ROBUST_SCALE) ** 2
+    return float(0.5 * ROBUST_SCALE**2 * np.sum(2 * (np.sqrt(1 + z) - 1)))
+
+
+def values_at(theta: np.ndarray, names: Sequence[str], name: str) -> float:
+    """The value of parameter ``name`` in the vector ``theta`` ordered as ``names``."""
+    return float(theta[list(names).index(name)])
+
+
+def _fit_generation(gen: str, X_inputs: dict[str, np.ndarray], y: np.ndarray,
+                    start: dict[str, float], fit: Sequence[str], n_rows: int) -> GenerationFit:
+    from scipy.optimize import least_squares
+
+    fit = tuple(fit)
+    n = len(y)
+    theta0 = np.array([start[p] for p in fit], dtype=np.float64)
+    lo = np.array([BOUNDS[p][0] for p in fit])
+    hi = np.array([BOUNDS[p][1] for p in fit])
+    theta0 = np.clip(theta0, lo, hi)
+
+    def model(theta):
+        inp = dict(X_inputs)
+        for p, v in zip(fit, theta):
+            inp[p] = np.full(n, v)
+        ls, J = log_step_time_jacobian(inp, fit)
+        return ls - y, J
+
+    cache: dict = {}
+
+    def get(theta):
+        key = tuple(np.asarray(theta, dtype=np.float64))
+        if key not in cache:
+            cache.clear()
+            cache[key] = model(np.asarray(theta, dtype=np.float64))
+        return cache[key]
+
+    r0, J0 = get(theta0)
+    if not (np.all(np.isfinite(r0)) and np.all(np.isfinite(J0))):
+        raise CalibrationError(f"calibrate: {gen}: the model gives a non-finite step time at "
+                               "the starting parameters")
+    # parameters that do not influence any row (relative sensitivity ~ 0) stay fixed
+    sens = np.max(np.abs(J0 * np.where(theta0 != 0, theta0, hi)), axis=0)
+    active = sens > 1e-6
+    dead = tuple(p for p, a in zip(fit, active) if not a)
+    free = tuple(p for p, a in zip(fit, active) if a)
+    if not free:
+        raise CalibrationError(f"calibrate: {gen}: none of {', '.join(fit)} influences the "
+                               "predicted step time of these rows")
+    if n <= len(free):
+        raise CalibrationError(f"calibrate: {gen}: {n} run(s) for {len(free)} parameter(s) "
+                               f"({', '.join(free)}); need more runs than parameters")
+    sel = np.array([fit.index(p) for p in free])
+
+    def full(th):
+        t = theta0.copy()
+        t[sel] = th
+        return t
+
+    res = least_squares(lambda th: get(full(th))[0], theta0[sel],
+                        jac=lambda th: get(full(th))[1][:, sel], bounds=(lo[sel], hi[sel]),
+                        x_scale="jac", method="trf", max_nfev=200, xtol=1e-10, ftol=1e-10,
+                        gtol=1e-10, loss=ROBUST_LOSS, f_scale=ROBUST_SCALE)
+    if res.status <= 0 or not np.all(np.isfinite(res.x)) or not np.isfinite(res.cost):
+        raise CalibrationError(f"calibrate: {gen}: the fit did not converge ({res.message})")
+    cost0 = _robust_cost(r0)
+    theta = full(res.x)
+    if _robust_cost(get(theta)[0]) > cost0:  # never worse than the start
+        theta = theta0
+    r, J = get(theta)
+    cost = _robust_cost(r)
+    at_b = tuple(p for p, v in zip(free, theta[sel]) if
+                 np.isclose(v, BOUNDS[p][0], rtol=1e-6, atol=1e-12)
+                 or np.isclose(v, BOUNDS[p][1], rtol=1e-6, atol=1e-12))
+    cov_names = tuple(p for p in free if p not in at_b)
+    k = len(cov_names)
+    dof = n - k
+    # residual scale: robust (1.4826 * MAD, consistent with the normal sd) so that rows the
+    # model cannot represent do not inflate every interval; never below the plain estimate
+    # of the rows within the robust scale.
+    s2 = (1.4826 * float(np.median(np.abs(r - np.median(r))))) ** 2 * n / max(dof, 1)
+    cov = np.zeros((0, 0))
+    stderr: dict[str, float] = {}
+    if k:
+        Jc = J[:, [fit.index(p) for p in cov_names]]
+        scaled = Jc * np.array([values_at(theta, fit, p) for p in cov_names])
+        if np.linalg.matrix_rank(scaled, tol=1e-8 * np.abs(scaled).max()) < k:
+            raise CalibrationError(f"calibrate: {gen}: {', '.join(cov_names)} cannot be told "
+                                   "apart by these rows (rank-deficient Jacobian); fit fewer "
+                                   "parameters (--fit)")
+        cov = s2 * np.linalg.inv(Jc.T @ Jc)
+        if not np.all(np.isfinite(cov)):
+            raise CalibrationError(f"calibrate: {gen}: singular Jacobian at the optimum; fit "
+                                   "fewer parameters (--fit)")
+        stderr = {p: float(math.sqrt(max(cov[i, i], 0.0))) for i, p in enumerate(cov_names)}
+    values = dict(start)
+    values.update({p: float(v) for p, v in zip(fit, theta)})
+    return GenerationFit(gen, values, cov_names, at_b, dead, stderr, cov, n, n_rows,
+                         math.sqrt(s2), dof, cost0, cost, int(res.nfev), str(res.message))
+
+
+def calibrate_rows(prepared, start: Params | None = None, fit: Sequence[str] = DEFAULT_FIT,
+                   generations: Sequence[str] | None = None) -> CalibrationResult:
+    """Fit efficiency parameters per GPU generation to prepared measurement rows.
+
+    Args:
+        prepared: :class:`~symcost.validate.PreparedRow` list (train rows).
+        start: starting (and fixed) parameters; the shipped calibration when None.
+        fit: parameter names to fit (subset of :data:`symcost.params.PARAM_NAMES`).
+        generations: restrict to these generations (default: every generation in the rows).
+
+    Returns:
+        :class:`CalibrationResult`; generations with too few runs are listed in
+        ``not_fitted`` and keep their starting values.
+
+    Raises:
+        CalibrationError: no rows, unknown parameter names, no generation could be fitted, or
+            a fit did not converge.
+    """
+    from .validate import stack_inputs
+
+    start = start or load_params()
+    unknown = [p for p in fit if p not in PARAM_NAMES]
+    if unknown or not fit:
+        raise CalibrationError(f"calibrate: --fit: unknown parameter(s) {', '.join(unknown)} "
+                               f"(known: {', '.join(PARAM_NAMES)})" if unknown else
+                               "calibrate: --fit: no parameters to fit")
+    from .api import training_model
+
+    if len(set(fit)) != len(tuple(fit)):
+        raise CalibrationError(f"calibrate: --fit: duplicate parameter names ({', '.join(fit)})")
+    inert = [p for p in fit if p not in training_model("float64").input_names]
+    if inert:
+        raise CalibrationError(f"calibrate: --fit: {', '.join(inert)} does not enter the "
+                               "training model (nothing to fit it to)")
+    if not prepared:
+        raise CalibrationError("calibrate: no predictable train rows to fit")
+    runs = run_table(prepared)
+    gens = sorted(set(runs["generation"]) if generations is None else generations)
+    fits: dict[str, GenerationFit] = {}
+    not_fitted: dict[str, str] = {}
+    new_gens = {g: dict(v) for g, v in start.generations.items()}
+    for gen in gens:
+        sub = runs[runs["generation"] == gen]
+        if gen not in start.generations:
+            not_fitted[gen] = f"no starting parameters for generation {gen!r}"
+            continue
+        if len(sub) <= len(fit):
+            not_fitted[gen] = (f"{len(sub)} run(s) for {len(fit)} parameters; need more runs "
+                               "than parameters")
+            continue
+        rows = [prepared[i] for i in sub["first"]]
+        X = stack_inputs(rows, start)
+        gf = _fit_generation(gen, X, sub["log_t_meas"].to_numpy(), start.for_generation(gen),
+                             fit, int(sub["n_rows"].sum()))
+        fits[gen] = gf
+        new_gens[gen] = gf.values
+    if not fits:
+        why = "; ".join(f"{g}: {r}" for g, r in not_fitted.items()) or "no rows"
+        raise CalibrationError(f"calibrate: nothing could be fitted ({why})")
+    stderr = {g: dict(v) for g, v in start.stderr.items()}
+    cov = {g: v for g, v in start.covariance.items()}
+    fitted = {g: tuple(v) for g, v in start.fitted.items()}
+    for g, gf in fits.items():
+        stderr[g], cov[g], fitted[g] = gf.stderr, gf.covariance.tolist(), gf.fitted
+    prov = dict(start.provenance)
+    prov["residual_sigma_log"] = {**dict(prov.get("residual_sigma_log") or {}),
+                                  **{g: gf.sigma for g, gf in fits.items()}}
+    prov["dof"] = {**dict(prov.get("dof") or {}), **{g: gf.dof for g, gf in fits.items()}}
+    prov["fitted_parameters"] = list(fit)
+    prov["prior_rel_sd"] = PRIOR_REL_SD
+    transferred = {g: v for g, v in dict(prov.get("transferred_from") or {}).items()
+                   if g not in fits}
+    prov["transferred_from"] = transferred
+    params = Params(new_gens, prov, stderr, cov, fitted)
+    return CalibrationResult(params, fits, not_fitted, start)
+
+
+def transfer_missing(params: Params, have: Sequence[str], want: Sequence[str]
+                     ) -> tuple[Params, dict[str, str]]:
+    """Give generations without data the fitted parameters of a related generation.
+
+    For each generation in ``want`` that is not in ``have``, the parameters listed in
+    ``provenance.fitted_parameters`` are copied from the first generation of
+    :data:`TRANSFER_FROM` that is in ``have`` (all other parameters keep their values), with
+    that generation's residual sigma. The copy carries no covariance: every copied parameter
+    gets the prior uncertainty (:data:`PRIOR_REL_SD`) in :func:`row_intervals`.
+
+    Returns:
+        ``(params, transferred)`` with ``transferred`` mapping target -> source generation
+        (also recorded in ``provenance.transferred_from``).
+    """
+    names = list(params.provenance.get("fitted_parameters") or DEFAULT_FIT)
+    gens = {g: dict(v) for g, v in params.generations.items()}
+    stderr = {g: dict(v) for g, v in params.stderr.items()}
+    cov = dict(params.covariance)
+    fitted = dict(params.fitted)
+    prov = dict(params.provenance)
+    sig = dict(prov.get("residual_sigma_log") or {})
+    dof = dict(prov.get("dof") or {})
+    moved = dict(prov.get("transferred_from") or {})
+    done: dict[str, str] = {}
+    for g in want:
+        if g in have:
+            continue
+        src = next((s for s in TRANSFER_FROM.get(g, ()) if s in have), None)
+        if src is None or src not in gens:
+            continue
+        gens[g] = {**gens.get(g, gens[src]), **{p: gens[src][p] for p in names}}
+        stderr.pop(g, None)
+        cov[g] = []
+        fitted[g] = ()
+        if src in sig:
+            sig[g] = sig[src]
+        if src in dof:
+            dof[g] = dof[src]
+        done[g] = moved[g] = src
+    prov["residual_sigma_log"], prov["dof"], prov["transferred_from"] = sig, dof, moved
+    return Params(gens, prov, stderr, cov, fitted), done
+
+
+def start_params(params: Params) -> Params:
+    """The starting values a calibration began from, when it recorded them
+    (``provenance.start_values``, a ``generations`` mapping), else ``params`` itself.
+
+    Cross-validation must start from values that were not fitted to the held-out rows: the
+    shipped calibration records its hand-set starting values for that purpose.
+    """
+    sv = params.provenance.get("start_values")
+    if not isinstance(sv, Mapping) or not sv:
+        return params
+    from .params import params_from_dict
+
+    gens = {g: {**params.generations.get(g, {}), **dict(v)} for g, v in sv.items()}
+    return params_from_dict({"generations": gens,
+                             "provenance": {"data": "start values of "
+                                            f"{params.provenance.get('data', 'a calibration')}"}})
+
+
+# ----------------------------------------------------------------------------- intervals
+def _quantile(level: float, dof) -> float:
+    from scipy.stats import t as student_t
+
+    if not 0 < level < 1:
+        raise ValueError("level must be in (0, 1)")
+    return float(student_t.ppf(0.5 + level / 2, max(int(dof or 1000), 1)))
+
+
+def interval_sd(prepared, params: Params, inputs: Mapping[str, np.ndarray]
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Log step time, its predictive standard deviation and Student-t dof, per row.
+
+    ``var = g_c^T cov g_c + sum_j (g_j * PRIOR_REL_SD * theta_j)^2 + s^2`` where ``g_c`` is
+    ``d log t / d theta`` over the generation's parameters with a covariance
+    (``params.fitted``), the sum runs over the other parameters the calibration meant to fit
+    (``provenance.fitted_parameters``: not identifiable, on a bound, or copied from another
+    generation), and ``s`` is the generation's residual sigma.
+
+    Returns:
+        ``(log_t, sd, dof)``, NaN ``sd`` for rows whose generation was never calibrated.
+    """
+    n = len(prepared)
+    gens = np.array([r.hardware.generation for r in prepared])
+    sig = dict(params.provenance.get("residual_sigma_log") or {})
+    dofs = dict(params.provenance.get("dof") or {})
+    want = list(params.provenance.get("fitted_parameters") or ())
+    rel = float(params.provenance.get("prior_rel_sd", PRIOR_REL_SD))
+    log_t, sd, dof = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
+    for g in sorted(set(gens)):
+        if g not in sig:
+            continue
+        names_c = tuple(params.fitted.get(g, ()))
+        names_p = tuple(p for p in want if p not in names_c)
+        idx = np.nonzero(gens == g)[0]
+        sub = {k: np.asarray(v)[idx] for k, v in inputs.items()}
+        wrt = names_c + names_p or ("eff_gemm",)
+        ls, J = log_step_time_jacobian(sub, wrt)
+        var = np.full(len(idx), float(sig[g]) ** 2)
+        if names_c:
+            k = len(names_c)
+            cov = np.asarray(params.covariance[g], dtype=np.float64).reshape(k, k)
+            Jc = J[:, :k]
+            var += np.einsum("ij,jk,ik->i", Jc, cov, Jc)
+        for j, p in enumerate(names_p, start=len(names_c)):
+            var += (J[:, j] * rel * sub[p]) ** 2
+        log_t[idx], sd[idx], dof[idx] = ls, np.sqrt(var), float(dofs.get(g) or 1000)
+    return log_t, sd, dof
+
+
+def row_intervals(prepared, params: Params, inputs: Mapping[str, np.ndarray] | None = None,
+                  level: float = 0.9) -> tuple[np.ndarray, np.ndarray]:
+    """Prediction interval of the step time of each row: ``log t +- q * sd`` with ``sd`` from
+    :func:`interval_sd` and ``q`` the Student-t quantile of ``level``.
+
+    Args:
+        prepared: rows (see :mod:`symcost.validate`).
+        params: a calibration (``covariance``, ``fitted``, ``provenance.residual_sigma_log``).
+        inputs: stacked inputs of ``prepared`` (computed when None).
+        level: interval probability (0.9: 5% to 95%).
+
+    Returns:
+        ``(lo, hi)`` step times in s, NaN for rows whose generation was never calibrated.
+    """
+    from .validate import stack_inputs
+
+    n = len(prepared)
+    if not n:
+        return np.full(0, np.nan), np.full(0, np.nan)
+    inputs = inputs if inputs is not None else stack_inputs(prepared, params)
+    log_t, sd, dof = interval_sd(prepared, params, inputs)
+    q = np.array([_quantile(level, d) if np.isfinite(d) else np.nan for d in dof])
+    return np.exp(log_t - q * sd), np.exp(log_t + q * sd)
+
+
+def predict_interval(model, hardware, config=None, params: Params | None = None,
+                     level: float = 0.9, **config_fields) -> dict:
+    """A prediction with its ``level`` interval on step time, throughput and MFU.
+
+    Args:
+        model, hardware, config, config_fields: as :func:`symcost.api.predict_training`.
+        params: a calibration (the shipped defaults are one); None: the shipped defaults.
+        level: interval probability (0.9 gives the 5%-95% interval).
+
+    Returns:
+        ``{"level", "step_time_s": {"value", "lo", "hi"}, "tokens_per_s": {...},
+        "tokens_per_s_per_gpu": {...}, "mfu": {...}}`` (s, tokens/s, fraction). Throughput
+        and MFU are inversely proportional to the step time: their ``lo`` comes from the step
+        time's ``hi``.
+
+    Raises:
+        CalibrationError: the parameters were never calibrated for that GPU generation.
+        ConfigError, ModelSpecError, HardwareSpecError: invalid input.
+    """
+    from types import SimpleNamespace
+
+    from .api import _as_hardware, _as_model, training_inputs
+    from .config import TrainingConfig
+    from .validate import evaluate_rows
+
+    params = params or load_params()
+    if config is None:
+        config = TrainingConfig(**config_fields)
+    elif config_fields:
+        config = config.replace(**config_fields)
+    m, hw = _as_model(model), _as_hardware(hardware)
+    if hw.generation not in (params.provenance.get("residual_sigma_log") or {}):
+        raise CalibrationError(f"predict_interval: the parameters were never calibrated for "
+                               f"GPU generation {hw.generation!r} (run symcost calibrate)")
+    X = {k: np.array([float(v)]) for k, v in training_inputs(m, hw, config, params).items()}
+    vals = {k: float(v[0]) for k, v in evaluate_rows(X).items()}
+    lo, hi = row_intervals([SimpleNamespace(hardware=hw)], params, X, level)
+    t, tl, th = vals["step_time"], float(lo[0]), float(hi[0])
+    out = {"level": level, "step_time_s": {"value": t, "lo": tl, "hi": th}}
+    for name, val in (("tokens_per_s", vals["tokens_per_s"]),
+                      ("tokens_per_s_per_gpu", vals["tokens_per_s"] / vals["num_gpus"]),
+                      ("mfu", vals["mfu"])):
+        out[name] = {"value": val, "lo": val * t / th, "hi": val * t / tl}
+    return out
+
+
+# ----------------------------------------------------------------------------- cross-validation
+def cross_validate(prepared, start: Params | None = None, fit: Sequence[str] = DEFAULT_FIT,
+                   level: float = 0.9, group=None) -> pd.DataFrame:
+    """Leave-one-group-out cross-validation (default group: the source).
+
+    For each group, fit on every other group starting from ``start`` and predict the held-out
+    rows with ``level`` intervals. A generation of the held-out rows with no runs in the
+    training fold takes the fold's fitted values of a related generation
+    (:func:`transfer_missing`, the same rule as the shipped defaults use for generations
+    without data); such rows are flagged ``transferred``. ``start`` must not have been fitted
+    to the held-out rows (parameters a fold cannot identify keep their start value): use
+    :func:`start_params`.
+
+    Args:
+        prepared: rows (see :mod:`symcost.validate`).
+        start: starting parameters (not fitted to these rows).
+        fit: parameters to fit.
+        level: interval probability.
+        group: callable row -> group key; default ``row.source``.
+
+    Returns:
+        DataFrame of the held-out predictions (columns of
+        :func:`symcost.validate.predict_rows`) plus ``group``, ``transferred`` (source
+        generation or ``""``) and ``fold_error`` (why a group could not be predicted, else
+        ``""``; its rows then have NaN predictions).
+    """
+    from .validate import predict_rows
+
+    start = start or start_params(load_params())
+    group = group or (lambda r: r.source)
+    keys = [group(r) for r in prepared]
+    frames = []
+    for key in sorted(set(keys)):
+        test = [r for r, k in zip(prepared, keys) if k == key]
+        train = [r for r, k in zip(prepared, keys) if k != key]
+        test_gens = sorted({r.hardware.generation for r in test})
+        try:
+            res = calibrate_rows(train, start, fit)
+        except CalibrationError as exc:
+            df = predict_rows(test, start, intervals=False)
+            df["predicted"] = np.nan
+            df["error_pct"] = np.nan
+            df["group"], df["transferred"], df["fold_error"] = key, "", str(exc)
+            frames.append(df)
+            continue
+        params, moved = transfer_missing(res.params, list(res.fits), test_gens)
+        params = _only_generations(params, set(res.fits) | set(moved))
+        df = predict_rows(test, params, intervals=True, level=level)
+        df["group"] = key
+        df["transferred"] = [moved.get(g, "") for g in df["generation"]]
+        df["fold_error"] = ""
+        frames.append(df)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def _only_generations(params: Params, keep: set[str]) -> Params:
+    """Only generations fitted (or transferred) in this fold carry an uncertainty."""
+    prov = dict(params.provenance)
+    prov["residual_sigma_log"] = {g: v for g, v in (prov.get("residual_sigma_log") or {}).items()
+                                  if g in keep}
+    return Params(params.generations, prov,
+                  {g: v for g, v in params.stderr.items() if g in keep},
+                  {g: v for g, v in params.covariance.items() if g in keep},
+                  {g: v for g, v in params.fitted.items() if g in keep})
+
+
+# ----------------------------------------------------------------------------- files
+def write_params(params: Params, path: str | os.PathLike) -> None:
+    """Write ``params`` atomically (temporary file, then rename): on any error the previous
+    file at ``path`` is untouched.
+
+    Raises:
+        CalibrationError: a value is not finite (never writes NaN).
+        ParamsError: a value is out of range.
+    """
+    def finite(x) -> bool:
+        if isinstance(x, Mapping):
+            return all(finite(v) for v in x.values())
+        if isinstance(x, (list, tuple, np.ndarray)):
+            return all(finite(v) for v in x)
+        if isinstance(x, (int, float, np.floating, np.integer)) and not isinstance(x, bool):
+            return math.isfinite(float(x))
+        return True
+
+    for part in (params.generations, params.stderr, params.covariance,
+                 params.provenance.get("residual_sigma_log") or {}):
+        if not finite(part):
+            raise CalibrationError("calibrate: refusing to write non-finite values")
+    directory = os.path.dirname(os.path.abspath(path)) or "."
+    fd, tmp = tempfile.mkstemp(prefix=".params-", suffix=".yaml", dir=directory)
+    os.close(fd)
+    try:
+        save_params(params, tmp)
+        with open(tmp, encoding="utf-8") as fh:
+            body = fh.read()
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(_HEADER + body)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+_HEADER = ("# Efficiency parameters per GPU generation (base units: fractions, seconds, bytes).\n"
+           "# Written by `symcost calibrate` (symcost/calibrate.py); provenance records the data,\n"
+           "# date and command; stderr/covariance/fitted describe the fit's uncertainty.\n")
+
+
+def calibrate(path: str | os.PathLike, start: Params | str | os.PathLike | None = None,
+              fit: Sequence[str] = DEFAULT_FIT, command: str | None = None,
+              transfer_to: Sequence[str] = ()) -> CalibrationResult:
+    """Calibrate on a measurements file (no file is written; see :func:`write_params`).
+
+    Args:
+        path: measurements CSV (:func:`symcost.validate.load_measurements`).
+        start: starting parameters (object or file); the shipped calibration when None.
+        fit: parameters to fit per generation.
+        command: command line recorded in the provenance.
+        transfer_to: generations without data that should take a related generation's fitted
+            values (:func:`transfer_missing`), e.g. ``("blackwell", "cdna3")``.
+
+    Returns:
+        :class:`CalibrationResult` whose ``params.provenance`` records the data path, date,
+        command, rows used, in-sample MAPE before and after, fitted parameters and transfers.
+
+    Raises:
+        MeasurementsError: unusable file.
+        CalibrationError: nothing predictable, too few rows, no convergence.
+    """
+    from .validate import load_measurements, predict_rows, prepare_rows, split_by_params, summarize
+
+    if start is None or isinstance(start, (str, os.PathLike)):
+        start = load_params(start)
+    bad = [g for g in transfer_to if g not in TRANSFER_FROM]
+    if bad:
+        raise CalibrationError(f"calibrate: --transfer: unknown generation(s) {', '.join(bad)} "
+                               f"(known: {', '.join(TRANSFER_FROM)})")
+    df = load_measurements(path)
+    prepared, skipped = prepare_rows(df)
+    prepared, no_params = split_by_params(prepared, start)
+    skipped += no_params
+    if not prepared:
+        reasons = sorted({s.reason for s in skipped})
+        raise CalibrationError("calibrate: no predictable train rows in "
+                               f"{path} ({len(skipped)} skipped: {'; '.join(reasons[:3])})")
+    res = calibrate_rows(prepared, start, fit)
+    params, moved = transfer_missing(res.params, list(res.fits), list(transfer_to))
+    before = summarize(predict_rows(prepared, start, intervals=False))
+    after = summarize(predict_rows(prepared, params, intervals=False))
+    prov = dict(params.provenance)
+    prov.update({
+        "data": str(path),
+        "date": _dt.date.today().isoformat(),
+        "command": command or f"symcost calibrate {path}",
+        "method": "scipy.optimize.least_squares (trf) on log(pred/meas) per run, Jacobian "
+                  "from jax.jacfwd; cov = s^2 (J^T J)^-1 over parameters not at a bound",
+        "fitted_parameters": list(fit),
+        "fixed_parameters": [p for p in PARAM_NAMES if p not in fit],
+        "rows_used": {g: f.n_rows for g, f in res.fits.items()},
+        "runs_used": {g: f.n_runs for g, f in res.fits.items()},
+        "rows_skipped": len(skipped),
+        "in_sample_mape_pct": {"before": _mape_dict(before), "after": _mape_dict(after)},
+        "transferred": {g: f"{', '.join(fit)} copied from fitted generation {s} (no data)"
+                        for g, s in moved.items()},
+        "start_values_note": "start_values: the data-independent values at the root of this "
+                             "calibration chain (the start of cross-validation folds)",
+        "not_fitted": dict(res.not_fitted),
+    })
+    root = {g: dict(v) for g, v in dict(start.provenance.get("start_values") or {}).items()}
+    for g, vals in start.generations.items():
+        root.setdefault(g, {})
+        for p in fit:
+            root[g].setdefault(p, float(vals[p]))
+    prov["start_values"] = root
+    params = Params(params.generations, prov, params.stderr, params.covariance, params.fitted)
+    return CalibrationResult(params, res.fits, res.not_fitted, start)
+
+
+def _mape_dict(summary: dict) -> dict:
+    out = {"overall": round(float(summary["mape_pct"]), 3)}
+    for s in summary["by_source"]:
+        out[s["source"]] = round(float(s["mape_pct"]), 3)
+    return out
+

@@ -1,0 +1,335 @@
+"""``symcost infer``, ``symcost roofline`` and ``symcost dram-study``: inference from the command
+line.
+
+Examples::
+
+    symcost infer --model llama-2-70b --hardware h100-sxm5-80gb --tp 2 --dtype fp8 \\
+        --batch 64 --input-len 2048 --output-len 128
+    symcost roofline --model llama-2-70b \\
+        --hardware a100-sxm4-80gb,h100-sxm5-80gb,h200-sxm-141gb,b200 --batch 16 --plot roof.png
+    symcost dram-study --model llama-2-70b --hardware b200 --dtype fp8
+
+``infer`` prints TTFT, TPOT, end-to-end latency, throughput (continuous batching and static
+batch) and memory per GPU; ``--json`` prints one JSON object
+(:meth:`symcost.infer_api.InferenceResult.to_dict`: ``ttft_s``, ``tpot_s``,
+``throughput_tokens_per_s``, ``memory_per_gpu_bytes`` with ``weights`` and ``kv_cache``,
+``max_batch``, ...). A batch that does not fit, a context above the model's maximum, an
+unknown dtype or a TP degree incompatible with the KV heads exits with code 2 and one
+``error:`` line (see :mod:`symcost.cli`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Literal
+
+import typer
+
+from .infer_api import InferenceConfig
+
+_DEFAULT = InferenceConfig()
+_GB = 1e9
+DEFAULT_ROOFLINE_HARDWARE = "a100-sxm4-80gb,h100-sxm5-80gb,h200-sxm-141gb,b200"
+
+Dtype = Literal["bf16", "fp16", "fp8", "int8", "int4"]
+ActDtype = Literal["bf16", "fp16", "fp8", "int8"]
+
+STAGE_HELP = {
+    "gemm": "weight GEMMs (QKV, output, MLP)",
+    "attention": "attention (FlashAttention / flash-decoding over the KV cache)",
+    "memory_ops": "norms, residuals, activation, KV-cache writes",
+    "tp_comm": "tensor-parallel all-reduces",
+    "lm_head": "embedding, LM head, sampling, logits gather",
+    "pp_p2p": "pipeline send to the next stage",
+}
+
+
+def _fmt_time(s: float) -> str:
+    if s >= 1:
+        return f"{s:.3f} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:.3f} ms"
+    return f"{s * 1e6:.1f} us"
+
+
+def _fmt_gb(b: float) -> str:
+    return f"{b / _GB:.2f} GB"
+
+
+def _console():
+    """A rich console; 130 columns when the output is not a terminal (files, pipes, tests)."""
+    from rich.console import Console
+
+    console = Console(highlight=False)
+    return console if console.is_terminal else Console(highlight=False, width=130)
+
+
+def _load(model: str, hardware: str, params: Path | None):
+    from .cli_train import load_inputs
+
+    return load_inputs(model, hardware, params)
+
+
+def summary_tables(result) -> list:
+    """Rich tables for an :class:`~symcost.infer_api.InferenceResult`: latency and throughput,
+    memory per GPU, and the prefill / decode stage-time breakdowns."""
+    from rich.table import Table
+
+    d, cfg = result.to_dict(), result.config
+    title = (f"{result.model.name} on {cfg.num_gpus} x {result.hardware.name}: tp={cfg.tp} "
+             f"pp={cfg.pp} replicas={cfg.dp}, batch {cfg.batch}, {cfg.input_len} in -> "
+             f"{cfg.output_len} out, weights {cfg.weight_dtype}, activations {cfg.act_dtype}, "
+             f"KV {cfg.kv_dtype}")
+    perf = Table(title=title, title_justify="left")
+    perf.add_column("metric")
+    perf.add_column("value", justify="right")
+    perf.add_column("note")
+    perf.add_row("TTFT", _fmt_time(d["ttft_s"]),
+                 f"prefill of {cfg.batch} prompts ({d['prefill_chunks']} chunk(s))")
+    perf.add_row("TPOT", _fmt_time(d["tpot_s"]), "one decode step of the batch, mean context")
+    perf.add_row("request latency", _fmt_time(d["e2e_latency_s"]),
+                 "TTFT + (output_len - 1) x TPOT (static batch)")
+    perf.add_row("throughput", f"{d['throughput_tokens_per_s']:,.0f} tokens/s",
+                 f"continuous batching, {d['serve_batch']:,.0f} sequences in flight per "
+                 "replica, all GPUs")
+    perf.add_row("throughput (static batch)",
+                 f"{d['throughput_static_tokens_per_s']:,.0f} tokens/s",
+                 "batch x output_len / request latency, all GPUs")
+    perf.add_row("inter-token latency (serving)", _fmt_time(d["serve_iteration_s"]),
+                 "one continuous-batching iteration (prefill and decode share it)")
+    perf.add_row("max batch", f"{d['max_batch']:,}",
+                 f"sequences of {cfg.input_len + cfg.output_len} tokens that fit")
+
+    mem = Table(title="Memory per GPU", title_justify="left")
+    mem.add_column("part")
+    mem.add_column("size", justify="right")
+    mem.add_column("note")
+    m = d["memory_per_gpu_bytes"]
+    mem.add_row("weights", _fmt_gb(m["weights"]), f"{cfg.weight_dtype} linear weights")
+    mem.add_row("KV cache", _fmt_gb(m["kv_cache"]),
+                f"{d['kv_bytes_per_token']:,.0f} bytes/token ({cfg.kv_dtype})")
+    mem.add_row("activations", _fmt_gb(m["activations"]),
+                f"buffers for {cfg.max_num_tokens} tokens")
+    mem.add_row("logits", _fmt_gb(m["logits"]), "fp32, one row per sequence")
+    mem.add_row("total", _fmt_gb(m["total"]), "", style="bold")
+    mem.add_row("usable HBM", _fmt_gb(m["usable"]), "capacity - reserved")
+    mem.add_row("KV budget", _fmt_gb(m["kv_budget"]),
+                f"{cfg.kv_mem_frac:.2f} of what weights and buffers leave")
+
+    brk = Table(title="Stage time per step", title_justify="left")
+    brk.add_column("term")
+    brk.add_column("prefill chunk", justify="right")
+    brk.add_column("decode step", justify="right")
+    brk.add_column("what")
+    for k in d["prefill_breakdown_s"]:
+        brk.add_row(k, _fmt_time(d["prefill_breakdown_s"][k]),
+                    _fmt_time(d["decode_breakdown_s"][k]), STAGE_HELP.get(k, ""))
+    brk.add_row("decode GEMMs", "", d["decode_gemm_bound"] + "-bound", "at this batch")
+    return [perf, mem, brk]
+
+
+def infer(
+    model: Annotated[str, typer.Option(
+        help="Model preset id or path to a Hugging Face config.json.", show_default=False)],
+    hardware: Annotated[str, typer.Option(
+        help="Hardware id or path to a hardware YAML file.", show_default=False)],
+    batch: Annotated[int, typer.Option(help="Sequences per replica.")] = _DEFAULT.batch,
+    input_len: Annotated[int, typer.Option(help="Prompt tokens.")] = _DEFAULT.input_len,
+    output_len: Annotated[int, typer.Option(help="Generated tokens.")] = _DEFAULT.output_len,
+    tp: Annotated[int, typer.Option(help="Tensor-parallel degree.")] = _DEFAULT.tp,
+    pp: Annotated[int, typer.Option(help="Pipeline-parallel degree.")] = _DEFAULT.pp,
+    num_gpus: Annotated[int | None, typer.Option(
+        help="GPUs in total (default tp*pp; a multiple of tp*pp gives replicas).",
+        show_default=False)] = None,
+    dtype: Annotated[Dtype, typer.Option(
+        help="Default dtype of weights, activations and KV cache.")] = "bf16",
+    weight_dtype: Annotated[Dtype | None, typer.Option(
+        help="Weight dtype (int4: AWQ/GPTQ-style, dequantized in the GEMM).",
+        show_default=False)] = None,
+    act_dtype: Annotated[ActDtype | None, typer.Option(
+        help="Activation / GEMM compute dtype.", show_default=False)] = None,
+    kv_dtype: Annotated[ActDtype | None, typer.Option(
+        help="KV-cache dtype.", show_default=False)] = None,
+    flash_attention: Annotated[bool, typer.Option(
+        "--flash-attention/--no-flash-attention",
+        help="FlashAttention (prefill) and flash-decoding (decode).")] = True,
+    max_num_tokens: Annotated[int, typer.Option(
+        help="Most tokens per forward step (prefill chunk).")] = _DEFAULT.max_num_tokens,
+    kv_mem_frac: Annotated[float, typer.Option(
+        help="Fraction of the free memory given to the KV cache.")] = _DEFAULT.kv_mem_frac,
+    kv_on_demand: Annotated[bool, typer.Option(
+        "--kv-on-demand/--kv-reserve",
+        help="Continuous batching allocates KV blocks on demand (vLLM, TensorRT-LLM "
+             "MAX_UTILIZATION) or reserves input+output tokens per request.")] = False,
+    params: Annotated[Path | None, typer.Option(
+        help="Efficiency-parameter YAML (default: the shipped calibration).",
+        show_default=False, dir_okay=False)] = None,
+    precision: Annotated[Literal["float64", "float32"], typer.Option(
+        help="Evaluation precision.")] = "float64",
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="Print one JSON object instead of tables.")] = False,
+) -> None:
+    """Predict TTFT, TPOT, throughput and memory of serving one model."""
+    from .infer_api import predict_inference
+
+    m, hw, p = _load(model, hardware, params)
+    cfg = InferenceConfig(batch=batch, input_len=input_len, output_len=output_len, tp=tp,
+                          pp=pp, num_gpus=num_gpus, dtype=dtype, weight_dtype=weight_dtype,
+                          act_dtype=act_dtype, kv_dtype=kv_dtype,
+                          flash_attention=flash_attention, max_num_tokens=max_num_tokens,
+                          kv_mem_frac=kv_mem_frac, kv_on_demand=kv_on_demand)
+    result = predict_inference(m, hw, cfg, params=p, precision=precision)
+    if as_json:
+        typer.echo(json.dumps(result.to_dict()))
+        return
+    console = _console()
+    for table in summary_tables(result):
+        console.print(table)
+
+
+def _hardware_list(text: str) -> list[str]:
+    from hwspecs import HardwareSpecError
+
+    items = [h.strip() for h in text.split(",") if h.strip()]
+    if not items:
+        raise HardwareSpecError("--hardware: give at least one hardware id (comma-separated)")
+    return items
+
+
+def roofline(
+    model: Annotated[str, typer.Option(
+        help="Model preset id or path to a Hugging Face config.json.", show_default=False)],
+    hardware: Annotated[str, typer.Option(
+        help="Comma-separated hardware ids.")] = DEFAULT_ROOFLINE_HARDWARE,
+    batch: Annotated[int, typer.Option(help="Sequences (decode batch, prompts).")] = 16,
+    input_len: Annotated[int, typer.Option(help="Prompt tokens.")] = 2048,
+    output_len: Annotated[int, typer.Option(help="Generated tokens.")] = 128,
+    tp: Annotated[int, typer.Option(help="Tensor-parallel degree.")] = 1,
+    dtype: Annotated[Dtype, typer.Option(help="Default dtype (all GPUs must support it).")
+                     ] = "bf16",
+    weight_dtype: Annotated[Dtype | None, typer.Option(show_default=False)] = None,
+    act_dtype: Annotated[ActDtype | None, typer.Option(show_default=False)] = None,
+    kv_dtype: Annotated[ActDtype | None, typer.Option(show_default=False)] = None,
+    max_num_tokens: Annotated[int, typer.Option(
+        help="Prefill chunk (tokens per forward step).")] = _DEFAULT.max_num_tokens,
+    params: Annotated[Path | None, typer.Option(show_default=False, dir_okay=False,
+                                                help="Efficiency-parameter YAML.")] = None,
+    plot: Annotated[Path | None, typer.Option(
+        help="Write a log-log roofline PNG here.", show_default=False, dir_okay=False)] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON records.")] = False,
+) -> None:
+    """Roofline of each GEMM of one layer in prefill and decode on each GPU."""
+    from .params import ParamsError, load_params
+    from .roofline import plot_roofline, roofline_table
+
+    try:
+        p = load_params(params)
+    except ParamsError as exc:
+        raise ParamsError(f"--params: {exc}") from None
+    from hwspecs import HardwareSpecError, load_hardware
+
+    hws = []
+    for h in _hardware_list(hardware):
+        try:
+            hws.append(load_hardware(h))
+        except HardwareSpecError as exc:
+            raise HardwareSpecError(f"--hardware: {exc}") from None
+    cfg = InferenceConfig(batch=batch, input_len=input_len, output_len=output_len, tp=tp,
+                          num_gpus=tp, dtype=dtype, weight_dtype=weight_dtype,
+                          act_dtype=act_dtype, kv_dtype=kv_dtype, max_num_tokens=max_num_tokens)
+    table = roofline_table(model, hws, cfg, params=p)
+    if plot is not None:
+        plot_roofline(table, plot, title=f"{model}: batch {batch}, {input_len} in, tp={tp}, "
+                                         f"{dtype}")
+    if as_json:
+        typer.echo(json.dumps({"model": model, "config": {
+            "batch": batch, "input_len": input_len, "output_len": output_len, "tp": tp,
+            "dtype": dtype}, "plot": str(plot) if plot else None,
+            "operators": table.to_dict("records")}))
+        return
+    from rich.table import Table
+
+    console = _console()
+    for hw in dict.fromkeys(table["hardware"]):
+        sub = table[table["hardware"] == hw]
+        t = Table(title=f"{hw}: HBM {sub['bandwidth'].iloc[0] / 1e12:.2f} TB/s; FLOP/B = "
+                        "arithmetic intensity, ridge = peak/bandwidth, TFLOP/s = attainable "
+                        "min(peak, FLOP/B x bandwidth), time = model time with efficiencies",
+                  title_justify="left")
+        for col, j in (("phase", "left"), ("op", "left"), ("dtype", "left"), ("GFLOP", "right"),
+                       ("MB", "right"), ("FLOP/B", "right"), ("ridge", "right"),
+                       ("TFLOP/s", "right"), ("bound", "left"), ("time", "right")):
+            t.add_column(col, justify=j, no_wrap=True)
+        for _, r in sub.iterrows():
+            t.add_row(r["phase"], r["op"], r["dtype"], f"{r['flops'] / 1e9:,.1f}",
+                      f"{r['bytes'] / 1e6:,.1f}", f"{r['intensity']:,.1f}", f"{r['ridge']:,.0f}",
+                      f"{r['attainable_flops'] / 1e12:,.1f}", r["bound"],
+                      _fmt_time(r["time_s"]),
+                      style="bold" if r["bound"] == "compute" else None)
+        console.print(t)
+    if plot is not None:
+        console.print(f"roofline plot written to {plot}")
+
+
+def dram_study(
+    model: Annotated[str, typer.Option(help="Model preset id.", show_default=False)],
+    hardware: Annotated[str, typer.Option(
+        help="Base GPU (compute, capacity, links); its HBM bandwidth is replaced.")] = "b200",
+    stacks: Annotated[int, typer.Option(help="HBM stacks per GPU.")] = 8,
+    batches: Annotated[str, typer.Option(help="Comma-separated decode batch sizes.")
+                       ] = "1,8,32,128,512",
+    input_len: Annotated[int, typer.Option(help="Prompt tokens.")] = 2048,
+    output_len: Annotated[int, typer.Option(help="Generated tokens.")] = 128,
+    tp: Annotated[int, typer.Option(help="Tensor-parallel degree.")] = 1,
+    dtype: Annotated[Dtype, typer.Option(help="Dtype of weights, activations, KV.")] = "fp8",
+    params: Annotated[Path | None, typer.Option(show_default=False, dir_okay=False,
+                                                help="Efficiency-parameter YAML.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON records.")] = False,
+) -> None:
+    """Decode and prefill latency as HBM bandwidth scales (HBM2e, HBM3, HBM3e, HBM4)."""
+    from .infer_api import InferenceConfigError
+    from .roofline import HBM_TECHNOLOGIES
+    from .roofline import dram_study as study
+
+    m, hw, p = _load(model, hardware, params)
+    try:
+        bs = [int(b) for b in batches.split(",") if b.strip()]
+    except ValueError:
+        raise InferenceConfigError(f"--batches: {batches!r} is not a comma-separated list of "
+                                   "integers") from None
+    if stacks < 1:
+        raise InferenceConfigError(f"--stacks: must be a positive integer (got {stacks})")
+    cfg = InferenceConfig(input_len=input_len, output_len=output_len, tp=tp, num_gpus=tp,
+                          dtype=dtype)
+    table = study(m, hw, cfg, params=p, stacks=stacks, batches=bs)
+    if as_json:
+        typer.echo(json.dumps({"model": m.name, "hardware": hw.name, "stacks": stacks,
+                               "technologies": list(HBM_TECHNOLOGIES),
+                               "rows": table.to_dict("records")}))
+        return
+    from rich.table import Table
+
+    t = Table(title=f"{m.name} on {hw.name} compute with {stacks} HBM stacks, tp={tp}, {dtype}, "
+                    f"{input_len} in -> {output_len} out", title_justify="left")
+    for col in ("technology", "TB/s", "batch", "TTFT", "TPOT", "tokens/s", "decode GEMMs",
+                "compute-bound from batch", "compute-bound above TB/s"):
+        t.add_column(col, justify="left" if col == "technology" else "right")
+    for _, r in table.iterrows():
+        t.add_row(r["technology"], f"{r['bandwidth'] / 1e12:.2f}", str(r["batch"]),
+                  _fmt_time(r["ttft_s"]), _fmt_time(r["tpot_s"]),
+                  f"{r['throughput_tokens_per_s']:,.0f}", r["decode_bound"],
+                  f"{r['crossover_batch']:.0f}", f"{r['bw_compute_bound'] / 1e12:.2f}",
+                  style=None if r["fits"] else "dim")
+    console = _console()
+    console.print(t)
+    console.print("dim rows: that batch does not fit in memory; sources: "
+                                   + "; ".join(f"{x['name']}: {x['source']}"
+                                               for x in HBM_TECHNOLOGIES))
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``infer``, ``roofline`` and ``dram-study`` commands to ``app``."""
+    app.command("infer")(infer)
+    app.command("roofline")(roofline)
+    app.command("dram-study")(dram_study)

@@ -1,0 +1,812 @@
+"""Public inference API: validated predictions of prefill, decode, memory and serving throughput,
+vectorized evaluation of the compiled inference model, and predictions of the ``serve`` /
+``prefill`` rows of a published-measurements file.
+
+The expressions are :func:`symcost.inference.inference_expressions`, lowered once per
+precision by :func:`inference_model`. Validation happens here, in plain Python, before any
+evaluation; a bad request raises :class:`InferenceConfigError` (a
+:class:`~symcost.config.ConfigError`) with a one-line message naming the field and the rule.
+
+Quantization rules (``weight_dtype``, ``act_dtype``, ``kv_dtype``; ``dtype`` sets all three):
+
+* bytes per element: bf16/fp16 2, fp8/int8 1, int4 ``0.5 + 2/128`` (4-bit values plus one
+  16-bit scale per group of 128, the AWQ/GPTQ default group size; Lin et al. 2024, AWQ,
+  Sec. 4; Frantar et al. 2023, GPTQ, Sec. 4).
+* GEMMs compute in the activation dtype at the GPU's dense peak for it (``hwspecs``
+  ``peak_flops``); int4 exists only as a weight dtype and computes in the activation dtype.
+* weights narrower than the activations are dequantized inside the GEMM (weight-only
+  quantization: W8A16, W4A16, W4A8), at ``eff_dequant`` of the GEMM rate; weights wider than
+  the activations, or two different 8-bit formats, are rejected.
+* fp8 storage (weights, activations or KV cache) needs fp8 support on the GPU (an ``fp8``
+  peak in its spec); an int8 activation dtype needs an ``int8`` peak.
+
+KV-head rule: with ``k`` KV heads and TP degree ``t``, heads are split when ``k % t == 0``
+and replicated (each rank keeps ``max(k, t)/t = 1`` head) when ``t % k == 0``; anything else
+is an error.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import sympy as sp
+
+from . import symbols as S
+from .config import ConfigError, hardware_bindings, model_bindings
+from .inference import (DECODE_BREAKDOWN, PREFILL_BREAKDOWN, STAGE_TERMS,
+                        inference_expressions)
+from .lower import CompiledModel, lower
+from .params import Params, load_params
+
+#: bytes per element of each storage dtype (int4: 4-bit values + a 16-bit scale per 128).
+INT4_GROUP = 128
+DTYPE_BYTES: dict[str, float] = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0,
+                                 "int4": 0.5 + 2.0 / INT4_GROUP}
+WEIGHT_DTYPES = ("bf16", "fp16", "fp8", "int8", "int4")
+ACT_DTYPES = ("bf16", "fp16", "fp8", "int8")
+KV_DTYPES = ("bf16", "fp16", "fp8", "int8")
+
+class InferenceConfigError(ConfigError):
+    """An invalid inference request; the message names the field and the rule it breaks."""
+
+
+@dataclass(frozen=True)
+class InferenceConfig:
+    """How one model is served.
+
+    Attributes:
+        batch: sequences per replica (decode batch; prompts prefilled together; with
+            continuous batching, the cap on sequences in flight).
+        input_len: prompt tokens per request.
+        output_len: generated tokens per request (>= 1; the first comes from prefill).
+        tp: tensor-parallel degree.
+        pp: pipeline-parallel degree.
+        num_gpus: GPUs in total; ``tp*pp`` (one replica) when None; must be a multiple of
+            ``tp*pp`` (``num_gpus/(tp*pp)`` independent replicas).
+        dtype: default for the three dtypes below.
+        weight_dtype: storage dtype of the layers' linear weights (bf16, fp16, fp8, int8,
+            int4); ``dtype`` when None.
+        act_dtype: activation / GEMM compute dtype (bf16, fp16, fp8, int8); ``dtype`` when
+            None, except that an int4 ``dtype`` means bf16 activations.
+        kv_dtype: KV-cache dtype (bf16, fp16, fp8, int8); like ``act_dtype`` when None.
+        flash_attention: FlashAttention for prefill and flash-decoding for decode.
+        max_num_tokens: most tokens per forward step (prefill chunk size); TensorRT-LLM's
+            default 8192.
+        kv_mem_frac: fraction of the memory left after weights and activation buffers given
+            to the KV cache (TensorRT-LLM ``kv_cache_free_gpu_mem_fraction``, default 0.9).
+        kv_on_demand: continuous batching allocates KV-cache blocks as tokens are generated
+            (TensorRT-LLM ``MAX_UTILIZATION``, vLLM) instead of reserving ``input_len +
+            output_len`` tokens per request (``GUARANTEED_NO_EVICT``, the default).
+    """
+
+    batch: int = 1
+    input_len: int = 1024
+    output_len: int = 128
+    tp: int = 1
+    pp: int = 1
+    num_gpus: int | None = None
+    dtype: str = "bf16"
+    weight_dtype: str | None = None
+    act_dtype: str | None = None
+    kv_dtype: str | None = None
+    flash_attention: bool = True
+    max_num_tokens: int = 8192
+    kv_mem_frac: float = 0.9
+    kv_on_demand: bool = False
+
+    def replace(self, **changes) -> "InferenceConfig":
+        """A copy with ``changes`` applied (not validated until :func:`resolve_inference`)."""
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def dp(self) -> int:
+        """Independent replicas ``num_gpus / (tp*pp)`` (after :func:`resolve_inference`)."""
+        return (self.num_gpus or self.tp * self.pp) // (self.tp * self.pp)
+
+
+def _positive_int(name: str, value) -> int:
+    if isinstance(value, bool):
+        raise InferenceConfigError(f"{name}: must be a positive integer (got {value!r})")
+    try:
+        as_int = int(value)
+    except (TypeError, ValueError):
+        raise InferenceConfigError(f"{name}: must be a positive integer (got {value!r})") from None
+    if as_int != value or as_int <= 0:
+        raise InferenceConfigError(f"{name}: must be a positive integer (got {value!r})")
+    return as_int
+
+
+def _dtype(name: str, value: str, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise InferenceConfigError(f"{name}: unknown dtype {value!r}; one of "
+                                   f"{', '.join(allowed)}")
+    return value
+
+
+def resolve_dtypes(cfg: InferenceConfig) -> tuple[str, str, str]:
+    """``(weight, activation, kv)`` dtypes of ``cfg`` with the defaults filled in.
+
+    Raises:
+        InferenceConfigError: unknown dtype, int4 activations or KV cache.
+    """
+    base = _dtype("dtype", cfg.dtype, WEIGHT_DTYPES)
+    w = _dtype("weight_dtype", cfg.weight_dtype or base, WEIGHT_DTYPES)
+    default_act = "bf16" if base == "int4" else base
+    if cfg.act_dtype == "int4" or cfg.kv_dtype == "int4":
+        which = "act_dtype" if cfg.act_dtype == "int4" else "kv_dtype"
+        raise InferenceConfigError(f"{which}: int4 is only supported as a weight dtype "
+                                   "(use --weight-dtype int4)")
+    a = _dtype("act_dtype", cfg.act_dtype or default_act, ACT_DTYPES)
+    kv = _dtype("kv_dtype", cfg.kv_dtype or default_act, KV_DTYPES)
+    return w, a, kv
+
+
+def _check_quantization(hw, w: str, a: str, kv: str) -> None:
+    for name, dt in (("weight_dtype", w), ("act_dtype", a), ("kv_dtype", kv)):
+        if dt == "fp8" and "fp8" not in hw.peak_flops:
+            raise InferenceConfigError(f"{name}: fp8 needs fp8 support on the GPU; {hw.name} "
+                                       f"has none (supports {', '.join(sorted(hw.peak_flops))})")
+    if a not in hw.peak_flops:
+        raise InferenceConfigError(f"act_dtype: {hw.name} has no {a} tensor-core peak, so GEMMs "
+                                   f"cannot compute in {a} (supports "
+                                   f"{', '.join(sorted(hw.peak_flops))})")
+    if DTYPE_BYTES[w] > DTYPE_BYTES[a]:
+        raise InferenceConfigError(f"weight_dtype: {w} weights are wider than the {a} "
+                                   "activations; quantize the weights to the activation width "
+                                   "or narrower")
+    if DTYPE_BYTES[w] == DTYPE_BYTES[a] == 1.0 and w != a:
+        raise InferenceConfigError(f"weight_dtype: {w} weights with {a} activations mix two "
+                                   "8-bit formats; use the same one")
+
+
+def resolve_inference(model, hw, cfg: InferenceConfig) -> InferenceConfig:
+    """Validate ``cfg`` against ``model`` and ``hw`` and fill in the derived fields.
+
+    Args:
+        model: :class:`~symcost.models.ModelSpec`.
+        hw: :class:`~hwspecs.HardwareSpec`.
+        cfg: the request.
+
+    Returns:
+        An :class:`InferenceConfig` with ``num_gpus`` and the three dtypes set.
+
+    Raises:
+        InferenceConfigError: naming the field and the rule, for: non-positive sizes;
+            ``input_len + output_len`` above the model's ``max_seq_len``; ``tp`` not dividing
+            the heads or ``ffn_hidden``; ``tp`` and ``kv_heads`` not dividing one another
+            (KV heads split when ``kv_heads % tp == 0``, replicated when ``tp % kv_heads ==
+            0``); ``pp`` above the layer count; ``num_gpus`` not a multiple of ``tp*pp``;
+            ``kv_mem_frac`` outside (0, 1]; unknown or unsupported dtypes (see the module
+            docstring).
+    """
+    batch = _positive_int("batch", cfg.batch)
+    s_in = _positive_int("input_len", cfg.input_len)
+    s_out = _positive_int("output_len", cfg.output_len)
+    tp = _positive_int("tp", cfg.tp)
+    pp = _positive_int("pp", cfg.pp)
+    mnt = _positive_int("max_num_tokens", cfg.max_num_tokens)
+    n = tp * pp if cfg.num_gpus is None else _positive_int("num_gpus", cfg.num_gpus)
+    if n % (tp * pp):
+        raise InferenceConfigError(f"num_gpus: {n} is not a multiple of tp*pp = {tp * pp}")
+    if s_in + s_out > model.max_seq_len:
+        raise InferenceConfigError(
+            f"context: input_len + output_len = {s_in} + {s_out} = {s_in + s_out} tokens "
+            f"exceeds the model's maximum context (max_seq_len = {model.max_seq_len})")
+    if model.heads % tp:
+        raise InferenceConfigError(f"tp: {tp} does not divide the number of attention heads "
+                                   f"({model.heads})")
+    if model.ffn_hidden % tp:
+        raise InferenceConfigError(f"tp: {tp} does not divide ffn_hidden ({model.ffn_hidden})")
+    if model.kv_heads % tp and tp % model.kv_heads:
+        raise InferenceConfigError(
+            f"tp: {tp} and kv_heads ({model.kv_heads}) must divide one another (KV heads are "
+            "split when kv_heads % tp == 0 and replicated when tp % kv_heads == 0)")
+    if pp > model.layers:
+        raise InferenceConfigError(f"pp: {pp} exceeds the number of layers ({model.layers})")
+    frac = cfg.kv_mem_frac
+    if isinstance(frac, bool) or not isinstance(frac, (int, float)) or not 0 < frac <= 1:
+        raise InferenceConfigError(f"kv_mem_frac: must be a number in (0, 1] (got {frac!r})")
+    w, a, kv = resolve_dtypes(cfg)
+    _check_quantization(hw, w, a, kv)
+    return dataclasses.replace(cfg, batch=batch, input_len=s_in, output_len=s_out, tp=tp,
+                               pp=pp, num_gpus=n, max_num_tokens=mnt, kv_mem_frac=float(frac),
+                               weight_dtype=w, act_dtype=a, kv_dtype=kv,
+                               flash_attention=bool(cfg.flash_attention),
+                               kv_on_demand=bool(cfg.kv_on_demand))
+
+
+# ----------------------------------------------------------------------------- bindings
+def inference_hardware_bindings(hw, act_dtype: str) -> dict[str, float]:
+    """Hardware symbol values for GEMMs computing in ``act_dtype``: ``peak_flops_8`` is the
+    fp8 or int8 peak for an 8-bit compute dtype, ``peak_flops_16`` the 16-bit peak (attention
+    and the LM head run in it))."""
+    out = hardware_bindings(hw, act_dtype if act_dtype in ("bf16", "fp16") else "bf16")
+    if act_dtype in ("fp8", "int8"):
+        out[S.peak_flops_8.name] = hw.peak(act_dtype)
+    return out
+
+
+def inference_parallel_bindings(cfg: InferenceConfig) -> dict[str, float]:
+    """Values of the parallel and inference symbols for a resolved ``cfg``."""
+    w, a, kv = cfg.weight_dtype, cfg.act_dtype, cfg.kv_dtype
+    return {
+        S.tp.name: cfg.tp, S.pp.name: cfg.pp, S.dp.name: cfg.dp,
+        S.flash_attn.name: float(cfg.flash_attention),
+        S.fp8.name: float(a in ("fp8", "int8")),
+        S.batch.name: cfg.batch, S.input_len.name: cfg.input_len,
+        S.output_len.name: cfg.output_len, S.max_num_tokens.name: cfg.max_num_tokens,
+        S.w_bytes.name: DTYPE_BYTES[w], S.act_bytes.name: DTYPE_BYTES[a],
+        S.kv_bytes.name: DTYPE_BYTES[kv],
+        S.w_dequant.name: float(DTYPE_BYTES[w] < DTYPE_BYTES[a]),
+        S.kv_mem_frac.name: cfg.kv_mem_frac,
+        S.kv_on_demand.name: float(cfg.kv_on_demand),
+    }
+
+
+@functools.lru_cache(maxsize=4)
+def inference_model(precision: str = "float64") -> CompiledModel:
+    """The inference expressions lowered once to a jit-compiled JAX function.
+
+    Args:
+        precision: ``float32`` or ``float64``.
+
+    Returns:
+        :class:`~symcost.lower.CompiledModel`; inputs are the symbols the expressions use in
+        :data:`symcost.symbols.ALL_SYMBOLS` order, outputs as in
+        :func:`symcost.inference.inference_expressions`.
+    """
+    from .api import used_symbols
+
+    exprs = inference_expressions()
+    return lower(exprs, used_symbols(exprs.values()), precision)
+
+
+def _as_model(model):
+    from .models import ModelSpec, get_model
+
+    return model if isinstance(model, ModelSpec) else get_model(model)
+
+
+def _as_hardware(hw):
+    from hwspecs import HardwareSpec, load_hardware
+
+    return hw if isinstance(hw, HardwareSpec) else load_hardware(hw)
+
+
+def inference_inputs(model, hardware, config: InferenceConfig,
+                     params: Params | None = None) -> dict[str, float]:
+    """Bind every input symbol of the inference model for one request (validated).
+
+    Returns:
+        Mapping symbol name -> value in base units (only the names the compiled model uses).
+
+    Raises:
+        InferenceConfigError, ModelSpecError, HardwareSpecError, ParamsError: invalid input.
+    """
+    model, hw = _as_model(model), _as_hardware(hardware)
+    cfg = resolve_inference(model, hw, config)
+    params = params or load_params()
+    values = model_bindings(model)
+    values.update(inference_hardware_bindings(hw, cfg.act_dtype))
+    values.update(params.for_generation(hw.generation))
+    values.update(inference_parallel_bindings(cfg))
+    names = inference_model().input_names
+    return {k: float(values[k]) for k in names}
+
+
+# ----------------------------------------------------------------------------- results
+_GB = 1e9
+
+
+@dataclass
+class InferenceResult:
+    """One inference prediction.
+
+    Attributes:
+        values: every output of :func:`~symcost.inference.inference_expressions` (base
+            units: s, bytes, tokens/s, FLOP).
+        model, hardware, config: what was evaluated (config resolved).
+        inputs: the symbol bindings used.
+    """
+
+    values: dict[str, float]
+    model: object
+    hardware: object
+    config: InferenceConfig
+    inputs: dict[str, float] = field(repr=False)
+
+    @property
+    def ttft(self) -> float:
+        """Time to first token of a batch of ``batch`` prompts, s."""
+        return self.values["ttft"]
+
+    @property
+    def tpot(self) -> float:
+        """Time per output token (one decode step of the batch, mean context), s."""
+        return self.values["tpot"]
+
+    @property
+    def throughput(self) -> float:
+        """Generated tokens/s over all replicas under continuous batching."""
+        return self.values["throughput"]
+
+    @property
+    def max_batch(self) -> int:
+        """Largest batch whose KV cache fits (0 when nothing fits)."""
+        return max(int(self.values["max_batch"]), 0)
+
+    @property
+    def fits(self) -> bool:
+        """True when ``batch`` sequences of ``input_len + output_len`` tokens fit."""
+        return self.values["mem_headroom"] >= 0
+
+    @property
+    def memory(self) -> dict[str, float]:
+        """Memory per GPU in bytes: weights, kv_cache, activations, logits, total, usable,
+        kv_budget."""
+        v = self.values
+        return {"weights": v["mem_weights"], "kv_cache": v["mem_kv_cache"],
+                "activations": v["mem_activations"], "logits": v["mem_logits"],
+                "total": v["mem_total"], "usable": v["mem_usable"],
+                "kv_budget": v["mem_kv_budget"]}
+
+    def breakdown(self, phase: str) -> dict[str, float]:
+        """Stage-time terms of ``phase`` (``prefill``: one chunk; ``decode``: one step), s."""
+        names = {"prefill": PREFILL_BREAKDOWN, "decode": DECODE_BREAKDOWN}[phase]
+        return {k: self.values[n] for k, n in zip(STAGE_TERMS, names)}
+
+    def to_dict(self) -> dict:
+        """JSON-ready summary: ``ttft_s``, ``tpot_s``, ``e2e_latency_s``,
+        ``throughput_tokens_per_s`` (continuous batching), ``throughput_static_tokens_per_s``,
+        ``memory_per_gpu_bytes`` (``weights``, ``kv_cache``, ...), ``max_batch``, ``fits``,
+        ``serve_batch``, ``serve_iteration_s``, ``serve_ttft_s``, breakdowns and the config."""
+        v, cfg = self.values, self.config
+        return {
+            "model": self.model.name,
+            "hardware": self.hardware.name,
+            "config": {k: getattr(cfg, k) for k in InferenceConfig.__dataclass_fields__},
+            "num_gpus": int(v["num_gpus"]),
+            "ttft_s": v["ttft"],
+            "tpot_s": v["tpot"],
+            "e2e_latency_s": v["e2e_latency"],
+            "throughput_tokens_per_s": v["throughput"],
+            "throughput_static_tokens_per_s": v["throughput_static"],
+            "serve_batch": v["serve_batch"],
+            "serve_iteration_s": v["serve_iteration"],
+            "serve_ttft_s": v["serve_ttft"],
+            "memory_per_gpu_bytes": self.memory,
+            "kv_bytes_per_token": v["kv_bytes_per_token"],
+            "kv_bytes_per_sequence": v["kv_bytes_per_sequence"],
+            "max_batch": self.max_batch,
+            "fits": self.fits,
+            "prefill_chunks": int(v["prefill_chunks"]),
+            "prefill_flops": v["prefill_flops"],
+            "prefill_breakdown_s": self.breakdown("prefill"),
+            "decode_breakdown_s": self.breakdown("decode"),
+            "decode_gemm_bound": ("compute" if v["decode_gemm_time_compute"]
+                                  >= v["decode_gemm_time_memory"] else "memory"),
+        }
+
+    def formula(self, name: str = "tpot", keep: tuple[str, ...] | None = None) -> sp.Expr:
+        """The SymPy expression behind output ``name``; symbols not in ``keep`` are replaced by
+        this request's values (all kept when ``keep`` is None)."""
+        expr = inference_expressions()[name]
+        if keep is None:
+            return expr
+        return expr.subs({S.lookup(k): v for k, v in self.inputs.items() if k not in keep})
+
+
+def memory_error(result: InferenceResult) -> InferenceConfigError | None:
+    """The one-line error for a request whose batch does not fit, or None when it fits."""
+    v, cfg, hw = result.values, result.config, result.hardware
+    per_seq = v["kv_bytes_per_sequence"] + v["mem_logits"] / max(cfg.batch, 1)
+    ctx = cfg.input_len + cfg.output_len
+    if v["max_batch"] < 1:
+        return InferenceConfigError(
+            f"memory: even batch 1 does not fit on {hw.name} (tp={cfg.tp}, pp={cfg.pp}): "
+            f"weights {v['mem_weights'] / _GB:.2f} GB + activation buffers "
+            f"{v['mem_activations'] / _GB:.2f} GB of usable {v['mem_usable'] / _GB:.2f} GB leave "
+            f"a KV budget of {v['mem_kv_budget'] / _GB:.2f} GB < {per_seq / _GB:.3f} GB for one "
+            f"sequence of {ctx} tokens; use more GPUs or narrower dtypes")
+    if v["mem_headroom"] < 0:
+        return InferenceConfigError(
+            f"batch: {cfg.batch} sequences of {ctx} tokens do not fit on {hw.name}; at most "
+            f"{int(v['max_batch'])} fit (KV cache {per_seq / _GB:.3f} GB per sequence, budget "
+            f"{v['mem_kv_budget'] / _GB:.2f} GB per GPU)")
+    return None
+
+
+def predict_inference(model, hardware, config: InferenceConfig | None = None,
+                      params: Params | None = None, precision: str = "float64", *,
+                      check_memory: bool = True, **config_fields) -> InferenceResult:
+    """Predict prefill, decode, memory and serving throughput for one request shape.
+
+    Args:
+        model: :class:`~symcost.models.ModelSpec` or preset name / config.json path.
+        hardware: :class:`~hwspecs.HardwareSpec` or hardware id / YAML path.
+        config: the serving layout; or pass its fields as keyword arguments.
+        params: efficiency parameters; the shipped calibration when None.
+        precision: ``float64`` (default) or ``float32``.
+        check_memory: raise when ``batch`` does not fit (default); when False the result is
+            returned with ``fits`` False (the continuous-batching throughput then uses the
+            largest batch that fits, see :mod:`symcost.inference`).
+
+    Returns:
+        :class:`InferenceResult` (times in s, memory in bytes, throughput in tokens/s).
+
+    Raises:
+        InferenceConfigError, ModelSpecError, HardwareSpecError, ParamsError: invalid input,
+            or (``check_memory``) a batch that does not fit, with a one-line message.
+
+    Example:
+        >>> r = predict_inference("llama-2-70b", "h100-sxm5-80gb", tp=2, dtype="fp8",
+        ...                       batch=64, input_len=2048, output_len=128)  # doctest: +SKIP
+    """
+    if config is None:
+        config = InferenceConfig(**config_fields)
+    elif config_fields:
+        config = config.replace(**config_fields)
+    m, hw = _as_model(model), _as_hardware(hardware)
+    cfg = resolve_inference(m, hw, config)
+    inputs = inference_inputs(m, hw, cfg, params)
+    out = inference_model(precision)(**inputs)
+    values = {k: float(v) for k, v in out.items()}
+    result = InferenceResult(values, m, hw, cfg, inputs)
+    if check_memory:
+        err = memory_error(result)
+        if err is not None:
+            raise err
+    return result
+
+
+def evaluate_inference(inputs: Mapping[str, np.ndarray | float],
+                       precision: str = "float32") -> dict[str, np.ndarray]:
+    """Evaluate the compiled inference model on broadcast arrays (no validation).
+
+    Args:
+        inputs: symbol name -> array or scalar for every name in
+            ``inference_model().input_names``; extra names are ignored.
+        precision: ``float32`` or ``float64``.
+
+    Returns:
+        Output name -> array of the broadcast shape.
+
+    Raises:
+        KeyError: an input is missing.
+    """
+    cm = inference_model(precision)
+    missing = [n for n in cm.input_names if n not in inputs]
+    if missing:
+        raise KeyError(f"evaluate_inference: missing inputs {', '.join(missing)}")
+    return cm(**{n: inputs[n] for n in cm.input_names})
+
+
+# ----------------------------------------------------------------------------- measurements
+#: TensorRT-LLM v0.17 ``trtllm-bench`` settings of the TRT017 rows (NVIDIA/TensorRT-LLM
+#: docs/source/performance/perf-overview.md @ 258c7540 and tensorrt_llm/bench/build/tuning.py):
+#: "we also use a higher KV cache percentage by setting --kv_cache_free_gpu_mem_fraction 0.95";
+#: "If you specify FP8 quantization, the KV cache will automatically be set to FP8 as well";
+#: the build caps the batch at 4096 requests and sizes max_num_tokens from the dataset
+#: (see :func:`trtllm_bench_max_num_tokens`); scheduling policy GUARANTEED_NO_EVICT.
+TRT017_SETTINGS = {"kv_mem_frac": 0.95, "batch_cap": 4096}
+#: NVIDIA's MLPerf Inference v4.0 closed configuration for Llama-2-70B on 2x H100-SXM-80GB
+#: (mlcommons/inference_results_v4.0 closed/NVIDIA/configs/llama2-70b/{Offline,Server}/
+#: __init__.py, class H100_SXM_80GB_TP2x1): tensor_parallelism 2, use_fp8 True,
+#: kvcache_free_gpu_mem_frac 0.90, gpu_batch_size 896 (Offline) and 1024 (Server).
+#: Runtime: NVIDIA's LLM harness runs TensorRT-LLM with batch_scheduler_policy 'max_util'
+#: (on-demand KV blocks; DEFAULT_RUNTIME_FLAGS of the harness in later rounds, the v4.0 runtime
+#: flags were not read) and max_num_tokens 8192 (TensorRT-LLM's default; not read).
+MLPI40_SETTINGS = {"kv_mem_frac": 0.90, "batch_cap": {"offline": 896, "server": 1024},
+                   "max_num_tokens": 8192, "kv_on_demand": True}
+#: MLPerf Llama-2-70B dataset (OpenOrca, 24,576 samples, inputs <= 1024 tokens; mlcommons/
+#: inference language/llama2-70b/README.md, "Tokens per sample: 294.45" for the reference).
+#: The generated tokens per sample are read from each row (tokens/s over the samples/s in its
+#: notes). THE MEAN INPUT LENGTH IS AN ASSUMPTION: no stored source states it. 350 tokens is
+#: a typical OpenOrca prompt (a ~40-token system prompt plus an instruction, question or short
+#: passage, Llama-2 chat template) -- but it was chosen after seeing the MLPerf sensitivity
+#: (``benchmarks/inference_accuracy.py`` section 3: the offline throughput is consistent with
+#: means of 300-350 tokens; 750 would need GEMMs above 65% of the fp8 peak with nothing else
+#: costing time), so the MLPerf figures are not an independent check until the dataset's
+#: ``tok_input_length`` mean replaces it.
+MLPERF_OPENORCA_INPUT_MEAN = 350
+MLPERF_OPENORCA_OUTPUT_MEAN = 294.45
+
+#: metrics of the format this module predicts, and the output each maps to.
+ROW_METRICS = {
+    "output_throughput": "throughput",
+    "peak_output_throughput": "throughput",
+    "offline_tokens_per_s": "throughput",
+    "server_tokens_per_s": "throughput",
+    "ttft_mean_ms": "serve_ttft", "ttft_p50_ms": "serve_ttft",
+    "tpot_mean_ms": "serve_iteration", "tpot_p50_ms": "serve_iteration",
+    "ttft_ms": "ttft", "first_token_latency_ms": "ttft",
+    "inter_token_latency_ms": "tpot",
+}
+_MS = {"ttft_mean_ms", "ttft_p50_ms", "tpot_mean_ms", "tpot_p50_ms", "ttft_ms",
+       "first_token_latency_ms", "inter_token_latency_ms"}
+
+
+def trtllm_bench_max_num_tokens(max_requests: float, input_len: int, output_len: int,
+                                pp: int = 1) -> tuple[int, int]:
+    """``(max_batch_size, max_num_tokens)`` as ``trtllm-bench build`` picks them
+    (TensorRT-LLM ``tensorrt_llm/bench/build/tuning.py``, ``finetune_setting``) from the
+    number of requests the KV cache holds.
+
+    Args:
+        max_requests: requests of ``input_len + output_len`` tokens the KV cache holds.
+        input_len, output_len: the dataset's lengths.
+        pp: pipeline stages.
+    """
+    raw_bs = min(max(max_requests, 0.0), 4096) / pp
+    raw_token = min(raw_bs * (1 + input_len / output_len), 32768)
+    if raw_bs < 256:
+        bs = max(64, 32 * math.ceil(raw_bs / 32))
+    elif raw_bs < 1024:
+        bs = 128 * math.ceil(raw_bs / 128)
+    else:
+        bs = 256 * math.ceil(raw_bs / 256)
+    if raw_token < 4096:
+        tok = max(2048, 256 * math.ceil(raw_token / 256))
+    elif raw_token < 8192:
+        tok = 512 * math.ceil(raw_token / 512)
+    else:
+        tok = 1024 * math.ceil(raw_token / 1024)
+    return bs, tok
+
+
+def _blank(v) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v)) or (isinstance(v, str)
+                                                                     and not v.strip())
+
+
+def _row_int(row, name):
+    v = row.get(name)
+    if _blank(v):
+        return None
+    f = float(v)
+    if not f.is_integer():
+        raise ValueError(f"{name} = {v!r} is not an integer")
+    return int(f)
+
+
+def _row_model(row):
+    """The preset named by the row, with the row's shape columns applied."""
+    from .models import ModelSpecError, get_model
+
+    name = str(row.get("model") or "").strip()
+    try:
+        m = get_model(name.lower())
+    except ModelSpecError:
+        raise ValueError(f"model {name!r}: no preset supplies its architecture") from None
+    shape = {}
+    for col in ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab"):
+        v = _row_int(row, col)
+        if v is not None:
+            shape[col] = v
+    return m.replace(**shape) if shape else m
+
+
+def _row_request(row, source: str, metric: str,
+                 mlperf_input_mean: float) -> tuple[int, int, dict]:
+    """``(input_len, output_len, settings)`` of one row."""
+    s_in, s_out = _row_int(row, "input_len"), _row_int(row, "output_len")
+    if source == "TRT017":
+        if s_in is None or s_out is None:
+            raise ValueError("input_len/output_len not stated")
+        return s_in, s_out, dict(TRT017_SETTINGS)
+    if source == "MLPI40":
+        settings = {k: MLPI40_SETTINGS[k] for k in ("kv_mem_frac", "max_num_tokens",
+                                                    "kv_on_demand")}
+        scenario = "offline" if "offline" in str(row.get("case_id", "")).lower() else "server"
+        settings["batch_cap"] = MLPI40_SETTINGS["batch_cap"][scenario]
+        out_mean = MLPERF_OPENORCA_OUTPUT_MEAN
+        notes = str(row.get("notes") or "")
+        match = re.search(r"([0-9.]+)\s*(?:completed\s+)?samples/s", notes)
+        if match and metric in ("offline_tokens_per_s", "server_tokens_per_s"):
+            out_mean = float(row["value"]) / float(match.group(1))
+        rate = re.search(r"target_qps\s*([0-9.]+)", notes)
+        if scenario == "server" and rate:
+            settings["arrival_rate"] = float(rate.group(1))
+        s_in = s_in or int(round(mlperf_input_mean))
+        s_out = s_out or max(int(round(out_mean)), 1)
+        return s_in, s_out, settings
+    if s_in is None or s_out is None:
+        raise ValueError("input_len/output_len not stated")
+    # other sources: the stated batch, else one request for a latency metric and the
+    # TensorRT-LLM defaults (memory-limited batch, capped at 4096) for a throughput metric
+    batch = _row_int(row, "micro_batch") or _row_int(row, "global_batch")
+    if batch is None:
+        batch = 4096 if ROW_METRICS[metric] == "throughput" else 1
+    return s_in, s_out, {"kv_mem_frac": 0.9, "batch_cap": batch, "max_num_tokens": 8192}
+
+
+#: points of the concurrency grid :func:`solve_arrival_rate` evaluates (one compiled shape).
+RATE_GRID_POINTS = 256
+
+
+def solve_arrival_rate(inputs: Mapping[str, float], rate: float,
+                       precision: str = "float64") -> dict[str, float]:
+    """Steady state of continuous batching under a Poisson-free (fluid) arrival rate.
+
+    With ``rate`` requests/s, Little's law gives the sequences in flight
+    ``B = rate * (serve_ttft + (output_len - 1) * t_iter(B)) = rate * (output_len + 1/2) *
+    t_iter(B)`` (see :mod:`symcost.inference`: first token after 1.5 iterations, one token per
+    iteration after that). ``t_iter`` grows with ``B``, so the fixed point is found on a grid of
+    :data:`RATE_GRID_POINTS` concurrencies up to the saturation batch (one vectorized call) and
+    refined by linear interpolation. Queueing delay is not modelled.
+
+    Args:
+        inputs: bindings of :func:`inference_inputs` (``batch`` is the cap on sequences in
+            flight).
+        rate: arrival rate, requests/s (per replica group: all ``dp`` replicas share it).
+
+    Returns:
+        ``concurrency`` (sequences in flight per replica), ``iteration_s`` (= time per output
+        token), ``ttft_s``, ``throughput_tokens_per_s`` (all replicas), ``saturated`` (1.0
+        when the rate exceeds what the replicas sustain; then the saturation values).
+
+    Raises:
+        ValueError: ``rate`` not positive.
+    """
+    if not rate > 0:
+        raise InferenceConfigError(f"rate: must be positive (got {rate!r})")
+    sat = evaluate_inference(dict(inputs), precision)
+    cap = float(sat["serve_batch"])
+    o = float(inputs[S.output_len.name])
+    dp = float(inputs[S.dp.name])
+    per_replica = rate / dp
+    grid = np.geomspace(min(1.0, cap), max(cap, 1.0), RATE_GRID_POINTS)
+    arrays = {k: np.full(RATE_GRID_POINTS, v, dtype=np.float64) for k, v in inputs.items()}
+    arrays[S.batch.name] = grid
+    t_iter = np.asarray(evaluate_inference(arrays, precision)["serve_iteration"], dtype=float)
+    f = grid - per_replica * (o + 0.5) * t_iter
+    if f[-1] < 0:  # cannot keep up: saturated
+        t = float(sat["serve_iteration"])
+        return {"concurrency": cap, "iteration_s": t, "ttft_s": float(sat["serve_ttft"]),
+                "throughput_tokens_per_s": float(sat["throughput"]), "saturated": 1.0}
+    k = int(np.argmax(f >= 0))
+    if k == 0:
+        b, t = float(grid[0]), float(t_iter[0])
+    else:
+        w = f[k - 1] / (f[k - 1] - f[k])
+        b = float(grid[k - 1] + w * (grid[k] - grid[k - 1]))
+        t = float(t_iter[k - 1] + w * (t_iter[k] - t_iter[k - 1]))
+    return {"concurrency": b, "iteration_s": t, "ttft_s": 1.5 * t,
+            "throughput_tokens_per_s": rate * o, "saturated": 0.0}
+
+
+def _stack(rows_inputs: list[dict]) -> dict[str, np.ndarray]:
+    names = inference_model().input_names
+    return {n: np.array([r[n] for r in rows_inputs], dtype=np.float64) for n in names}
+
+
+def predict_inference_rows(df, params: Params | None = None, *,
+                           input_mean_mlperf: float | None = None):
+    """Predict the ``serve`` and ``prefill`` rows of a published-measurements table.
+
+    Conventions (``shared/validation/README.md``): ``output_throughput`` (TRT017) is generated
+    tokens/s over all GPUs with in-flight batching at a saturating request rate, predicted by
+    the continuous-batching ``throughput`` with the batch limited by the KV cache and the
+    harness's caps; MLPerf ``offline_tokens_per_s`` likewise. MLPerf Server rows run at the
+    offered load stated in the notes (``target_qps``): the steady state at that rate
+    (:func:`solve_arrival_rate`) gives ``server_tokens_per_s`` (the offered tokens/s unless
+    the system saturates), ``ttft_*`` (1.5 iterations) and ``tpot_*`` (the iteration time);
+    mean and median are both predicted by the mean; tail percentiles (p90/p99) are not
+    modelled. Rows of other sources (a user's own file): ``ttft_ms`` /
+    ``first_token_latency_ms`` -> ``ttft`` and ``inter_token_latency_ms`` -> ``tpot`` of a
+    batch of ``micro_batch`` (else ``global_batch``, else 1) requests; throughput metrics ->
+    the continuous-batching ``throughput`` with that batch as the cap (else 4096). Each row's engine settings are documented in
+    :data:`TRT017_SETTINGS` and :data:`MLPI40_SETTINGS`. All rows are evaluated in one
+    vectorized call (two: the first sizes ``max_num_tokens`` as ``trtllm-bench`` does).
+
+    Args:
+        df: :class:`pandas.DataFrame` in the published-measurements format.
+        params: efficiency parameters; the shipped calibration when None.
+        input_mean_mlperf: override of :data:`MLPERF_OPENORCA_INPUT_MEAN` (sensitivity).
+
+    Returns:
+        :class:`pandas.DataFrame` with columns ``case_id``, ``source``, ``metric``,
+        ``measured``, ``predicted``, ``error_pct`` (100*(predicted-measured)/measured),
+        ``hardware``, ``serve_batch``; ``df.attrs["skipped"]`` is a list of dicts
+        ``{case_id, source, metric, reason}`` for every serve/prefill row not predicted.
+    """
+    import pandas as pd
+
+    from hwspecs import HardwareSpecError, load_hardware
+
+    from .models import ModelSpecError
+
+    params = params or load_params()
+    mlperf_in = MLPERF_OPENORCA_INPUT_MEAN if input_mean_mlperf is None else input_mean_mlperf
+    skipped: list[dict] = []
+    prepared = []
+    for rec in df.to_dict("records"):
+        workload = str(rec.get("workload") or "").strip()
+        if workload not in ("serve", "prefill"):
+            continue
+        case_id = str(rec.get("case_id"))
+        source = case_id.split("-", 1)[0]
+        metric = str(rec.get("metric") or "").strip()
+
+        def skip(reason, case_id=case_id, source=source, metric=metric):
+            skipped.append({"case_id": case_id, "source": source, "metric": metric,
+                            "reason": reason})
+
+        if metric not in ROW_METRICS:
+            skip(f"metric {metric!r} is not modelled (tail percentiles and unknown "
+                 "metrics are not predicted)")
+            continue
+        try:
+            measured = float(rec.get("value"))
+            m = _row_model(rec)
+            hw = load_hardware(str(rec.get("hardware") or "").strip())
+            tp = _row_int(rec, "tp") or 1
+            pp = _row_int(rec, "pp") or 1
+            n = _row_int(rec, "n_gpus") or tp * pp
+            dtype = str(rec.get("dtype") or "bf16").strip() or "bf16"
+            s_in, s_out, settings = _row_request(rec, source, metric, mlperf_in)
+            cfg = InferenceConfig(batch=settings["batch_cap"], input_len=s_in,
+                                  output_len=s_out, tp=tp, pp=pp, num_gpus=n, dtype=dtype,
+                                  max_num_tokens=settings.get("max_num_tokens", 8192),
+                                  kv_mem_frac=settings["kv_mem_frac"],
+                                  kv_on_demand=settings.get("kv_on_demand", False))
+            cfg = resolve_inference(m, hw, cfg)
+            inputs = inference_inputs(m, hw, cfg, params)
+        except (ValueError, TypeError, HardwareSpecError, ModelSpecError) as exc:
+            skip(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+            continue
+        prepared.append((case_id, source, metric, measured, hw.name, cfg, inputs,
+                         "max_num_tokens" not in settings, settings.get("arrival_rate")))
+    if not prepared:
+        frame = pd.DataFrame(columns=["case_id", "source", "metric", "measured",
+                                      "predicted", "error_pct", "hardware", "serve_batch"])
+        frame.attrs["skipped"] = skipped
+        return frame
+    # pass 1: KV capacity -> trtllm-bench's max_num_tokens for TRT017 rows
+    first = evaluate_inference(_stack([p[6] for p in prepared]), "float64")
+    for i, p in enumerate(prepared):
+        if p[7]:
+            _, tok = trtllm_bench_max_num_tokens(float(first["serve_max_batch"][i]),
+                                                 p[5].input_len, p[5].output_len,
+                                                 p[5].pp)
+            p[6][S.max_num_tokens.name] = float(tok)
+    out = evaluate_inference(_stack([p[6] for p in prepared]), "float64")
+    rows = []
+    at_rate = {"throughput": "throughput_tokens_per_s", "serve_ttft": "ttft_s",
+               "serve_iteration": "iteration_s"}
+    for i, (case_id, source, metric, measured, hw_name, cfg, inputs, _, rate) in enumerate(
+            prepared):
+        name = ROW_METRICS[metric]
+        if rate is not None and name in at_rate:
+            steady = solve_arrival_rate(inputs, rate)
+            pred = steady[at_rate[name]]
+            batch_used = steady["concurrency"]
+        else:
+            pred = float(out[name][i])
+            batch_used = float(out["serve_batch"][i])
+        pred *= 1e3 if metric in _MS else 1.0
+        if float(out["serve_max_batch"][i]) < 1:
+            skipped.append({"case_id": case_id, "source": source, "metric": metric,
+                            "reason": "the model does not fit in memory in this layout"})
+            continue
+        rows.append({"case_id": case_id, "source": source, "metric": metric,
+                     "measured": measured, "predicted": pred,
+                     "error_pct": 100.0 * (pred - measured) / measured,
+                     "hardware": hw_name, "serve_batch": batch_used})
+    frame = pd.DataFrame(rows)
+    frame.attrs["skipped"] = skipped
+    return frame
+
+
+def mape_by_source(frame) -> dict[str, float]:
+    """Mean absolute percentage error per source (and ``all``) of a
+    :func:`predict_inference_rows` frame."""
+    out = {src: float(g["error_pct"].abs().mean()) for src, g in frame.groupby("source")}
+    out["all"] = float(frame["error_pct"].abs().mean()) if len(frame) else float("nan")
+    return out

@@ -1,0 +1,551 @@
+"""Sensitivity of step time, MFU and memory to every parameter: elasticities ``d ln y / d ln x``.
+
+Continuous parameters (:func:`continuous_parameters`: hardware figures, efficiencies and
+overheads, and the model sizes ``hidden``, ``ffn_hidden``, ``vocab``, ``seq_len``, which enter
+the formulas polynomially and in no ceiling or branch condition) are differentiated with
+``jax.vjp`` through the lowered model in float64, and every elasticity is checked against a
+central finite difference in log space (step :data:`FD_STEP`, float64). An elasticity ``e``
+means: 1 % more ``x`` changes ``y`` by about ``e`` %.
+
+Statuses:
+
+* ``active``: the derivative is non-zero and agrees with the finite difference.
+* ``not limiting``: the symbol is in the formula but its derivative is exactly 0 because the
+  branch it sits in is inactive (the other side of a roofline ``Max``, an intra-node link
+  when the group spans nodes, ...).
+* ``not in formula``: the output does not depend on the symbol at all.
+* ``kink``: autodiff and the finite difference disagree: the point sits on (or within
+  :data:`FD_STEP` of) a ``Max``/``Min`` tie or a branch switch, where ``jax`` picks one side.
+* ``zero value``: the parameter is 0 here (an overhead switched off), so its elasticity is 0.
+
+Discrete parameters (``tp``, ``pp``, ``dp``, ``micro_batch``, ``vpp``; ``n_layers``/
+``n_heads``/``global_batch``/... on request) are never differentiated (``ceil`` has zero
+gradient, and only integers are meaningful): each gets the arc elasticity
+``(ln y' - ln y)/(ln x' - ln x)`` to its next valid value up and down, found by stepping the
+value and testing it with :func:`symcost.config.resolve` (and :class:`ModelSpec`). Changing
+``tp``/``pp`` keeps the GPU count when the base gives ``num_gpus`` (``dp`` follows), changing
+``dp`` changes the GPU count; the global batch is held fixed.
+
+Everything is evaluated by one jit-compiled function per (outputs, parameters) with a fixed
+chunk shape, so the point analysis, its finite differences and the neighbours share one
+compile, and :func:`elasticities` streams sweeps of any size through it.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import symbols as S
+
+DEFAULT_OUTPUTS = ("step_time", "mfu", "mem_total")
+DEFAULT_DISCRETE = ("tp", "pp", "dp", "micro_batch", "vpp")
+#: model sizes treated as continuous (polynomial in the formulas, in no ceiling or condition).
+MODEL_CONTINUOUS = ("hidden", "ffn_hidden", "vocab", "seq_len")
+#: discrete parameters that may be requested, with the config/model field they change.
+DISCRETE_FIELDS = {
+    "tp": ("config", "tp"), "pp": ("config", "pp"), "dp": ("config", "dp"),
+    "micro_batch": ("config", "micro_batch"), "vpp": ("config", "vpp"),
+    "global_batch": ("config", "global_batch"), "n_layers": ("model", "layers"),
+    "n_heads": ("model", "heads"), "n_kv_heads": ("model", "kv_heads"),
+}
+_DISCRETE_ALIASES = {"layers": "n_layers", "heads": "n_heads", "kv_heads": "n_kv_heads"}
+#: central-difference step in ln x.
+FD_STEP = 1e-6
+#: agreement of autodiff and finite differences: ``|e_ad - e_fd| <= FD_ATOL + FD_RTOL*|e_fd|``.
+FD_ATOL, FD_RTOL = 1e-6, 1e-5
+#: rows per compiled call.
+DEFAULT_CHUNK = 2**14
+#: how far the neighbour search steps (multiples of the value) before giving up.
+_MAX_NEIGHBOUR_FACTOR = 8
+
+
+class SensitivityError(ValueError):
+    """Bad sensitivity request (unknown output or parameter); names the argument."""
+
+
+@functools.lru_cache(maxsize=1)
+def continuous_parameters() -> tuple[str, ...]:
+    """Names of the parameters differentiated by autodiff, in symbol-declaration order:
+    non-discrete ``hardware`` and ``efficiency`` symbols the training model uses, and
+    :data:`MODEL_CONTINUOUS`."""
+    from .sweep import training_inputs_symbols
+
+    used = {s.name for s in training_inputs_symbols()}
+    out = []
+    for name, info in S.REGISTRY.items():
+        if name not in used:
+            continue
+        if (info.kind in ("hardware", "efficiency") and not info.discrete) or \
+                name in MODEL_CONTINUOUS:
+            out.append(name)
+    return tuple(out)
+
+
+# ----------------------------------------------------------------------------- compiled
+@functools.lru_cache(maxsize=16)
+def _elasticity_function(outputs: tuple[str, ...], wrt: tuple[str, ...], dtype: str):
+    """``(wrt arrays, other inputs) -> (y per output, elasticity[output][param])`` jitted.
+
+    Per-row derivatives come from one reverse pass per output: rows are independent, so the
+    gradient of ``sum(y)`` with respect to a per-row input array is each row's derivative.
+    """
+    import jax
+    import jax.numpy as jnp
+
+    from .lower import lower
+    from .sweep import training_inputs_symbols
+    from .training import training_expressions
+
+    exprs = training_expressions()
+    inputs = training_inputs_symbols()
+    cm = lower({o: exprs[o] for o in outputs}, inputs, dtype)
+    names = [s.name for s in inputs]
+    others = tuple(n for n in names if n not in wrt)
+
+    def run(xw, xo):
+        def f(*w):
+            v = dict(zip(wrt, w))
+            v.update(zip(others, xo))
+            return cm.call_jax(*(v[n] for n in names))
+
+        ys, pullback = jax.vjp(f, *xw)
+        out = []
+        for i, y in enumerate(ys):
+            ct = tuple(jnp.ones_like(y) if j == i else jnp.zeros_like(y2)
+                       for j, y2 in enumerate(ys))
+            grads = pullback(ct)
+            safe = jnp.where(y == 0, 1.0, y)
+            out.append(tuple(jnp.where(y == 0, 0.0, g * x / safe) for g, x in zip(grads, xw)))
+        return ys, tuple(out)
+
+    return jax.jit(run), others
+
+
+def elasticities(inputs: Mapping[str, object], wrt: Sequence[str] | None = None,
+                 outputs: Sequence[str] = DEFAULT_OUTPUTS, precision: str = "float64",
+                 chunk_size: int = DEFAULT_CHUNK) -> dict[str, dict[str, np.ndarray]]:
+    """Vectorized elasticities ``d ln y / d ln x`` over many configurations (no validation).
+
+    Args:
+        inputs: symbol name -> array of shape ``(n,)`` or scalar, for every input of the
+            training model (``training_model().input_names``); extra names are ignored.
+        wrt: continuous parameters to differentiate (default :func:`continuous_parameters`).
+        outputs: training outputs.
+        precision: ``float64`` (default) or ``float32``.
+        chunk_size: rows per compiled call (the last chunk is padded).
+
+    Returns:
+        ``{output: {param: array (n,)}}`` (dimensionless) and ``{output: {"value": y}}``
+        merged in: ``result[output]["value"]`` holds the output itself.
+
+    Raises:
+        SensitivityError: unknown output, a ``wrt`` that is discrete or not an input,
+            missing inputs, or arrays of different lengths.
+    """
+    import jax
+
+    from .sweep import training_inputs_symbols
+
+    outputs = _check_outputs(outputs)
+    wrt = tuple(continuous_parameters() if wrt is None else wrt)
+    bad = [w for w in wrt if w not in continuous_parameters()]
+    if bad:
+        raise SensitivityError(f"wrt: {', '.join(bad)} not differentiable (continuous "
+                               f"parameters: {', '.join(continuous_parameters())})")
+    names = [s.name for s in training_inputs_symbols()]
+    missing = [n for n in names if n not in inputs]
+    if missing:
+        raise SensitivityError(f"inputs: missing {', '.join(missing)}")
+    lengths = {np.size(inputs[n]) for n in names if np.ndim(inputs[n]) > 0}
+    if len(lengths) > 1:
+        raise SensitivityError(f"inputs: arrays of different lengths {sorted(lengths)}")
+    n = lengths.pop() if lengths else 1
+    fn, others = _elasticity_function(outputs, wrt, precision)
+    np_dt = np.float64 if precision == "float64" else np.float32
+    res = {o: {"value": np.empty(n, np_dt)} | {w: np.empty(n, np_dt) for w in wrt}
+           for o in outputs}
+    with jax.enable_x64(precision == "float64"):
+        import jax.numpy as jnp
+
+        xo_scalar = {k: jnp.asarray(np.asarray(inputs[k], np_dt)) for k in others
+                     if np.ndim(inputs[k]) == 0}
+        for start in range(0, n, chunk_size):
+            m = min(chunk_size, n - start)
+
+            def col(k):
+                a = np.asarray(inputs[k], np_dt)
+                if a.ndim == 0:
+                    return np.full(chunk_size, a, np_dt)
+                a = a[start:start + m]
+                return a if m == chunk_size else np.pad(a, (0, chunk_size - m), mode="edge")
+
+            xw = tuple(col(w) for w in wrt)
+            xo = tuple(xo_scalar[k] if k in xo_scalar else col(k) for k in others)
+            ys, es = fn(xw, xo)
+            for i, o in enumerate(outputs):
+                res[o]["value"][start:start + m] = np.asarray(ys[i])[:m]
+                for w, e in zip(wrt, es[i]):
+                    res[o][w][start:start + m] = np.asarray(e)[:m]
+    return res
+
+
+def _check_outputs(outputs) -> tuple[str, ...]:
+    from .training import training_expressions
+
+    known = tuple(training_expressions())
+    outputs = tuple(dict.fromkeys(outputs))
+    bad = [o for o in outputs if o not in known]
+    if bad or not outputs:
+        raise SensitivityError(f"outputs: unknown {', '.join(bad) or '(none given)'}; "
+                               f"known: {', '.join(known)}")
+    return outputs
+
+
+# ----------------------------------------------------------------------------- results
+@dataclass
+class ParameterSensitivity:
+    """Sensitivity of the outputs to one parameter.
+
+    Attributes:
+        name: symbol name.
+        kind: ``hardware``, ``efficiency``, ``model`` or ``parallel``.
+        method: ``autodiff`` or ``neighbour``.
+        value: the parameter's value at the configuration (base units).
+        elasticity: output -> ``d ln y / d ln x`` (autodiff), or None (neighbour).
+        finite_difference: output -> central-difference elasticity (autodiff rows).
+        status: output -> ``active``, ``not limiting``, ``not in formula``, ``kink``,
+            ``zero value`` (autodiff), or ``neighbour`` / ``no valid neighbour``.
+        down, up: neighbour rows: ``{"value": x', "elasticity": {output: arc}, "outputs":
+            {output: y'}, "fits": bool}`` or None when no valid neighbour exists.
+        tornado: output -> ``(relative change at the low side, at the high side)``: at
+            ``x*(1 -/+ TORNADO_STEP)`` (continuous, exact evaluation) or the neighbours.
+    """
+
+    name: str
+    kind: str
+    method: str
+    value: float
+    elasticity: dict[str, float] | None = None
+    finite_difference: dict[str, float] | None = None
+    status: dict[str, str] = field(default_factory=dict)
+    down: dict | None = None
+    up: dict | None = None
+    tornado: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        """JSON-ready dict (NaN becomes None)."""
+        return _clean({k: getattr(self, k) for k in self.__dataclass_fields__})
+
+
+#: relative step of the tornado chart's continuous bars.
+TORNADO_STEP = 0.1
+
+
+@dataclass
+class SensitivityResult:
+    """Elasticities at one configuration.
+
+    Attributes:
+        outputs: output name -> value at the configuration.
+        parameters: one :class:`ParameterSensitivity` per parameter (continuous first).
+        model, hardware, config: what was analysed (config resolved).
+    """
+
+    outputs: dict[str, float]
+    parameters: list[ParameterSensitivity]
+    model: object
+    hardware: object
+    config: object
+
+    def to_dict(self) -> dict:
+        """JSON-ready summary."""
+        from .config import TrainingConfig
+
+        return _clean({
+            "model": self.model.name, "hardware": self.hardware.name,
+            "config": {k: getattr(self.config, k) for k in TrainingConfig.__dataclass_fields__},
+            "outputs": self.outputs,
+            "fd_step": FD_STEP,
+            "parameters": [p.to_dict() for p in self.parameters],
+        })
+
+    def table(self, output: str | None = None):
+        """A rich Table of the elasticities (one column per output, statuses inline)."""
+        from rich.table import Table
+
+        outs = [output] if output else list(self.outputs)
+        t = Table(title=f"Elasticities d ln y / d ln x: {self.model.name} on "
+                        f"{self.config.num_gpus} x {self.hardware.name}", title_justify="left")
+        t.add_column("parameter")
+        t.add_column("kind")
+        t.add_column("value", justify="right")
+        t.add_column("method")
+        for o in outs:
+            t.add_column(o, justify="right")
+        for p in self.parameters:
+            cells = []
+            for o in outs:
+                cells.append(_cell(p, o))
+            t.add_row(p.name, p.kind, f"{p.value:.4g}", p.method, *cells)
+        return t
+
+    def plot(self, path, output: str = "step_time", top: int = 15) -> None:
+        """Write a tornado chart (PNG) of ``output``: per parameter, the relative change of
+        ``output`` at the low and high side (continuous: ``x*(1 -/+ 10%)``; discrete: the
+        next valid values), largest first.
+
+        Raises:
+            SensitivityError: ``output`` was not analysed.
+        """
+        if output not in self.outputs:
+            raise SensitivityError(f"--plot-output: {output!r} was not analysed "
+                                   f"(outputs: {', '.join(self.outputs)})")
+        return tornado_chart(self, path, output, top)
+
+
+def _cell(p: ParameterSensitivity, o: str) -> str:
+    if p.method == "autodiff":
+        st = p.status.get(o, "")
+        e = (p.elasticity or {}).get(o)
+        if st == "not in formula":
+            return "-"
+        if st == "not limiting":
+            return "0 (not limiting)"
+        txt = f"{e:+.4f}" if e is not None else "?"
+        return txt + (" (kink)" if st == "kink" else "")
+    parts = []
+    for side, arrow in ((p.down, "v"), (p.up, "^")):
+        if side is None:
+            continue
+        e = side["elasticity"].get(o)
+        parts.append(f"{arrow}{side['value']:g}: {e:+.3f}" if e is not None and
+                     math.isfinite(e) else f"{arrow}{side['value']:g}: -")
+    return ", ".join(parts) or "no valid neighbour"
+
+
+def _clean(obj):
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean(v) for v in obj]
+    if isinstance(obj, np.generic):
+        return _clean(obj.item())
+    return obj
+
+
+# ----------------------------------------------------------------------------- point analysis
+def sensitivity(model, hardware, config=None, params=None, *,
+                outputs: Sequence[str] = DEFAULT_OUTPUTS, wrt: Sequence[str] | None = None,
+                discrete: Sequence[str] = DEFAULT_DISCRETE, **config_fields
+                ) -> SensitivityResult:
+    """Elasticities of ``outputs`` at one configuration.
+
+    Args:
+        model: :class:`~symcost.models.ModelSpec` or preset name / config.json path.
+        hardware: :class:`~hwspecs.HardwareSpec` or hardware id / YAML path.
+        config: :class:`~symcost.config.TrainingConfig`, or its fields as keywords.
+        params: efficiency parameters; the shipped calibration when None.
+        outputs: training outputs (default step_time, mfu, mem_total).
+        wrt: continuous parameters (default :func:`continuous_parameters`).
+        discrete: discrete parameters for neighbour differences (keys of
+            :data:`DISCRETE_FIELDS`, or ``layers``/``heads``/``kv_heads``).
+
+    Returns:
+        :class:`SensitivityResult`.
+
+    Raises:
+        SensitivityError: unknown output or parameter.
+        ConfigError, ModelSpecError, HardwareSpecError, ParamsError: invalid configuration.
+    """
+    import sympy as sp
+
+    from .api import _as_hardware, _as_model, training_inputs
+    from .config import TrainingConfig, resolve
+    from .params import load_params
+    from .training import training_expressions
+
+    outputs = _check_outputs(outputs)
+    disc = []
+    for d in discrete:
+        d2 = _DISCRETE_ALIASES.get(d, d)
+        if d2 not in DISCRETE_FIELDS:
+            raise SensitivityError(f"discrete: unknown {d!r}; known: "
+                                   f"{', '.join(DISCRETE_FIELDS)} (aliases layers, heads, "
+                                   "kv_heads)")
+        disc.append(d2)
+    if config is None:
+        config = TrainingConfig(**config_fields)
+    elif config_fields:
+        config = config.replace(**config_fields)
+    m, hw = _as_model(model), _as_hardware(hardware)
+    params = params or load_params()
+    cfg = resolve(m, hw, config)
+    base = training_inputs(m, hw, cfg, params)
+    wrt = tuple(continuous_parameters() if wrt is None else wrt)
+
+    # rows: [base] + [x*e^{+h}, x*e^{-h}] per wrt + [x*(1 +/- 10%)] per wrt + neighbours
+    rows: list[dict] = [dict(base)]
+    for w in wrt:
+        for f in (math.exp(FD_STEP), math.exp(-FD_STEP), 1 - TORNADO_STEP, 1 + TORNADO_STEP):
+            r = dict(base)
+            r[w] = base[w] * f
+            rows.append(r)
+    neigh = {}
+    for d in disc:
+        neigh[d] = [_neighbour(m, hw, cfg, params, d, -1), _neighbour(m, hw, cfg, params, d, 1)]
+        for nb in neigh[d]:
+            if nb is not None:
+                rows.append(nb["inputs"])
+    table = {k: np.array([r[k] for r in rows]) for k in base}
+    ev = elasticities(table, wrt, outputs)
+    y0 = {o: float(ev[o]["value"][0]) for o in outputs}
+    exprs = training_expressions()
+    free = {o: {s.name for s in sp.sympify(exprs[o]).free_symbols} for o in outputs}
+
+    result = []
+    for i, w in enumerate(wrt):
+        j = 1 + 4 * i
+        p = ParameterSensitivity(w, S.REGISTRY[w].kind, "autodiff", float(base[w]), {}, {})
+        for o in outputs:
+            e = float(ev[o][w][0])
+            yp, ym = ev[o]["value"][j], ev[o]["value"][j + 1]
+            fd = float((math.log(yp) - math.log(ym)) / (2 * FD_STEP)) if yp > 0 and ym > 0 \
+                else float((yp - ym) / (2 * FD_STEP * y0[o])) if y0[o] else 0.0
+            p.elasticity[o], p.finite_difference[o] = e, fd
+            if w not in free[o]:
+                p.status[o] = "not in formula"
+            elif base[w] == 0:
+                p.status[o] = "zero value"   # elasticity x*dy/dx/y is 0 at x = 0
+            elif abs(e - fd) > FD_ATOL + FD_RTOL * abs(fd):
+                p.status[o] = "kink"
+            elif e == 0.0:
+                p.status[o] = "not limiting"
+            else:
+                p.status[o] = "active"
+            lo, hi = ev[o]["value"][j + 2], ev[o]["value"][j + 3]
+            p.tornado[o] = _rel(lo, y0[o]), _rel(hi, y0[o])
+        result.append(p)
+    k = 1 + 4 * len(wrt)
+    for d in disc:
+        p = ParameterSensitivity(d, S.REGISTRY[d].kind, "neighbour", float(base[d]))
+        sides = []
+        for nb in neigh[d]:
+            if nb is None:
+                sides.append(None)
+                continue
+            ys = {o: float(ev[o]["value"][k]) for o in outputs}
+            k += 1
+            arc = {o: ((math.log(ys[o]) - math.log(y0[o]))
+                       / (math.log(nb["value"]) - math.log(base[d])))
+                   if ys[o] > 0 and y0[o] > 0 else float("nan") for o in outputs}
+            sides.append({"value": nb["value"], "elasticity": arc, "outputs": ys,
+                          "fits": nb["fits"], "changed": nb["changed"]})
+        p.down, p.up = sides
+        for o in outputs:
+            p.status[o] = "neighbour" if any(sides) else "no valid neighbour"
+            p.tornado[o] = tuple(_rel(s["outputs"][o], y0[o]) if s else 0.0 for s in sides)
+        result.append(p)
+    return SensitivityResult(y0, result, m, hw, cfg)
+
+
+def _rel(y, y0) -> float:
+    return float((y - y0) / y0) if y0 else 0.0
+
+
+def _neighbour(model, hw, cfg, params, name: str, direction: int):
+    """The next valid value of discrete parameter ``name`` below (-1) or above (+1) its
+    value, with the symbol bindings there; None if there is none within a factor
+    :data:`_MAX_NEIGHBOUR_FACTOR`.
+
+    ``tp``/``pp`` changes keep ``num_gpus`` (``dp`` follows), a ``dp`` change moves
+    ``num_gpus``; the global batch is held at its resolved value.
+    """
+    from .api import training_inputs
+    from .config import ConfigError, resolve
+    from .models import ModelSpecError
+
+    where, fld = DISCRETE_FIELDS[name]
+    v0 = getattr(cfg if where == "config" else model, fld)
+    limit = max(v0 * _MAX_NEIGHBOUR_FACTOR, v0 + 64) if direction > 0 else 1
+    v = v0 + direction
+    while (v <= limit) if direction > 0 else (v >= limit):
+        try:
+            if where == "model":
+                m2, c2 = model.replace(**{fld: v}), cfg
+            else:
+                m2 = model
+                changes = {fld: v}
+                if fld in ("tp", "pp"):
+                    changes["dp"] = None
+                elif fld == "dp":
+                    changes["num_gpus"] = None
+                c2 = cfg.replace(**changes)
+            c2 = resolve(m2, hw, c2)
+            inputs = training_inputs(m2, hw, c2, params)
+        except (ConfigError, ModelSpecError):
+            v += direction
+            continue
+        changed = {k: getattr(c2, k) for k in ("tp", "pp", "dp", "num_gpus", "vpp",
+                                                "micro_batch", "global_batch")
+                   if getattr(c2, k) != getattr(cfg, k)}
+        return {"value": float(v), "inputs": inputs, "changed": changed,
+                "fits": _fits(inputs)}
+    return None
+
+
+def _fits(inputs: dict) -> bool:
+    from .api import training_model
+
+    cm = training_model("float64")
+    out = cm(**{n: inputs[n] for n in cm.input_names})
+    return bool(out["mem_headroom"] >= 0)
+
+
+# ----------------------------------------------------------------------------- tornado chart
+def tornado_chart(result: SensitivityResult, path, output: str = "step_time",
+                  top: int = 15) -> None:
+    """Write the tornado chart of ``output`` to ``path`` (PNG, matplotlib's Agg canvas; the
+    global backend is left alone, so notebooks keep theirs)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    rows = []
+    for p in result.parameters:
+        lo, hi = p.tornado.get(output, (0.0, 0.0))
+        if p.method == "autodiff":
+            if p.status.get(output) == "not in formula":
+                continue
+            label = f"{p.name} (-/+{TORNADO_STEP:.0%})"
+        else:
+            d = f"{p.down['value']:g}" if p.down else "-"
+            u = f"{p.up['value']:g}" if p.up else "-"
+            label = f"{p.name} ({d} / {u}; now {p.value:g})"
+        rows.append((max(abs(lo), abs(hi)), label, lo, hi))
+    rows.sort(key=lambda r: r[0], reverse=True)
+    rows = rows[:top][::-1]
+    fig = Figure(figsize=(8, 0.4 * len(rows) + 1.5))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    ys = np.arange(len(rows))
+    ax.barh(ys, [100 * r[2] for r in rows], color="tab:blue", label="low side")
+    ax.barh(ys, [100 * r[3] for r in rows], color="tab:orange", label="high side")
+    ax.set_yticks(ys, [r[1] for r in rows], fontsize=8)
+    ax.axvline(0, color="black", linewidth=0.8)
+    ax.set_xlabel(f"change of {output} (%)")
+    ax.set_title(f"{output} = {result.outputs[output]:.4g}: {result.model.name} on "
+                 f"{result.config.num_gpus} x {result.hardware.name}", fontsize=9)
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+__all__ = ["DEFAULT_DISCRETE", "DEFAULT_OUTPUTS", "ParameterSensitivity", "SensitivityError",
+           "SensitivityResult", "continuous_parameters", "elasticities", "sensitivity",
+           "tornado_chart"]

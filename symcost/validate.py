@@ -1,0 +1,849 @@
+"""Validation of the training model against published measurements.
+
+Reads files in the format of ``shared/validation/published_measurements.csv`` (one measured
+figure per row: model shape, cluster, parallel layout, metric and value; the format's README
+defines every column and each metric's convention), turns each ``train`` row into a
+``(ModelSpec, HardwareSpec, TrainingConfig)``, predicts every predictable row in ONE vectorized
+call of the compiled training model, and converts the predicted step time to the row's metric
+with that metric's published convention.
+
+A row that cannot be predicted is never dropped silently: :func:`prepare_rows` returns it with
+the reason (inference workload, unknown hardware or metric, parallel layout not stated,
+malformed value, invalid configuration, ...). Serve/prefill rows go to the inference model
+through :func:`predict_inference_hook` when it is available (``symcost.infer_api``); their
+conventions are documented there, and the summary keeps the training MAPE (train rows) apart.
+
+Defaults for blank fields (the format: "blank means the source does not say"):
+
+=================  =====================================================================
+field              default
+=================  =====================================================================
+micro_batch        1
+vpp                1 (plain 1F1B)
+sp                 0 (no sequence parallelism)
+cp                 1 (context parallelism > 1 is not modelled: the row is skipped)
+zero_stage         0
+recompute          ``none``
+dtype              canonical ``dtype``; else ``bf16``
+dp                 derived ``n_gpus / (tp * pp)`` (a stated dp must agree)
+n_gpus             ``tp * pp * dp`` when all three are stated
+tp, pp             both blank: unpredictable ("parallel config not stated"), unless
+                   ``dp == n_gpus`` (then tp = pp = 1); one blank: the other is derived
+                   from ``n_gpus / (stated * dp)`` when dp is stated, else unpredictable
+global_batch       ``micro_batch * dp``
+dp_overlap         on
+flash_attention    see :data:`SOURCE_DEFAULTS` and :func:`flash_attention_rule`
+=================  =====================================================================
+
+Architecture flags (MLP kind, norm, biases, tied embeddings, positions, dropout) come from the
+preset the row's model name maps to (see :func:`preset_for_name`), else from the preset of the
+same family (``mpt*`` -> ``mpt-7b``, ``gpt*``/``megatron*`` -> ``gpt3-175b``, ``llama*`` ->
+``llama-2-7b``), else GPT-style defaults (``gpt3-175b``'s flags); the shape always comes from
+the row's columns (a blank shape column takes the preset's value, or makes the row
+unpredictable when there is no preset). Per-source overrides are in :data:`SOURCE_DEFAULTS`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from .config import ConfigError, TrainingConfig, resolve
+from .models import ModelSpec, ModelSpecError, get_model
+from .params import Params, load_params
+from .training import BREAKDOWN
+
+__all__ = [
+    "KNOWN_METRICS", "INFERENCE_METRICS", "SOURCE_DEFAULTS", "MeasurementsError", "PreparedRow",
+    "SkippedRow", "ValidationReport", "evaluate_rows", "flash_attention_rule",
+    "llm_foundry_flops_per_token", "load_measurements", "mape", "metric_factor", "nar21_flops",
+    "predict_rows", "prepare_rows", "preset_for_name", "source_of", "split_by_params",
+    "predict_inference_hook", "stack_inputs", "summarize", "validate_file", "validate_frame",
+]
+
+#: columns a measurements file must have (all others may be absent: treated as blank).
+REQUIRED_COLUMNS = ("case_id", "workload", "metric", "value")
+
+#: training metrics this module converts from a predicted step time (see :func:`metric_factor`).
+KNOWN_METRICS = (
+    "iteration_time_s", "train_step_time_s", "achieved_tflops_per_gpu", "pct_of_peak",
+    "aggregate_pflops", "MFU", "HFU", "model_tflops_per_gpu", "tokens_per_s_per_gpu",
+    "tokens_per_s", "samples_per_s",
+)
+#: inference metrics of the format (predicted by the inference model, not this one).
+INFERENCE_METRICS = (
+    "output_throughput", "offline_tokens_per_s", "server_tokens_per_s", "peak_output_throughput",
+    "first_token_latency_ms", "ttft_ms", "inter_token_latency_ms",
+)
+INFERENCE_REASON = "inference rows: not predicted by the training model"
+
+#: Per-source defaults, keyed by the ``case_id`` prefix (the text before the first ``-``).
+#: ``flash_attention`` applies when the notes do not say (see :func:`flash_attention_rule`);
+#: ``arch`` overrides the preset's architecture flags; ``max_seq_len_is_seq_len`` sizes
+#: learned positions to the row's sequence length.
+#:
+#: * NAR21, MLM22 (Megatron-LM 2021/22): unfused "core attention" (FlashAttention appeared in
+#:   2022, after these runs).
+#: * MPT (llm-foundry benchmarks): FlashAttention (its notes say so); the benchmark YAMLs used
+#:   learned position embeddings and biases (the published ``n_params_b`` grows by ``hidden``
+#:   per token of ``seq_len`` and matches ``bias=True, position='learned'`` to 4 digits), with
+#:   ``max_seq_len = seq_len``.
+SOURCE_DEFAULTS: dict[str, dict] = {
+    "NAR21": {"flash_attention": False},
+    "MLM22": {"flash_attention": False},
+    "MPT": {"flash_attention": True, "arch": {"position": "learned", "bias": True},
+            "max_seq_len_is_seq_len": True},
+}
+
+#: family prefix of a model name -> preset supplying its architecture flags.
+FAMILY_PRESETS = (("mpt", "mpt-7b"), ("gpt", "gpt3-175b"), ("megatron", "gpt3-175b"),
+                  ("llama", "llama-2-7b"), ("mistral", "mistral-7b"))
+GPT_DEFAULT_PRESET = "gpt3-175b"
+
+_SHAPE_COLUMNS = {"layers": "layers", "hidden": "hidden", "heads": "heads",
+                  "kv_heads": "kv_heads", "ffn_hidden": "ffn_hidden", "vocab": "vocab",
+                  "seq_len": "seq_len"}
+#: columns that describe one run (two rows equal on all of them measure the same run).
+RUN_COLUMNS = ("model", "n_params_b", "layers", "hidden", "heads", "kv_heads", "ffn_hidden",
+               "seq_len", "vocab", "global_batch", "micro_batch", "hardware", "n_gpus", "tp",
+               "pp", "vpp", "dp", "cp", "sp", "recompute", "zero_stage", "dtype", "notes")
+
+
+class MeasurementsError(ValueError):
+    """The measurements file itself is unusable (unreadable, not CSV, required column missing)."""
+
+
+class RowError(ValueError):
+    """One row cannot be predicted; the message is the reason shown to the user."""
+
+
+@dataclass(frozen=True)
+class SkippedRow:
+    """A row that was not predicted, with the reason (one line)."""
+
+    case_id: str
+    reason: str
+    source: str = ""
+    metric: str = ""
+
+
+@dataclass(frozen=True)
+class PreparedRow:
+    """One predictable measurement.
+
+    Attributes:
+        case_id, source, metric: identifiers (``source`` is the ``case_id`` prefix).
+        measured: the published value in the metric's unit.
+        model, hardware, config: what to evaluate (``config`` resolved: every field set).
+        n_params: published parameter count (``n_params_b * 1e9``) or None.
+        run: key shared by the rows that measure the same run (other metrics of it).
+        defaults: the documented defaults this row used (field -> value), for the report.
+    """
+
+    case_id: str
+    source: str
+    metric: str
+    measured: float
+    model: ModelSpec
+    hardware: object
+    config: TrainingConfig
+    n_params: float | None
+    run: str
+    defaults: Mapping[str, object] = field(default_factory=dict)
+
+
+# ----------------------------------------------------------------------------- metric formulas
+def nar21_flops(batch, seq, layers, hidden, vocab):
+    """FLOPs per step as Narayanan et al. count them (with full activation recomputation).
+
+    ``F = 96 * B * s * l * h^2 * (1 + s/(6h) + V/(16 l h))``.
+
+    Args:
+        batch: global batch B (sequences); seq: sequence length s (tokens); layers: l;
+        hidden: h; vocab: V. Scalars or arrays (broadcast).
+
+    Returns:
+        FLOP per optimizer step, whole cluster.
+
+    References:
+        Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU Clusters
+        Using Megatron-LM" (SC'21, arXiv:2104.04473), Sec. 5.1 (the achieved-FLOP/s formula of
+        Tables 1 and 2).
+    """
+    B, s, l, h, V = (np.asarray(x, dtype=np.float64) for x in (batch, seq, layers, hidden, vocab))
+    return 96.0 * B * s * l * h**2 * (1.0 + s / (6.0 * h) + V / (16.0 * l * h))
+
+
+def llm_foundry_flops_per_token(n_params, layers, hidden, seq, recompute: str = "none"):
+    """Model FLOPs per token as llm-foundry's benchmark README counts them.
+
+    MFU: ``6*N + 12*L*h*s`` (``3 * (2N + 4*L*h*s)``: dense matmuls and attention, no norms or
+    activations, no recomputation). HFU: with full recomputation the forward is counted twice,
+    ``8*N + 16*L*h*s`` ("4x fwd FLOPs when ckpt"); with selective recomputation (not an
+    llm-foundry mode) the recomputed attention core adds ``4*L*h*s``.
+
+    Args:
+        n_params: N (parameters); layers: L; hidden: h; seq: s (tokens).
+        recompute: ``none`` (MFU convention), ``selective`` or ``full`` (HFU convention).
+
+    Returns:
+        FLOP per token.
+
+    References:
+        mosaicml/llm-foundry ``scripts/train/benchmarking/README.md`` (MFU/HFU definitions);
+        checked against the published MFU/HFU/model TFLOP/s of every llm-foundry row of the
+        shared measurements file (tests and ``benchmarks/validate_accuracy.py``).
+    """
+    N, L, h, s = (np.asarray(x, dtype=np.float64) for x in (n_params, layers, hidden, seq))
+    base = 6.0 * N + 12.0 * L * h * s
+    if recompute == "full":
+        return base * 4.0 / 3.0
+    if recompute == "selective":
+        return base + 4.0 * L * h * s
+    return base
+
+
+def metric_factor(row: PreparedRow) -> tuple[float, float]:
+    """The row's metric as ``value = coef * step_time ** power`` (step time in s).
+
+    Conventions (README of the measurements format):
+
+    * ``iteration_time_s``, ``train_step_time_s``: the step time (coef 1, power +1).
+    * ``achieved_tflops_per_gpu``: :func:`nar21_flops` / (step time * GPUs) / 1e12.
+    * ``pct_of_peak``: the same over the dense peak of the row's dtype (312 TFLOP/s on A100),
+      in percent.
+    * ``aggregate_pflops``: :func:`nar21_flops` / step time / 1e15.
+    * ``MFU`` / ``HFU`` (percent), ``model_tflops_per_gpu``:
+      :func:`llm_foundry_flops_per_token` * tokens per step / (step time * GPUs) over the dense
+      peak of the row's dtype (fp8 rows: the fp8 peak) / over 1e12. ``N`` is the published
+      ``n_params_b``, else the model's exact parameter count.
+    * ``tokens_per_s_per_gpu``, ``tokens_per_s``, ``samples_per_s``: ``B*s``, ``B*s``, ``B``
+      per step time, per GPU for the first.
+
+    Every metric except the step time itself is inversely proportional to the step time, so
+    errors of every metric are errors of the predicted step time.
+
+    Returns:
+        ``(coef, power)`` with ``power`` in ``{+1, -1}``.
+
+    Raises:
+        RowError: unknown metric.
+    """
+    cfg, m, hw = row.config, row.model, row.hardware
+    B, s, n = float(cfg.global_batch), float(cfg.seq_len), float(cfg.num_gpus)
+    peak = hw.peak(cfg.dtype)
+    tokens = B * s
+    N = row.n_params if row.n_params is not None else float(m.num_params())
+    metric = row.metric
+    if metric in ("iteration_time_s", "train_step_time_s"):
+        return 1.0, 1.0
+    if metric in ("achieved_tflops_per_gpu", "pct_of_peak", "aggregate_pflops"):
+        F = float(nar21_flops(B, s, m.layers, m.hidden, m.vocab))
+        scale = {"achieved_tflops_per_gpu": 1.0 / (n * 1e12), "pct_of_peak": 100.0 / (n * peak),
+                 "aggregate_pflops": 1e-15}[metric]
+        return F * scale, -1.0
+    if metric in ("MFU", "model_tflops_per_gpu", "HFU"):
+        mode = cfg.recompute if metric == "HFU" else "none"
+        per_token = float(llm_foundry_flops_per_token(N, m.layers, m.hidden, s, mode))
+        denom = n * (1e12 if metric == "model_tflops_per_gpu" else peak / 100.0)
+        return per_token * tokens / denom, -1.0
+    if metric == "tokens_per_s_per_gpu":
+        return tokens / n, -1.0
+    if metric == "tokens_per_s":
+        return tokens, -1.0
+    if metric == "samples_per_s":
+        return B, -1.0
+    raise RowError(f"unknown metric {metric!r} (known: {', '.join(KNOWN_METRICS)})")
+
+
+# ----------------------------------------------------------------------------- reading rows
+def load_measurements(path: str | os.PathLike) -> pd.DataFrame:
+    """Read a measurements CSV; every cell as text (parsed per row by :func:`prepare_rows`).
+
+    Args:
+        path: CSV in the format of ``shared/validation/published_measurements.csv``.
+
+    Returns:
+        DataFrame with one row per measurement, blank cells as NaN, and a ``source`` column
+        added (the ``case_id`` prefix) when the file has none.
+
+    Raises:
+        MeasurementsError: unreadable file, not CSV, or a required column missing.
+    """
+    try:
+        df = pd.read_csv(path, dtype=str, skipinitialspace=True)
+    except FileNotFoundError:
+        raise MeasurementsError(f"measurements: {path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise MeasurementsError(f"measurements: {path}: cannot read ({exc})") from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else "empty file"
+        raise MeasurementsError(f"measurements: {path}: not a valid CSV ({msg})") from None
+    df.columns = [str(c).strip() for c in df.columns]
+    missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
+    if missing:
+        raise MeasurementsError(f"measurements: {path}: missing required column(s) "
+                                f"{', '.join(missing)} (the format needs "
+                                f"{', '.join(REQUIRED_COLUMNS)})")
+    df = df.copy()
+    df["case_id"] = df["case_id"].fillna("").astype(str).str.strip()
+    df["source_id"] = df["case_id"].map(source_of)
+    return df.reset_index(drop=True)
+
+
+def source_of(case_id: str) -> str:
+    """Source id of a case: the ``case_id`` prefix before the first ``-`` (format rule)."""
+    return str(case_id).split("-", 1)[0] if case_id else ""
+
+
+def _blank(v) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v)) or (isinstance(v, str)
+                                                                      and not v.strip())
+
+
+def _get(row: Mapping, name: str):
+    v = row.get(name)
+    return None if _blank(v) else (v.strip() if isinstance(v, str) else v)
+
+
+def _int(row: Mapping, name: str) -> int | None:
+    v = _get(row, name)
+    if v is None:
+        return None
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        raise RowError(f"{name}: {v!r} is not a number") from None
+    if not math.isfinite(f) or f != int(f):
+        raise RowError(f"{name}: {v!r} must be a whole number")
+    return int(f)
+
+
+def _float(row: Mapping, name: str) -> float | None:
+    v = _get(row, name)
+    if v is None:
+        return None
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        raise RowError(f"{name}: {v!r} is not a number") from None
+    if not math.isfinite(f):
+        raise RowError(f"{name}: {v!r} must be finite")
+    return f
+
+
+def _normalize_name(name: str) -> list[str]:
+    base = name.strip().lower()
+    no_paren = re.sub(r"\s*\(.*?\)\s*", " ", base).strip()
+    out = []
+    for cand in (base, no_paren, no_paren.replace(" ", "-"), no_paren.replace(" ", "")):
+        if cand and cand not in out:
+            out.append(cand)
+    return out
+
+
+def preset_for_name(name: str | None) -> tuple[ModelSpec | None, ModelSpec]:
+    """The preset a model name maps to, and the preset supplying architecture flags.
+
+    Tries the name lower-cased, without a parenthesised suffix, with spaces as ``-`` and
+    without spaces (e.g. ``'GPT-1.7B (Megatron SC21)'`` -> ``gpt-1.7b``, ``'GPT-3 175B'`` ->
+    ``gpt-3-175b`` -> ``gpt3-175b``, ``'MPT-7b'`` -> ``mpt-7b``); no substring guessing.
+
+    Returns:
+        ``(exact, flags)``: the matched preset or None, and the preset whose architecture flags
+        apply (the match, else the family preset of :data:`FAMILY_PRESETS`, else
+        ``gpt3-175b``).
+    """
+    if name:
+        for cand in _normalize_name(str(name)):
+            if os.sep in cand or cand.endswith((".json", ".yaml", ".yml")):
+                continue
+            try:
+                spec = get_model(cand)
+            except (ModelSpecError, TypeError):
+                continue
+            return spec, spec
+        low = str(name).strip().lower()
+        for prefix, preset in FAMILY_PRESETS:
+            if low.startswith(prefix):
+                return None, get_model(preset)
+    return None, get_model(GPT_DEFAULT_PRESET)
+
+
+def flash_attention_rule(source: str, notes: str | None) -> tuple[bool, str]:
+    """Whether the run used FlashAttention, and why.
+
+    Rule, first match wins: notes mentioning "unfused" or "no flash" -> off; notes mentioning
+    "flash" (e.g. "FlashAttention") -> on; the source's entry in :data:`SOURCE_DEFAULTS`;
+    otherwise on (the default of current training stacks).
+
+    Returns:
+        ``(flash, reason)``.
+    """
+    text = (notes or "").lower()
+    if "unfused" in text or "no flash" in text or "without flash" in text:
+        return False, "notes: unfused attention"
+    if "flash" in text:
+        return True, "notes mention FlashAttention"
+    if "flash_attention" in SOURCE_DEFAULTS.get(source, {}):
+        return bool(SOURCE_DEFAULTS[source]["flash_attention"]), f"default for source {source}"
+    return True, "default (FlashAttention)"
+
+
+def _model_for_row(row: Mapping, source: str, seq: int | None) -> ModelSpec:
+    exact, flags = preset_for_name(_get(row, "model"))
+    shape = {}
+    for col, fld in _SHAPE_COLUMNS.items():
+        v = _int(row, col)
+        if v is None:
+            if exact is None:
+                raise RowError(f"{col}: blank and model {_get(row, 'model')!r} is not a preset")
+            v = getattr(exact, fld)
+        shape[fld] = v
+    if seq is not None:
+        shape["seq_len"] = seq
+    extra = SOURCE_DEFAULTS.get(source, {})
+    arch = {k: getattr(flags, k) for k in ("mlp", "norm", "bias", "tied_embeddings",
+                                            "position", "dropout")}
+    arch.update(extra.get("arch", {}))
+    base_max = exact.max_seq_len if exact is not None else flags.max_seq_len
+    max_seq = shape["seq_len"] if extra.get("max_seq_len_is_seq_len") else max(
+        base_max, shape["seq_len"])
+    name = str(_get(row, "model") or flags.name)
+    try:
+        return ModelSpec(name=name, max_seq_len=max_seq, source=f"measurements row "
+                         f"{_get(row, 'case_id')}", **shape, **arch)
+    except ModelSpecError as exc:
+        raise RowError(str(exc)) from None
+
+
+def _parallel(row: Mapping, n_gpus: int, defaults: dict) -> tuple[int, int, int | None]:
+    tp, pp, dp = _int(row, "tp"), _int(row, "pp"), _int(row, "dp")
+    if tp is None and pp is None:
+        if dp is not None and dp == n_gpus:
+            defaults.update(tp=1, pp=1)
+            return 1, 1, dp
+        raise RowError("parallel config not stated (tp and pp blank)")
+    if tp is None or pp is None:
+        known, other = ("tp", tp) if tp is not None else ("pp", pp)
+        missing = "pp" if known == "tp" else "tp"
+        if dp is None or n_gpus % (other * dp):
+            raise RowError(f"{missing}: blank and not derivable ({known}={other}, "
+                           f"dp={'blank' if dp is None else dp}, n_gpus={n_gpus})")
+        val = n_gpus // (other * dp)
+        defaults[missing] = val
+        return (other, val, dp) if known == "tp" else (val, other, dp)
+    return tp, pp, dp
+
+
+def _prepare_one(row: Mapping) -> PreparedRow:
+    case_id = str(row.get("case_id") or "")
+    source = source_of(case_id)
+    metric = _get(row, "metric")
+    workload = (_get(row, "workload") or "").lower()
+    if workload in ("serve", "prefill") or metric in INFERENCE_METRICS:
+        raise RowError(INFERENCE_REASON)
+    if workload != "train":
+        raise RowError(f"workload: {workload or 'blank'!r} is not train, prefill or serve")
+    if metric not in KNOWN_METRICS:
+        raise RowError(f"unknown metric {metric!r} (known: {', '.join(KNOWN_METRICS)})")
+    value = _float(row, "value")
+    if value is None or value <= 0:
+        raise RowError(f"value: must be a positive number (got {_get(row, 'value')!r})")
+    hw_id = _get(row, "hardware")
+    if hw_id is None:
+        raise RowError("hardware: blank (a canonical hardware id is needed)")
+    from hwspecs import HardwareSpecError, list_hardware, load_hardware
+    try:
+        hw = load_hardware(str(hw_id))
+    except HardwareSpecError:
+        raise RowError(f"unknown hardware {hw_id!r} (known: {', '.join(list_hardware())})"
+                       ) from None
+    defaults: dict = {}
+    n_gpus = _int(row, "n_gpus")
+    if n_gpus is None and None not in (_int(row, "tp"), _int(row, "pp"), _int(row, "dp")):
+        n_gpus = _int(row, "tp") * _int(row, "pp") * _int(row, "dp")
+        defaults["n_gpus"] = "tp*pp*dp"
+    if n_gpus is None or n_gpus <= 0:
+        raise RowError("n_gpus: blank or not positive")
+    tp, pp, dp = _parallel(row, n_gpus, defaults)
+    cp = _int(row, "cp")
+    if cp is not None and cp != 1:
+        raise RowError(f"cp: context parallelism ({cp}) is not modelled")
+    if dp is None:
+        defaults["dp"] = "n_gpus/(tp*pp)"
+
+    def opt(name, default, conv=_int):
+        v = conv(row, name)
+        if v is None:
+            defaults[name] = default
+            return default
+        return v
+
+    mb = opt("micro_batch", 1)
+    vpp = opt("vpp", 1)
+    sp_on = opt("sp", 0)
+    zero = opt("zero_stage", 0)
+    recompute = (_get(row, "recompute") or "").lower()
+    if not recompute:
+        recompute = "none"
+        defaults["recompute"] = "none"
+    dtype = (_get(row, "dtype") or "").lower()
+    if not dtype:
+        dtype = "bf16"
+        defaults["dtype"] = "bf16"
+    seq = _int(row, "seq_len")
+    notes = _get(row, "notes")
+    flash, why = flash_attention_rule(source, notes)
+    defaults["flash_attention"] = f"{flash} ({why})"
+    model = _model_for_row(row, source, seq)
+    gb = _int(row, "global_batch")
+    if gb is None:
+        defaults["global_batch"] = "micro_batch*dp"
+    if sp_on not in (0, 1):
+        raise RowError(f"sp: must be 0 or 1 (got {sp_on})")
+    cfg = TrainingConfig(num_gpus=n_gpus, tp=tp, pp=pp, dp=dp, sp=bool(sp_on), vpp=vpp,
+                         micro_batch=mb, global_batch=gb, seq_len=model.seq_len,
+                         recompute=recompute, zero=zero, dtype=dtype, flash_attention=flash,
+                         dp_overlap=True)
+    try:
+        cfg = resolve(model, hw, cfg)
+    except ConfigError as exc:
+        raise RowError(str(exc)) from None
+    nb = _float(row, "n_params_b")
+    n_params = nb * 1e9 if nb is not None and nb > 0 else None
+    run = "|".join([source] + [str(_get(row, c)) for c in RUN_COLUMNS])
+    prepared = PreparedRow(case_id, source, metric, value, model, hw, cfg, n_params, run,
+                           defaults)
+    metric_factor(prepared)  # raises RowError for an unknown metric
+    return prepared
+
+
+def prepare_rows(df: pd.DataFrame) -> tuple[list[PreparedRow], list[SkippedRow]]:
+    """Turn measurement rows into predictable rows, or reasons they cannot be predicted.
+
+    Args:
+        df: as returned by :func:`load_measurements`.
+
+    Returns:
+        ``(prepared, skipped)``: one :class:`PreparedRow` per predictable ``train`` row, one
+        :class:`SkippedRow` (case id and one-line reason) per other row. Every input row is in
+        exactly one of the two lists.
+    """
+    prepared: list[PreparedRow] = []
+    skipped: list[SkippedRow] = []
+    seen: set[str] = set()
+    for rec in df.to_dict(orient="records"):
+        case_id = str(rec.get("case_id") or "")
+        source, metric = source_of(case_id), str(_get(rec, "metric") or "")
+        if not case_id:
+            skipped.append(SkippedRow("", "case_id: blank", source, metric))
+            continue
+        if case_id in seen:
+            skipped.append(SkippedRow(case_id, "case_id: duplicate (the first row is used)",
+                                      source, metric))
+            continue
+        seen.add(case_id)
+        try:
+            prepared.append(_prepare_one(rec))
+        except RowError as exc:
+            skipped.append(SkippedRow(case_id, str(exc), source, metric))
+    return prepared, skipped
+
+
+# ----------------------------------------------------------------------------- prediction
+def _pad_length(n: int) -> int:
+    """Row count padded to a power of two (>= 8) so repeated calls reuse compiled shapes."""
+    return max(8, 1 << max(0, (n - 1).bit_length()))
+
+
+def stack_inputs(prepared: Sequence[PreparedRow], params: Params,
+                 names: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+    """Stack each row's :func:`~symcost.api.training_inputs` into float64 arrays.
+
+    Args:
+        prepared: rows from :func:`prepare_rows`.
+        params: efficiency parameters (each row takes its GPU generation's set).
+        names: input names to stack (default: every input of the compiled training model).
+
+    Returns:
+        Mapping input name -> array of shape ``(len(prepared),)``.
+
+    Raises:
+        ParamsError: ``params`` has no entry for a row's GPU generation.
+    """
+    from .api import training_inputs, training_model
+
+    names = tuple(names or training_model("float64").input_names)
+    out = {n: np.empty(len(prepared), dtype=np.float64) for n in names}
+    for i, r in enumerate(prepared):
+        vals = training_inputs(r.model, r.hardware, r.config, params)
+        for n in names:
+            out[n][i] = vals[n]
+    return out
+
+
+def evaluate_rows(inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """One vectorized float64 evaluation of the training model over stacked rows (padded to a
+    power of two to reuse compiled shapes; the padding is cut off)."""
+    from .api import evaluate_training
+
+    n = len(next(iter(inputs.values())))
+    pad = _pad_length(n)
+    padded = {k: np.concatenate([v, np.repeat(v[-1:], pad - n)]) for k, v in inputs.items()}
+    out = evaluate_training(padded, precision="float64")
+    return {k: np.asarray(v)[:n] for k, v in out.items()}
+
+
+def predict_rows(prepared: Sequence[PreparedRow], params: Params | None = None,
+                 intervals: bool = True, level: float = 0.9) -> pd.DataFrame:
+    """Predict every prepared row in one vectorized call of the training model.
+
+    Args:
+        prepared: rows from :func:`prepare_rows` (their generations must be in ``params``).
+        params: efficiency parameters; the shipped calibration when None.
+        intervals: add ``pred_lo``/``pred_hi`` (``level`` prediction interval, see
+            :func:`symcost.calibrate.row_intervals`) where ``params`` carries a covariance for
+            the row's generation (NaN elsewhere).
+        level: interval probability.
+
+    Returns:
+        DataFrame, one row per prepared row: ``case_id``, ``source``, ``metric``,
+        ``workload`` (``train``), ``measured``, ``predicted``, ``error_pct`` (signed,
+        ``(pred - meas)/meas*100``),
+        ``pred_lo``, ``pred_hi``, ``step_time`` (s), the breakdown ``time_*`` (s), ``mfu``,
+        ``hardware``, ``generation``, ``model``, ``run``, ``coef`` and ``power`` (metric =
+        ``coef * step_time**power``).
+
+    Raises:
+        ParamsError: no parameters for a row's generation.
+    """
+    params = params or load_params()
+    cols = ["case_id", "source", "metric", "workload", "measured", "predicted", "error_pct",
+            "pred_lo", "pred_hi", "step_time", *BREAKDOWN, "mfu", "hardware", "generation",
+            "model", "run", "coef", "power"]
+    if not prepared:
+        text = {"case_id", "source", "metric", "workload", "hardware", "generation", "model",
+                "run"}
+        return pd.DataFrame({c: pd.Series(dtype=object if c in text else np.float64)
+                             for c in cols})
+    inputs = stack_inputs(prepared, params)
+    out = evaluate_rows(inputs)
+    factors = np.array([metric_factor(r) for r in prepared], dtype=np.float64)
+    coef, power = factors[:, 0], factors[:, 1]
+    step = out["step_time"]
+    pred = coef * step**power
+    meas = np.array([r.measured for r in prepared])
+    df = pd.DataFrame({
+        "case_id": [r.case_id for r in prepared], "source": [r.source for r in prepared],
+        "metric": [r.metric for r in prepared], "workload": "train", "measured": meas,
+        "predicted": pred,
+        "error_pct": (pred - meas) / meas * 100.0, "pred_lo": np.nan, "pred_hi": np.nan,
+        "step_time": step, **{k: out[k] for k in BREAKDOWN}, "mfu": out["mfu"],
+        "hardware": [r.hardware.name for r in prepared],
+        "generation": [r.hardware.generation for r in prepared],
+        "model": [r.model.name for r in prepared], "run": [r.run for r in prepared],
+        "coef": coef, "power": power,
+    })
+    if intervals and params.provenance.get("residual_sigma_log"):
+        from .calibrate import row_intervals
+
+        lo, hi = row_intervals(prepared, params, inputs, level=level)
+        # metric = coef * t**power: power -1 swaps the ends
+        a, b = coef * lo**power, coef * hi**power
+        df["pred_lo"], df["pred_hi"] = np.minimum(a, b), np.maximum(a, b)
+    return df[cols]
+
+
+def split_by_params(prepared: Sequence[PreparedRow], params: Params
+                    ) -> tuple[list[PreparedRow], list[SkippedRow]]:
+    """Rows whose GPU generation has parameters, and the others as skipped rows."""
+    ok, bad = [], []
+    for r in prepared:
+        if r.hardware.generation in params.generations:
+            ok.append(r)
+        else:
+            bad.append(SkippedRow(r.case_id, f"params: no efficiency parameters for GPU "
+                                  f"generation {r.hardware.generation!r}", r.source, r.metric))
+    return ok, bad
+
+
+# ----------------------------------------------------------------------------- summary
+def mape(errors_pct) -> float:
+    """Mean absolute percentage error of signed errors in percent (NaN when empty)."""
+    e = np.abs(np.asarray(errors_pct, dtype=np.float64))
+    return float(e.mean()) if e.size else float("nan")
+
+
+def summarize(rows: pd.DataFrame, skipped: Sequence[SkippedRow] = ()) -> dict:
+    """MAPE per (source, metric), per source and overall, plus counts.
+
+    ``mape_pct`` and ``max_abs_error_pct`` are over the ``train`` rows (the training model's
+    accuracy); ``inference_mape_pct`` over the serve/prefill rows when there are any.
+
+    Returns:
+        ``{"n_predicted", "n_skipped", "mape_pct", "max_abs_error_pct", "inference_mape_pct",
+        "by_source": [{"source", "workload", "n", "mape_pct", "mean_error_pct"}],
+        "by_source_metric": [{"source", "metric", "workload", "n", "mape_pct",
+        "mean_error_pct", "max_abs_error_pct"}], "coverage", "skipped_reasons"}``
+        (``coverage``: fraction of rows inside ``[pred_lo, pred_hi]`` where intervals exist;
+        ``skipped_reasons``: reason -> count).
+    """
+    if "workload" not in rows:
+        rows = rows.assign(workload="train")
+    train = rows[rows["workload"] == "train"]
+    infer = rows[rows["workload"] != "train"]
+    out: dict = {"n_predicted": int(len(rows)), "n_skipped": len(skipped),
+                 "mape_pct": mape(train["error_pct"]) if len(train) else None,
+                 "max_abs_error_pct": float(train["error_pct"].abs().max()) if len(train)
+                 else None,
+                 "inference_mape_pct": mape(infer["error_pct"]) if len(infer) else None}
+    by_s, by_sm = [], []
+    for (src, wl), g in rows.groupby(["source", "workload"], sort=True):
+        by_s.append({"source": src, "workload": wl, "n": int(len(g)),
+                     "mape_pct": mape(g["error_pct"]),
+                     "mean_error_pct": float(g["error_pct"].mean())})
+    for (src, met, wl), g in rows.groupby(["source", "metric", "workload"], sort=True):
+        by_sm.append({"source": src, "metric": met, "workload": wl, "n": int(len(g)),
+                      "mape_pct": mape(g["error_pct"]),
+                      "mean_error_pct": float(g["error_pct"].mean()),
+                      "max_abs_error_pct": float(g["error_pct"].abs().max())})
+    out["by_source"], out["by_source_metric"] = by_s, by_sm
+    if len(rows) and "pred_lo" in rows and rows["pred_lo"].notna().any():
+        g = rows[rows["pred_lo"].notna()]
+        inside = (g["measured"] >= g["pred_lo"]) & (g["measured"] <= g["pred_hi"])
+        out["coverage"] = {"n": int(len(g)), "fraction_inside": float(inside.mean())}
+    reasons: dict[str, int] = {}
+    for sk in skipped:
+        reasons[sk.reason] = reasons.get(sk.reason, 0) + 1
+    out["skipped_reasons"] = reasons
+    return out
+
+
+def predict_inference_hook(df: pd.DataFrame, params: Params
+                           ) -> tuple[pd.DataFrame | None, list[SkippedRow]]:
+    """Serve/prefill rows through the inference model, when it offers a row predictor.
+
+    Hook: uses ``symcost.infer_api.predict_inference_rows(df, params)`` (owned by the
+    inference model; its conventions are documented there). Returns ``(None, [])`` when that
+    function does not exist or the file has no serve/prefill rows; the training-side
+    validation then lists those rows as skipped with :data:`INFERENCE_REASON`.
+
+    Returns:
+        ``(rows, skipped)``: predictions with the columns of :func:`predict_rows` that apply
+        (``workload`` = the row's workload, no interval or breakdown), and the serve/prefill
+        rows it did not predict, with its reasons.
+    """
+    if "workload" not in df:
+        return None, []
+    wl = df["workload"].fillna("").astype(str).str.strip().str.lower()
+    sub = df[wl.isin(["serve", "prefill"])]
+    if sub.empty:
+        return None, []
+    try:
+        from .infer_api import predict_inference_rows
+    except ImportError:  # the inference model is optional
+        return None, []
+    out = predict_inference_rows(sub, params)
+    skipped = [SkippedRow(str(x.get("case_id")), str(x.get("reason")), str(x.get("source", "")),
+                          str(x.get("metric", ""))) for x in out.attrs.get("skipped", [])]
+    out = out.copy()
+    out["workload"] = out["case_id"].map(dict(zip(sub["case_id"], wl[sub.index])))
+    return out, skipped
+
+
+@dataclass
+class ValidationReport:
+    """Result of :func:`validate_file`.
+
+    Attributes:
+        rows: per-row predictions (see :func:`predict_rows`).
+        skipped: rows not predicted, with reasons.
+        summary: see :func:`summarize`.
+        params: the parameters used.
+        path: the measurements file.
+        prepared: the predictable rows (for reports and calibration).
+    """
+
+    rows: pd.DataFrame
+    skipped: list[SkippedRow]
+    summary: dict
+    params: Params
+    path: str = ""
+    prepared: list[PreparedRow] = field(default_factory=list, repr=False)
+
+    def to_dict(self) -> dict:
+        """JSON-ready: ``{"rows": [{case_id, source, metric, workload, measured, predicted,
+        error_pct, pred_lo, pred_hi}...], "summary": {...}, "skipped": [{case_id, reason}...]}``
+        (NaN becomes null)."""
+        keep = ["case_id", "source", "metric", "workload", "measured", "predicted", "error_pct",
+                "pred_lo", "pred_hi"]
+        rows = [{k: _jsonable(v) for k, v in rec.items()}
+                for rec in self.rows[keep].to_dict(orient="records")]
+        return {"rows": rows, "summary": _jsonable(self.summary),
+                "skipped": [{"case_id": s.case_id, "reason": s.reason} for s in self.skipped]}
+
+
+def _jsonable(v):
+    if isinstance(v, dict):
+        return {k: _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, (np.floating, float)):
+        return None if not math.isfinite(float(v)) else float(v)
+    if isinstance(v, np.integer):
+        return int(v)
+    return v
+
+
+def validate_frame(df: pd.DataFrame, params: Params, path: str = "",
+                   intervals: bool = True, level: float = 0.9,
+                   inference: bool = True) -> ValidationReport:
+    """Validate against measurement rows already loaded (see :func:`validate_file`)."""
+    prepared, skipped = prepare_rows(df)
+    prepared, no_params = split_by_params(prepared, params)
+    skipped = skipped + no_params
+    rows = predict_rows(prepared, params, intervals=intervals, level=level)
+    if inference:
+        inf_rows, inf_skipped = predict_inference_hook(df, params)
+        if inf_rows is not None:
+            handled = set(inf_rows["case_id"]) | {x.case_id for x in inf_skipped}
+            skipped = [x for x in skipped if not (x.reason == INFERENCE_REASON
+                                                  and x.case_id in handled)] + inf_skipped
+            if len(inf_rows):
+                rows = pd.concat([rows, inf_rows.reindex(columns=rows.columns)],
+                                 ignore_index=True)
+    return ValidationReport(rows, skipped, summarize(rows, skipped), params, path, prepared)
+
+
+def validate_file(path: str | os.PathLike, params: Params | str | os.PathLike | None = None,
+                  intervals: bool = True, level: float = 0.9,
+                  inference: bool = True) -> ValidationReport:
+    """Validate the model against a measurements file.
+
+    Args:
+        path: measurements CSV.
+        params: :class:`Params`, a parameter file path, or None for the shipped calibration.
+        intervals: compute ``pred_lo``/``pred_hi`` (``level`` prediction interval) where the
+            parameters are a calibration of the row's GPU generation.
+        level: interval probability.
+        inference: also predict serve/prefill rows with the inference model when available
+            (:func:`predict_inference_hook`); otherwise they are listed as skipped.
+
+    Returns:
+        :class:`ValidationReport`.
+
+    Raises:
+        MeasurementsError: the file is unusable.
+        ParamsError: the parameter file is invalid.
+    """
+    if params is None or isinstance(params, (str, os.PathLike)):
+        params = load_params(params)
+    return validate_frame(load_measurements(path), params, str(path), intervals, level,
+                          inference)

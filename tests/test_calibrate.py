@@ -1,0 +1,340 @@
+"""Tests of ``symcost.calibrate``: parameter recovery, uncertainty, intervals, cross-validation,
+parameter files and every bad-input error; and ``symcost calibrate``."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from symcost.calibrate import (DEFAULT_FIT, CalibrationError, calibrate, calibrate_rows,
+                               cross_validate, interval_sd, log_step_time_jacobian,
+                               predict_interval, row_intervals, start_params,
+                               transfer_missing, write_params)
+from symcost.cli import app
+from symcost.params import Params, ParamsError, load_params
+from symcost.validate import (evaluate_rows, predict_rows, prepare_rows, stack_inputs,
+                              summarize)
+
+RUNNER = CliRunner(env={"SYMCOST_CACHE_DIR": "off"})
+TRUE = {"eff_gemm": 0.55, "eff_attn": 0.28, "eff_hbm": 0.6, "eff_inter": 0.6}
+#: the synthetic data identify four parameters (DEFAULT_FIT is a subset of them)
+FIT = ("eff_gemm", "eff_attn", "eff_hbm", "eff_inter")
+SIZES = [(12, 768, 12), (24, 2048, 16), (32, 4096, 32), (40, 5120, 40)]
+
+
+def synthetic_rows() -> list[dict]:
+    """48 A100 runs spanning model size, sequence length, node count and attention kernel, so
+    each of the four default parameters matters for some rows. Sources SYN0..SYN2."""
+    rows, i = [], 0
+    for L, h, a in SIZES:
+        for seq, mb in ((512, 8), (2048, 4), (8192, 1), (32768, 1)):
+            for n, note in ((8, "FlashAttention"), (64, "FlashAttention"),
+                            (8, "unfused attention")):
+                # multi-node FSDP rows at micro-batch 1: their exposed communication
+                # (8 NICs per node) makes eff_inter identifiable
+                mb_row = mb if n == 8 else 1
+                rows.append(dict(
+                    case_id=f"SYN{(i // 3) % 3}-{i}", workload="train", model=f"MPT-syn{i}",
+                    layers=L, hidden=h, heads=a, kv_heads=a, ffn_hidden=4 * h, seq_len=seq,
+                    vocab=50368, global_batch=n * mb_row, micro_batch=mb_row,
+                    hardware="a100-sxm4-80gb",
+                    n_gpus=n, tp=1, pp=1, zero_stage=3,
+                    recompute="none" if seq <= 8192 else "full", dtype="bf16",
+                    metric="iteration_time_s", value=1.0, notes=note))
+                i += 1
+    return rows
+
+
+def with_params(base: Params, values: dict, gen: str = "ampere") -> Params:
+    gens = {g: dict(v) for g, v in base.generations.items()}
+    gens[gen].update(values)
+    return Params(gens, {"data": "test"})
+
+
+@pytest.fixture(scope="module")
+def base() -> Params:
+    """Data-independent start: the shipped file's recorded start values (or the file)."""
+    return start_params(load_params())
+
+
+@pytest.fixture(scope="module")
+def synthetic(base):
+    """Rows whose 'measured' step times come from the model itself at TRUE, times 3%
+    log-normal noise (seeded)."""
+    prepared, skipped = prepare_rows(pd.DataFrame(synthetic_rows()))
+    assert not skipped
+    truth = with_params(base, TRUE)
+    step = evaluate_rows(stack_inputs(prepared, truth))["step_time"]
+    noise = np.exp(np.random.default_rng(0).normal(0.0, 0.03, len(step)))
+    return [dataclasses.replace(r, measured=float(t)) for r, t in zip(prepared, step * noise)]
+
+
+@pytest.fixture(scope="module")
+def fitted(synthetic, base):
+    return calibrate_rows(synthetic, base, FIT)
+
+
+# ------------------------------------------------------------------------ fitting
+def test_recovers_known_parameters(fitted):
+    f = fitted.fits["ampere"]
+    assert f.n_runs == 48 and not f.at_bound and not f.not_identifiable
+    for p, v in TRUE.items():
+        assert f.values[p] == pytest.approx(v, rel=0.08), p
+        assert abs(f.values[p] - v) < 4 * f.stderr[p], p  # stderr is honest
+    assert f.sigma == pytest.approx(0.03, rel=0.35)  # residual sd ~ the injected noise
+    assert f.dof == 48 - 4
+
+
+def test_calibration_never_worsens_in_sample_error(fitted, synthetic, base):
+    f = fitted.fits["ampere"]
+    assert f.cost_end <= f.cost_start
+    before = summarize(predict_rows(synthetic, base, intervals=False))["mape_pct"]
+    after = summarize(predict_rows(synthetic, fitted.params, intervals=False))["mape_pct"]
+    assert after <= before
+    assert after < 4.0  # the noise level
+
+
+def test_runs_reporting_several_metrics_count_once(synthetic, base):
+    doubled = synthetic + [dataclasses.replace(r, case_id=r.case_id + "-tps",
+                                               metric="tokens_per_s",
+                                               measured=r.config.global_batch
+                                               * r.config.seq_len / r.measured)
+                           for r in synthetic]
+    res = calibrate_rows(doubled, base, FIT)
+    f = res.fits["ampere"]
+    assert f.n_runs == 48 and f.n_rows == 96
+
+
+def test_jacobian_matches_finite_differences(synthetic, fitted):
+    X = stack_inputs(synthetic[:10], fitted.params)
+    ls, J = log_step_time_jacobian(X, FIT)
+    base_t = evaluate_rows(X)["step_time"]
+    assert np.allclose(ls, np.log(base_t), rtol=1e-12)
+    for j, p in enumerate(FIT):
+        h = 1e-6 * X[p]
+        Xp = {**X, p: X[p] + h}
+        fd = (np.log(evaluate_rows(Xp)["step_time"]) - np.log(base_t)) / h
+        assert np.allclose(J[:, j], fd, rtol=1e-4, atol=1e-6), p
+
+
+# ------------------------------------------------------------------------ intervals
+def test_delta_method_matches_sampling(synthetic, fitted):
+    """Second implementation: the parameter part of the predictive variance equals the
+    variance of log t over parameters sampled from the fitted covariance."""
+    params = fitted.params
+    rows = synthetic[:8]
+    X = stack_inputs(rows, params)
+    names = params.fitted["ampere"]
+    cov = np.asarray(params.covariance["ampere"])
+    _, sd, _ = interval_sd(rows, params, X)
+    sigma = params.provenance["residual_sigma_log"]["ampere"]
+    delta_var = sd**2 - sigma**2
+    rng = np.random.default_rng(1)
+    mean = np.array([params.generations["ampere"][p] for p in names])
+    draws = rng.multivariate_normal(mean, cov, size=400)
+    logs = []
+    for d in draws:
+        Xd = {**X, **{p: np.full(len(rows), v) for p, v in zip(names, d)}}
+        logs.append(np.log(evaluate_rows(Xd)["step_time"]))
+    mc_var = np.var(np.array(logs), axis=0)
+    assert np.allclose(delta_var, mc_var, rtol=0.3, atol=1e-7)
+
+
+def test_intervals_cover_and_order(synthetic, fitted):
+    df = predict_rows(synthetic, fitted.params, intervals=True, level=0.9)
+    assert (df["pred_lo"] < df["predicted"]).all() and (df["predicted"] < df["pred_hi"]).all()
+    inside = ((df["measured"] >= df["pred_lo"]) & (df["measured"] <= df["pred_hi"])).mean()
+    assert inside >= 0.8
+    lo50, hi50 = row_intervals(synthetic, fitted.params, level=0.5)
+    lo90, hi90 = row_intervals(synthetic, fitted.params, level=0.9)
+    assert (lo90 < lo50).all() and (hi50 < hi90).all()
+
+
+def test_predict_interval_api(fitted):
+    out = predict_interval("gpt3-175b", "a100-sxm4-80gb", params=fitted.params, num_gpus=1024,
+                           tp=8, pp=16, global_batch=1536, recompute="full",
+                           flash_attention=False)
+    t = out["step_time_s"]
+    assert t["lo"] < t["value"] < t["hi"]
+    for k in ("tokens_per_s", "tokens_per_s_per_gpu", "mfu"):
+        v = out[k]
+        assert v["lo"] < v["value"] < v["hi"]
+        assert v["lo"] == pytest.approx(v["value"] * t["value"] / t["hi"])
+    with pytest.raises(CalibrationError, match="never calibrated"):
+        predict_interval("gpt3-175b", "h100-sxm5-80gb", params=fitted.params, num_gpus=8)
+
+
+# ------------------------------------------------------------------------ cross-validation
+def test_leave_one_source_out(synthetic, base):
+    cv = cross_validate(synthetic, base, FIT)
+    assert sorted(cv["source"].unique()) == ["SYN0", "SYN1", "SYN2"]
+    assert len(cv) == len(synthetic) and (cv["fold_error"] == "").all()
+    assert cv["error_pct"].abs().mean() < 6  # held-out rows from the same model + 3% noise
+    assert (cv["transferred"] == "").all()
+
+
+def test_generation_without_data_in_fold_is_transferred(synthetic, base):
+    h100 = [dataclasses.replace(r, source="H100SRC", case_id="H-" + r.case_id, run="H" + r.run,
+                                hardware=__import__("hwspecs").load_hardware("h100-sxm5-80gb"))
+            for r in synthetic[:6]]
+    cv = cross_validate(synthetic + h100, base, FIT)
+    held = cv[cv["source"] == "H100SRC"]
+    assert (held["transferred"] == "ampere").all()
+    assert held["pred_lo"].notna().all()
+
+
+def test_transfer_copies_only_fitted_parameters(fitted):
+    params, moved = transfer_missing(fitted.params, ["ampere"], ["blackwell", "ampere"])
+    assert moved == {"blackwell": "ampere"}
+    b, a = params.generations["blackwell"], params.generations["ampere"]
+    for p in FIT:
+        assert b[p] == a[p]
+    assert b["mem_reserved"] == fitted.params.generations["blackwell"]["mem_reserved"]
+    assert params.provenance["transferred_from"]["blackwell"] == "ampere"
+    assert params.fitted["blackwell"] == ()
+
+
+# ------------------------------------------------------------------------ files
+def test_params_round_trip(tmp_path, fitted):
+    path = tmp_path / "p.yaml"
+    write_params(fitted.params, path)
+    back = load_params(path)
+    assert back.generations == fitted.params.generations
+    assert back.fitted == fitted.params.fitted
+    assert back.stderr == fitted.params.stderr
+    assert np.allclose(back.covariance["ampere"], fitted.params.covariance["ampere"])
+    assert back.provenance["residual_sigma_log"] == fitted.params.provenance[
+        "residual_sigma_log"]
+    assert path.read_text().startswith("# Efficiency parameters")
+
+
+def test_never_writes_nan_and_keeps_previous_file(tmp_path, fitted):
+    path = tmp_path / "p.yaml"
+    path.write_text("previous\n")
+    gens = {g: dict(v) for g, v in fitted.params.generations.items()}
+    gens["ampere"]["eff_gemm"] = float("nan")
+    bad = Params(gens, fitted.params.provenance)
+    with pytest.raises((CalibrationError, ParamsError)):
+        write_params(bad, path)
+    cov = dict(fitted.params.covariance)
+    cov["ampere"] = [[float("nan")]]
+    with pytest.raises(CalibrationError, match="non-finite"):
+        write_params(Params(fitted.params.generations, fitted.params.provenance,
+                            fitted.params.stderr, cov, fitted.params.fitted), path)
+    assert path.read_text() == "previous\n"
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".params-")]
+
+
+# ------------------------------------------------------------------------ bad input
+def test_too_few_rows(synthetic, base):
+    with pytest.raises(CalibrationError, match="nothing could be fitted.*need more runs"):
+        calibrate_rows(synthetic[:3], base, FIT)
+
+
+def test_default_fit_is_a_documented_subset():
+    from symcost.params import PARAM_NAMES
+
+    assert set(DEFAULT_FIT) <= set(PARAM_NAMES) and len(DEFAULT_FIT) >= 2
+
+
+def test_unknown_parameter_name(synthetic, base):
+    with pytest.raises(CalibrationError, match="unknown parameter.*eff_magic"):
+        calibrate_rows(synthetic, base, ("eff_gemm", "eff_magic"))
+
+
+def test_unknown_hardware_only(tmp_path, base):
+    rows = [dict(r, hardware="tpu-v9") for r in synthetic_rows()[:5]]
+    path = tmp_path / "m.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    with pytest.raises(CalibrationError, match="no predictable train rows.*unknown hardware"):
+        calibrate(path, base)
+
+
+def test_unknown_transfer_generation(tmp_path, base):
+    path = tmp_path / "m.csv"
+    pd.DataFrame(synthetic_rows()[:5]).to_csv(path, index=False)
+    with pytest.raises(CalibrationError, match="--transfer: unknown generation"):
+        calibrate(path, base, transfer_to=("volta",))
+
+
+def test_no_convergence(monkeypatch, synthetic, base):
+    import scipy.optimize
+    from scipy.optimize import OptimizeResult
+
+    def fake(fun, x0, **kw):
+        return OptimizeResult(x=np.asarray(x0), cost=1.0, status=0, nfev=200,
+                              message="The maximum number of function evaluations is "
+                                      "exceeded.")
+
+    monkeypatch.setattr(scipy.optimize, "least_squares", fake)
+    with pytest.raises(CalibrationError, match="did not converge"):
+        calibrate_rows(synthetic, base, FIT)
+
+
+def test_cli_calibrate_writes_and_bad_input_keeps_file(tmp_path, synthetic):
+    df = pd.DataFrame(synthetic_rows())
+    df["value"] = [r.measured for r in synthetic]
+    data = tmp_path / "m.csv"
+    df.to_csv(data, index=False)
+    out = tmp_path / "params.yaml"
+    res = RUNNER.invoke(app, ["calibrate", str(data), "-o", str(out), "--json",
+                              "--fit", ",".join(FIT)])
+    assert res.exit_code == 0, res.output
+    summary = json.loads(res.stdout)
+    assert set(summary["generations"]) == {"ampere"}
+    p = load_params(out)
+    assert p.provenance["data"] == str(data)
+    assert p.provenance["command"].startswith("symcost calibrate")
+    assert p.provenance["rows_used"] == {"ampere": 48}
+    assert "in_sample_mape_pct" in p.provenance
+    text = out.read_text()
+    bad = tmp_path / "bad.csv"
+    df.head(3).to_csv(bad, index=False)
+    res = RUNNER.invoke(app, ["calibrate", str(bad), "-o", str(out)])
+    assert res.exit_code == 2
+    assert res.output.strip().startswith("error: calibrate:")
+    assert out.read_text() == text
+    res = RUNNER.invoke(app, ["validate", str(data), "--params", str(out), "--json"])
+    assert res.exit_code == 0
+    assert json.loads(res.stdout)["summary"]["coverage"]["n"] == 48
+
+
+def test_shipped_params_are_a_calibration():
+    p = load_params()
+    for key in ("data", "date", "command"):
+        assert p.provenance.get(key)
+    for gen in ("ampere", "hopper"):
+        if gen in (p.provenance.get("residual_sigma_log") or {}):
+            assert p.fitted[gen], gen
+            assert all(np.isfinite(v) for v in p.stderr[gen].values())
+    assert Path(__file__).parent.joinpath("test_calibrate.py").exists()
+
+
+def test_parameter_outside_the_training_model(synthetic, base):
+    with pytest.raises(CalibrationError, match="t_infer_step does not enter the training"):
+        calibrate_rows(synthetic, base, ("eff_gemm", "t_infer_step"))
+
+
+def test_parameter_without_influence_is_reported_not_fitted(synthetic, base):
+    rows = [r for r in synthetic if r.config.num_gpus == 8]
+    f = calibrate_rows(rows, base, ("eff_gemm", "eff_inter")).fits["ampere"]
+    assert f.not_identifiable == ("eff_inter",) and f.fitted == ("eff_gemm",)
+    assert f.values["eff_inter"] == base.generations["ampere"]["eff_inter"]
+
+
+def test_collinear_parameters_are_refused(synthetic, base):
+    """Five runs of one configuration: every Jacobian row is the same, so eff_gemm and
+    eff_attn cannot be told apart -> a clear error, not a bogus covariance."""
+    one = next(r for r in synthetic if r.config.seq_len == 8192 and r.config.flash_attention)
+    rows = [dataclasses.replace(one, case_id=f"C-{i}", run=f"C-{i}", measured=one.measured
+                                * (1 + 0.01 * i)) for i in range(5)]
+    with pytest.raises(CalibrationError, match="cannot be told apart"):
+        calibrate_rows(rows, base, ("eff_gemm", "eff_attn"))
+    with pytest.raises(CalibrationError, match="duplicate"):
+        calibrate_rows(rows, base, ("eff_gemm", "eff_gemm"))
