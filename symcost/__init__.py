@@ -11,9 +11,10 @@ nor pandas.
 
 Training: :func:`predict_training`, :func:`training_expressions`, :func:`training_model`,
 :func:`evaluate_training`. Inference: :func:`predict_inference`, :func:`roofline_table`,
-:func:`dram_study`. Exploration: :func:`sweep`, :func:`sensitivity`, :func:`bottleneck`,
-:func:`explain`. Measurements: :func:`validate_file`, :func:`calibrate`,
-:func:`predict_interval`. Configuration search lives in the sibling package ``optimizers``.
+:func:`dram_study`. Exploration: :func:`symcost.sweep.sweep`,
+:func:`symcost.sensitivity.sensitivity`, :func:`symcost.bottleneck.bottleneck`,
+:func:`symcost.explain.explain`. Measurements: :func:`validate_file`,
+:func:`symcost.calibrate.calibrate`, :func:`predict_interval`. Configuration search lives in the sibling package ``optimizers``.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ _EXPORTS = {
     "training_model": "api", "evaluate_training": "api", "used_symbols": "api",
     "training_expressions": "training",
     # lowering
-    "CompiledModel": "lower", "LoweringError": "lower", "lower": "lower",
+    "CompiledModel": "lower", "LoweringError": "lower",
     # specs and parameters
     "ModelSpec": "models", "ModelSpecError": "models", "get_model": "models",
     "list_models": "models", "from_hf_config": "models",
@@ -41,21 +42,27 @@ _EXPORTS = {
     "inference_expressions": "inference",
     "roofline_table": "roofline", "plot_roofline": "roofline", "dram_study": "roofline",
     # sweeps, sensitivity, attribution, formulas
-    "sweep": "sweep", "Range": "sweep", "SweepError": "sweep",
-    "sensitivity": "sensitivity", "elasticities": "sensitivity",
-    "SensitivityError": "sensitivity",
-    "bottleneck": "bottleneck", "explain": "explain", "ExplainError": "explain",
+    "Range": "sweep", "SweepError": "sweep",
+    "elasticities": "sensitivity", "SensitivityError": "sensitivity",
+    "ExplainError": "explain",
     # measurements
     "load_measurements": "validate", "validate_file": "validate",
     "MeasurementsError": "validate",
-    "calibrate": "calibrate", "cross_validate": "calibrate",
-    "predict_interval": "calibrate", "CalibrationError": "calibrate",
+    "cross_validate": "calibrate", "predict_interval": "calibrate",
+    "CalibrationError": "calibrate",
 }
+#: submodules whose main function has the module's name: call ``symcost.sweep.sweep(...)``,
+#: ``symcost.sensitivity.sensitivity(...)``, ... (a package attribute cannot be both the
+#: submodule and its function).
+_SUBMODULES = ("sweep", "sensitivity", "bottleneck", "explain", "calibrate", "lower", "symbols",
+               "training", "inference", "ops")
 
 __all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name: str):
+    if name in _SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")
     try:
         module = _EXPORTS[name]
     except KeyError:
@@ -66,4 +73,4 @@ def __getattr__(name: str):
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_EXPORTS))
+    return sorted(set(globals()) | set(_EXPORTS) | set(_SUBMODULES))

@@ -210,6 +210,11 @@ def train(
     as_json: Annotated[bool, typer.Option(
         "--json", help="Print one JSON object (TrainingResult.to_dict()) instead of tables.")
     ] = False,
+    interval: Annotated[bool | None, typer.Option(
+        "--interval/--no-interval", show_default=False,
+        help="Add 90% prediction intervals from the calibration's uncertainty "
+             "(step_time_s_interval, tokens_per_s_interval, mfu_interval; on by default "
+             "with --json).")] = None,
     list_models: Annotated[bool, typer.Option(
         "--list-models", callback=_list_models, is_eager=True, expose_value=False,
         help="List the model preset ids and exit.")] = False,
@@ -226,8 +231,10 @@ def train(
                          recompute=recompute, zero=zero, dtype=dtype,
                          flash_attention=flash_attention, dp_overlap=dp_overlap)
     result = predict_training(m, hw, cfg, params=p, precision=precision)
+    want = as_json if interval is None else interval
+    intervals = prediction_intervals(m, hw, cfg, p) if want else {}
     if as_json:
-        typer.echo(json.dumps(result.to_dict()))
+        typer.echo(json.dumps({**result.to_dict(), **intervals}))
         if not result.fits:
             typer.echo(not_fit_message(result), err=True)
         return
@@ -236,9 +243,27 @@ def train(
     console = Console(highlight=False)
     for table in summary_tables(result):
         console.print(table)
+    for name, (lo, hi) in intervals.items():
+        console.print(f"90% interval {name.removesuffix('_interval')}: [{lo:.4g}, {hi:.4g}]",
+                      markup=False)
     if not result.fits:
         console.print(not_fit_message(result).replace("warning:", "WARNING:", 1),
                       style="bold red", markup=False)
+
+
+def prediction_intervals(model, hw, cfg: TrainingConfig, params) -> dict[str, list[float]]:
+    """90% prediction intervals ``{"step_time_s_interval": [lo, hi], "tokens_per_s_interval":
+    ..., "mfu_interval": ...}`` from the calibration's parameter covariance and residual error
+    (:func:`symcost.calibrate.predict_interval`); empty when the parameters carry no
+    uncertainty for this GPU generation."""
+    from .calibrate import CalibrationError, predict_interval
+
+    try:
+        iv = predict_interval(model, hw, cfg, params=params, level=0.9)
+    except CalibrationError:
+        return {}
+    return {f"{k}_interval": [iv[k]["lo"], iv[k]["hi"]]
+            for k in ("step_time_s", "tokens_per_s", "mfu")}
 
 
 def register(app: typer.Typer) -> None:
