@@ -295,6 +295,17 @@ def _fit_generation(gen: str, X_inputs: dict[str, np.ndarray], y: np.ndarray,
     # parameters that do not influence any row (relative sensitivity ~ 0) stay fixed
     sens = np.max(np.abs(J0 * np.where(theta0 != 0, theta0, hi)), axis=0)
     active = sens > 1e-6
+    # drop parameters the rows cannot tell apart from the others (rank-deficient scaled
+    # Jacobian at the start), weakest column first; they stay at their start values
+    scaled0 = J0 * np.where(theta0 != 0, theta0, hi)
+    while True:
+        cols = np.flatnonzero(active)
+        if len(cols) <= 1:
+            break
+        sub = scaled0[:, cols]
+        if np.linalg.matrix_rank(sub, tol=1e-6 * np.abs(sub).max()) == len(cols):
+            break
+        active[cols[np.argmin(np.linalg.norm(sub, axis=0))]] = False
     dead = tuple(p for p, a in zip(fit, active) if not a)
     free = tuple(p for p, a in zip(fit, active) if a)
     if not free:
@@ -326,21 +337,25 @@ def _fit_generation(gen: str, X_inputs: dict[str, np.ndarray], y: np.ndarray,
                  np.isclose(v, BOUNDS[p][0], rtol=1e-6, atol=1e-12)
                  or np.isclose(v, BOUNDS[p][1], rtol=1e-6, atol=1e-12))
     cov_names = tuple(p for p in free if p not in at_b)
-    k = len(cov_names)
-    dof = n - k
-    # residual scale: robust (1.4826 * MAD, consistent with the normal sd) so that rows the
-    # model cannot represent do not inflate every interval; never below the plain estimate
-    # of the rows within the robust scale.
-    s2 = (1.4826 * float(np.median(np.abs(r - np.median(r))))) ** 2 * n / max(dof, 1)
     cov = np.zeros((0, 0))
     stderr: dict[str, float] = {}
-    if k:
+    # at the optimum a parameter can stop mattering (e.g. communication no longer exposed):
+    # it keeps its fitted value but gets no standard error (reported "not identifiable")
+    while cov_names:
         Jc = J[:, [fit.index(p) for p in cov_names]]
         scaled = Jc * np.array([values_at(theta, fit, p) for p in cov_names])
-        if np.linalg.matrix_rank(scaled, tol=1e-8 * np.abs(scaled).max()) < k:
-            raise CalibrationError(f"calibrate: {gen}: {', '.join(cov_names)} cannot be told "
-                                   "apart by these rows (rank-deficient Jacobian); fit fewer "
-                                   "parameters (--fit)")
+        if np.linalg.matrix_rank(scaled, tol=1e-8 * np.abs(scaled).max()) == len(cov_names):
+            break
+        weakest = cov_names[int(np.argmin(np.linalg.norm(scaled, axis=0)))]
+        cov_names = tuple(p for p in cov_names if p != weakest)
+        dead = dead + (weakest,)
+    k = len(cov_names)
+    dof = n - k
+    # residual scale: robust (1.4826 * MAD, consistent with the normal sd for normal errors),
+    # so rows the model cannot represent do not inflate every interval
+    s2 = (1.4826 * float(np.median(np.abs(r - np.median(r))))) ** 2 * n / max(dof, 1)
+    if k:
+        Jc = J[:, [fit.index(p) for p in cov_names]]
         cov = s2 * np.linalg.inv(Jc.T @ Jc)
         if not np.all(np.isfinite(cov)):
             raise CalibrationError(f"calibrate: {gen}: singular Jacobian at the optimum; fit "

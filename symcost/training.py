@@ -16,7 +16,9 @@ Execution model (per optimizer step, the critical pipeline stage):
 * ZeRO 0-2 synchronise gradients once per step (all-reduce, or reduce-scatter plus the
   parameter all-gather of the distributed optimizer), overlapped with the last micro-batch's
   backward (and the next forward) when ``dp_overlap`` is 1; ZeRO-3 (FSDP) gathers parameters
-  in every micro-batch's forward and backward and reduce-scatters gradients.
+  in every micro-batch's forward and backward and reduce-scatters gradients. Reduce-scatters
+  and all-gathers run one per layer (FSDP units, distributed-optimizer buckets), each paying
+  its ring latency; the ZeRO-0 gradient all-reduce is one bucketed collective.
 * Adam step memory-bound on the locally held optimizer shard; a fixed per-step overhead.
 
 MFU counts model FLOPs without recomputation; HFU adds the recomputed forward work
@@ -318,9 +320,11 @@ def training_expressions() -> dict[str, sp.Expr]:
 
     # --- data parallel: ZeRO-3 per micro-batch, ZeRO 0-2 per step
     grad_bytes = S.BYTES_PARAM * params_gpu()
-    ag = coll.all_gather(grad_bytes, d, t).time
-    rs = coll.reduce_scatter(grad_bytes, d, t).time
     ar = coll.all_reduce(grad_bytes, d, t).time
+    # ZeRO-3/FSDP gathers and reduce-scatters one layer at a time (one FSDP unit per layer):
+    # the stage's bytes split over its layers, each collective paying its own ring latency
+    ag = Ls * coll.all_gather(grad_bytes / Ls, d, t).time
+    rs = Ls * coll.reduce_scatter(grad_bytes / Ls, d, t).time
     ov = S.dp_overlap
     z3_exposed = (ov * (smax(ag - t_f, 0) + ag / Ls + smax(ag + rs - t_b - t_r, 0))
                   + (1 - ov) * (2 * ag + rs))
