@@ -26,7 +26,7 @@ from typing import Annotated, Literal
 
 import typer
 
-from .infer_api import InferenceConfig
+from .config import InferenceConfig
 
 _DEFAULT = InferenceConfig()
 _GB = 1e9

@@ -67,18 +67,23 @@ class TrainingConfig:
         return dataclasses.replace(self, **changes)
 
 
-def _positive_int(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        try:
-            as_int = int(value)
-        except (TypeError, ValueError):
-            raise ConfigError(f"{name}: must be a positive integer (got {value!r})") from None
-        if as_int != value:
-            raise ConfigError(f"{name}: must be a positive integer (got {value!r})")
-        value = as_int
-    if value <= 0:
-        raise ConfigError(f"{name}: must be a positive integer (got {value})")
-    return value
+def positive_int(name: str, value, error: type[ConfigError] = ConfigError) -> int:
+    """``value`` as a positive ``int``.
+
+    Raises:
+        ``error`` (a :class:`ConfigError`): ``"{name}: must be a positive integer (got ...)"``
+            for booleans, non-integral numbers, non-numbers and values <= 0.
+    """
+    if isinstance(value, bool):
+        raise error(f"{name}: must be a positive integer (got {value!r})")
+    try:
+        as_int = int(value)
+    except (TypeError, ValueError):
+        raise error(f"{name}: must be a positive integer (got {value!r})") from None
+    if as_int != value or as_int <= 0:
+        raise error(f"{name}: must be a positive integer (got {value!r})")
+    return as_int
+
 
 
 def resolve(model: "ModelSpec", hw: "HardwareSpec", cfg: TrainingConfig) -> TrainingConfig:
@@ -102,29 +107,29 @@ def resolve(model: "ModelSpec", hw: "HardwareSpec", cfg: TrainingConfig) -> Trai
             recompute mode, ZeRO stage or dtype; a dtype the GPU lacks; ZeRO-2/3 with
             ``pp > 1``; a sequence longer than learned position embeddings allow.
     """
-    tp = _positive_int("tp", cfg.tp)
-    pp = _positive_int("pp", cfg.pp)
-    vpp = _positive_int("vpp", cfg.vpp)
-    mb = _positive_int("micro_batch", cfg.micro_batch)
+    tp = positive_int("tp", cfg.tp)
+    pp = positive_int("pp", cfg.pp)
+    vpp = positive_int("vpp", cfg.vpp)
+    mb = positive_int("micro_batch", cfg.micro_batch)
     if cfg.dp is None:
         if cfg.num_gpus is None:
             dp = 1
         else:
-            n = _positive_int("num_gpus", cfg.num_gpus)
+            n = positive_int("num_gpus", cfg.num_gpus)
             if n % (tp * pp):
                 raise ConfigError(f"num_gpus: {n} is not divisible by tp*pp = {tp * pp}")
             dp = n // (tp * pp)
     else:
-        dp = _positive_int("dp", cfg.dp)
+        dp = positive_int("dp", cfg.dp)
     n_gpus = tp * pp * dp
-    if cfg.num_gpus is not None and _positive_int("num_gpus", cfg.num_gpus) != n_gpus:
+    if cfg.num_gpus is not None and positive_int("num_gpus", cfg.num_gpus) != n_gpus:
         raise ConfigError(f"num_gpus: tp*pp*dp = {tp}*{pp}*{dp} = {n_gpus} != num_gpus = "
                           f"{cfg.num_gpus}")
-    gb = mb * dp if cfg.global_batch is None else _positive_int("global_batch", cfg.global_batch)
+    gb = mb * dp if cfg.global_batch is None else positive_int("global_batch", cfg.global_batch)
     if gb % (mb * dp):
         raise ConfigError(f"global_batch: {gb} is not divisible by micro_batch*dp = {mb}*{dp}"
                           f" = {mb * dp}")
-    seq = model.seq_len if cfg.seq_len is None else _positive_int("seq_len", cfg.seq_len)
+    seq = model.seq_len if cfg.seq_len is None else positive_int("seq_len", cfg.seq_len)
     if model.position == "learned" and seq > model.max_seq_len:
         raise ConfigError(f"seq_len: {seq} exceeds the model's learned positions "
                           f"(max_seq_len = {model.max_seq_len})")
@@ -202,3 +207,71 @@ def parallel_bindings(cfg: TrainingConfig) -> dict[str, float]:
         S.flash_attn.name: float(cfg.flash_attention), S.fp8.name: float(cfg.dtype == "fp8"),
         S.dp_overlap.name: float(cfg.dp_overlap),
     }
+
+
+# ----------------------------------------------------------------------------- inference
+#: bytes per element of each storage dtype (int4: 4-bit values + a 16-bit scale per 128).
+INT4_GROUP = 128
+DTYPE_BYTES: dict[str, float] = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0,
+                                 "int4": 0.5 + 2.0 / INT4_GROUP}
+WEIGHT_DTYPES = ("bf16", "fp16", "fp8", "int8", "int4")
+ACT_DTYPES = ("bf16", "fp16", "fp8", "int8")
+KV_DTYPES = ("bf16", "fp16", "fp8", "int8")
+
+
+class InferenceConfigError(ConfigError):
+    """An invalid inference request; the message names the field and the rule it breaks."""
+
+
+@dataclass(frozen=True)
+class InferenceConfig:
+    """How one model is served.
+
+    Attributes:
+        batch: sequences per replica (decode batch; prompts prefilled together; with
+            continuous batching, the cap on sequences in flight).
+        input_len: prompt tokens per request.
+        output_len: generated tokens per request (>= 1; the first comes from prefill).
+        tp: tensor-parallel degree.
+        pp: pipeline-parallel degree.
+        num_gpus: GPUs in total; ``tp*pp`` (one replica) when None; must be a multiple of
+            ``tp*pp`` (``num_gpus/(tp*pp)`` independent replicas).
+        dtype: default for the three dtypes below.
+        weight_dtype: storage dtype of the layers' linear weights (bf16, fp16, fp8, int8,
+            int4); ``dtype`` when None.
+        act_dtype: activation / GEMM compute dtype (bf16, fp16, fp8, int8); ``dtype`` when
+            None, except that an int4 ``dtype`` means bf16 activations.
+        kv_dtype: KV-cache dtype (bf16, fp16, fp8, int8); like ``act_dtype`` when None.
+        flash_attention: FlashAttention for prefill and flash-decoding for decode.
+        max_num_tokens: most tokens per forward step (prefill chunk size); TensorRT-LLM's
+            default 8192.
+        kv_mem_frac: fraction of the memory left after weights and activation buffers given
+            to the KV cache (TensorRT-LLM ``kv_cache_free_gpu_mem_fraction``, default 0.9).
+        kv_on_demand: continuous batching allocates KV-cache blocks as tokens are generated
+            (TensorRT-LLM ``MAX_UTILIZATION``, vLLM) instead of reserving ``input_len +
+            output_len`` tokens per request (``GUARANTEED_NO_EVICT``, the default).
+    """
+
+    batch: int = 1
+    input_len: int = 1024
+    output_len: int = 128
+    tp: int = 1
+    pp: int = 1
+    num_gpus: int | None = None
+    dtype: str = "bf16"
+    weight_dtype: str | None = None
+    act_dtype: str | None = None
+    kv_dtype: str | None = None
+    flash_attention: bool = True
+    max_num_tokens: int = 8192
+    kv_mem_frac: float = 0.9
+    kv_on_demand: bool = False
+
+    def replace(self, **changes) -> "InferenceConfig":
+        """A copy with ``changes`` applied (not validated until :func:`resolve_inference`)."""
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def dp(self) -> int:
+        """Independent replicas ``num_gpus / (tp*pp)`` (after :func:`resolve_inference`)."""
+        return (self.num_gpus or self.tp * self.pp) // (self.tp * self.pp)

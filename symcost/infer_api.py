@@ -38,88 +38,19 @@ import numpy as np
 import sympy as sp
 
 from . import symbols as S
-from .config import ConfigError, hardware_bindings, model_bindings
+from .config import ConfigError, hardware_bindings, model_bindings, positive_int
 from .inference import (DECODE_BREAKDOWN, PREFILL_BREAKDOWN, STAGE_TERMS,
                         inference_expressions)
 from .lower import CompiledModel, lower
 from .params import Params, load_params
 
-#: bytes per element of each storage dtype (int4: 4-bit values + a 16-bit scale per 128).
-INT4_GROUP = 128
-DTYPE_BYTES: dict[str, float] = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0,
-                                 "int4": 0.5 + 2.0 / INT4_GROUP}
-WEIGHT_DTYPES = ("bf16", "fp16", "fp8", "int8", "int4")
-ACT_DTYPES = ("bf16", "fp16", "fp8", "int8")
-KV_DTYPES = ("bf16", "fp16", "fp8", "int8")
-
-class InferenceConfigError(ConfigError):
-    """An invalid inference request; the message names the field and the rule it breaks."""
-
-
-@dataclass(frozen=True)
-class InferenceConfig:
-    """How one model is served.
-
-    Attributes:
-        batch: sequences per replica (decode batch; prompts prefilled together; with
-            continuous batching, the cap on sequences in flight).
-        input_len: prompt tokens per request.
-        output_len: generated tokens per request (>= 1; the first comes from prefill).
-        tp: tensor-parallel degree.
-        pp: pipeline-parallel degree.
-        num_gpus: GPUs in total; ``tp*pp`` (one replica) when None; must be a multiple of
-            ``tp*pp`` (``num_gpus/(tp*pp)`` independent replicas).
-        dtype: default for the three dtypes below.
-        weight_dtype: storage dtype of the layers' linear weights (bf16, fp16, fp8, int8,
-            int4); ``dtype`` when None.
-        act_dtype: activation / GEMM compute dtype (bf16, fp16, fp8, int8); ``dtype`` when
-            None, except that an int4 ``dtype`` means bf16 activations.
-        kv_dtype: KV-cache dtype (bf16, fp16, fp8, int8); like ``act_dtype`` when None.
-        flash_attention: FlashAttention for prefill and flash-decoding for decode.
-        max_num_tokens: most tokens per forward step (prefill chunk size); TensorRT-LLM's
-            default 8192.
-        kv_mem_frac: fraction of the memory left after weights and activation buffers given
-            to the KV cache (TensorRT-LLM ``kv_cache_free_gpu_mem_fraction``, default 0.9).
-        kv_on_demand: continuous batching allocates KV-cache blocks as tokens are generated
-            (TensorRT-LLM ``MAX_UTILIZATION``, vLLM) instead of reserving ``input_len +
-            output_len`` tokens per request (``GUARANTEED_NO_EVICT``, the default).
-    """
-
-    batch: int = 1
-    input_len: int = 1024
-    output_len: int = 128
-    tp: int = 1
-    pp: int = 1
-    num_gpus: int | None = None
-    dtype: str = "bf16"
-    weight_dtype: str | None = None
-    act_dtype: str | None = None
-    kv_dtype: str | None = None
-    flash_attention: bool = True
-    max_num_tokens: int = 8192
-    kv_mem_frac: float = 0.9
-    kv_on_demand: bool = False
-
-    def replace(self, **changes) -> "InferenceConfig":
-        """A copy with ``changes`` applied (not validated until :func:`resolve_inference`)."""
-        return dataclasses.replace(self, **changes)
-
-    @property
-    def dp(self) -> int:
-        """Independent replicas ``num_gpus / (tp*pp)`` (after :func:`resolve_inference`)."""
-        return (self.num_gpus or self.tp * self.pp) // (self.tp * self.pp)
+# the inference configuration and its dtype tables live in symcost.config (light to import)
+from .config import (ACT_DTYPES, DTYPE_BYTES, INT4_GROUP, KV_DTYPES,  # noqa: E402,F401
+                     WEIGHT_DTYPES, InferenceConfig, InferenceConfigError)
 
 
 def _positive_int(name: str, value) -> int:
-    if isinstance(value, bool):
-        raise InferenceConfigError(f"{name}: must be a positive integer (got {value!r})")
-    try:
-        as_int = int(value)
-    except (TypeError, ValueError):
-        raise InferenceConfigError(f"{name}: must be a positive integer (got {value!r})") from None
-    if as_int != value or as_int <= 0:
-        raise InferenceConfigError(f"{name}: must be a positive integer (got {value!r})")
-    return as_int
+    return positive_int(name, value, InferenceConfigError)
 
 
 def _dtype(name: str, value: str, allowed: tuple[str, ...]) -> str:
