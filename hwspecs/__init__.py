@@ -14,12 +14,15 @@ Example:
 from .errors import HardwareSpecError
 from .loader import list_hardware, load_hardware
 from .spec import DTYPES, GENERATIONS, HardwareSpec
+from .units import GIB, format_bytes
 
 __all__ = [
     "DTYPES",
     "GENERATIONS",
+    "GIB",
     "HardwareSpec",
     "HardwareSpecError",
+    "format_bytes",
     "list_hardware",
     "load_hardware",
 ]

@@ -69,6 +69,7 @@ import yaml
 
 from .errors import HardwareSpecError
 from .spec import DTYPES, GENERATIONS, HardwareSpec
+from .units import GIB
 
 __all__ = ["list_hardware", "load_hardware"]
 
@@ -222,7 +223,7 @@ def _spec_from_document(doc: Any, where: str) -> HardwareSpec:
             )
         peak_flops[dtype] = c.positive(value, f"peak_tflops.{dtype}") * 1e12
 
-    hbm_capacity = c.positive(doc["hbm_capacity_gb"], "hbm_capacity_gb") * 2**30
+    hbm_capacity = c.positive(doc["hbm_capacity_gb"], "hbm_capacity_gb") * GIB
     hbm_bandwidth = c.positive(doc["hbm_bandwidth_gbps"], "hbm_bandwidth_gbps") * 1e9
 
     intra = c.mapping(doc["intra_node"], "intra_node")

@@ -33,6 +33,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from hwspecs.units import GIB, format_bytes
 from symcost.config import ConfigError
 
 from .cost_model import HW_VARIABLES, CostModel
@@ -46,7 +47,7 @@ DEFAULT_BOUNDS = (0.25, 4.0)
 #: relative weight of cost in the gradient refinement (breaks ties between equally fast designs)
 COST_TIE_BREAK = 1e-4
 _UNITS = {"peak_flops_16": ("peak_tflops", 1e12), "hbm_bw": ("hbm_tbps", 1e12),
-          "hbm_cap": ("hbm_gb", 1e9), "intra_bw": ("intra_gbps", 1e9),
+          "hbm_cap": ("hbm_gib", GIB), "intra_bw": ("intra_gbps", 1e9),
           "inter_bw": ("inter_gbps", 1e9)}
 
 
@@ -97,8 +98,18 @@ def _step_time_value_and_grad():
     return names, jax.jit(jax.value_and_grad(f))
 
 
+class _NonFinite(ArithmeticError):
+    """The step time or its gradient is not finite at a point of the gradient refinement."""
+
+
 def _refine_hardware(base, ref, cfg_cols, budget, cost_model, lo, hi, mem_need, x0):
-    """SLSQP over log multipliers for one configuration; returns (multipliers, step time)."""
+    """SLSQP over log multipliers for one configuration.
+
+    Returns:
+        ``(multipliers, step time)``, or None when the refinement is infeasible: the memory
+        need exceeds the capacity bound, the result is over budget, or the step time or its
+        gradient is not finite at a point SLSQP visits (never replaced by zeros).
+    """
     import jax
     from scipy.optimize import minimize
 
@@ -119,7 +130,10 @@ def _refine_hardware(base, ref, cfg_cols, budget, cost_model, lo, hi, mem_need, 
     def step(x):
         with jax.enable_x64(True):
             v, g = vg(x, args, ref, ratio8)
-        return float(v), np.nan_to_num(np.asarray(g, dtype=np.float64))
+        v, g = float(v), np.asarray(g, dtype=np.float64)
+        if not (math.isfinite(v) and np.all(np.isfinite(g))):
+            raise _NonFinite(x)
+        return v, g
 
     def fun(x):
         # step time, with a 1e-4 relative cost tie-break: among designs equally fast (e.g.
@@ -132,12 +146,18 @@ def _refine_hardware(base, ref, cfg_cols, budget, cost_model, lo, hi, mem_need, 
              "fun": lambda x: (budget - cost_model.base - coef @ np.exp(x)) / budget,
              "jac": lambda x: -(coef * np.exp(x)) / budget}]
     x0 = np.clip(x0, lb, ub)
-    res = minimize(fun, x0, jac=True, method="SLSQP", bounds=list(zip(lb, ub)),
-                   constraints=cons, options={"maxiter": 200, "ftol": 1e-10})
-    x = np.clip(res.x, lb, ub)
-    if cost_model.base + coef @ np.exp(x) > budget * (1 + 1e-9):
+    try:
+        res = minimize(fun, x0, jac=True, method="SLSQP", bounds=list(zip(lb, ub)),
+                       constraints=cons, options={"maxiter": 200, "ftol": 1e-10})
+        x = np.clip(res.x, lb, ub)
+        if cost_model.base + coef @ np.exp(x) > budget * (1 + 1e-9):
+            return None
+        return np.exp(x), step(x)[0]
+    except _NonFinite:
+        # a NaN/inf step time or gradient (e.g. a 0/0 in a branch of the model) would steer
+        # SLSQP blindly: the refinement from this point is infeasible, the caller keeps the
+        # design it started from
         return None
-    return np.exp(x), step(x)[0]
 
 
 def _best_config(space_cols, base, ref, mult):
@@ -181,7 +201,8 @@ def codesign(model, hardware, num_gpus: int, global_batch: int, *,
         DataFrame, one row per budget plus the reference GPU (``design == "reference"``):
         ``design``, ``budget_usd_per_gpu``, ``cost_usd_per_gpu``, ``cluster_cost_usd``,
         ``step_time`` (s), ``tokens_per_s``, the hardware (``peak_tflops``, ``hbm_tbps``,
-        ``hbm_gb``, ``intra_gbps``, ``inter_gbps``), the configuration fields, ``pareto``
+        ``hbm_gib``, ``intra_gbps``, ``inter_gbps``), ``mem_gib`` (memory per GPU of the
+        configuration), the configuration fields, ``pareto``
         (True on the front of cost vs step time) and ``status``. Sorted by cost.
 
     Raises:
@@ -211,8 +232,9 @@ def codesign(model, hardware, num_gpus: int, global_batch: int, *,
     need_cap = mem + base["mem_reserved"]
     if need_cap.min() > ref[2] * hi[2]:
         raise SearchError(
-            f"no valid configuration fits in memory even with {ref[2] * hi[2] / 1e9:.0f} GB of "
-            f"HBM (the upper bound): the smallest footprint needs {need_cap.min() / 1e9:.0f} GB")
+            f"no valid configuration fits in memory even with {format_bytes(ref[2] * hi[2], 0)} "
+            f"of HBM (the upper bound): the smallest footprint needs "
+            f"{format_bytes(need_cap.min(), 0)}")
     cheapest = float(cost_model.per_gpu(dict(zip(HW_VARIABLES, ref * lo))))
     dearest = float(cost_model.per_gpu(dict(zip(HW_VARIABLES, ref * hi))))
     ref_cost = float(cost_model.per_gpu(dict(zip(HW_VARIABLES, ref))))
@@ -330,7 +352,7 @@ def _row(design, budget, ref, mult, cost_model, cfg, base, B, seq, n) -> dict:
            "cluster_cost_usd": cost * n, "step_time": step, "tokens_per_s": B * seq / step,
            "mfu": float(f64["mfu"][0])}
     row.update({_UNITS[k][0]: v / _UNITS[k][1] for k, v in hwv.items()})
-    row["mem_gb"] = float(f64["mem_total"][0]) / 1e9
+    row["mem_gib"] = float(f64["mem_total"][0]) / GIB
     frame = columns_frame(one)
     row.update({k: frame[k].iloc[0] for k in FIELDS})
     row["status"] = "ok"

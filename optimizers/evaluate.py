@@ -12,7 +12,8 @@ The top candidates are re-checked in float64 by :func:`evaluate_float64`, which 
 same generated source (``CompiledModel.source``) with numpy: exact same expressions, no
 compilation (~1 ms for a hundred rows).
 
-(When ``symcost/sweep.py`` grows a public chunked evaluator this module should delegate to it.)
+(The chunk sizes are :data:`symcost.sweep.CHUNK_SIZES`; when ``symcost/sweep.py`` grows a public
+chunked evaluator this module should delegate to it.)
 """
 
 from __future__ import annotations
@@ -22,9 +23,11 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-#: chunk sizes (rows per compiled call): small for populations and re-checks, large for sweeps.
-CHUNK_SMALL = 4096
-CHUNK_LARGE = 65536
+from symcost.sweep import CHUNK_SIZES, pick_chunk
+
+#: chunk sizes (rows per compiled call): small for populations and re-checks, large for sweeps
+#: (the fixed set of :data:`symcost.sweep.CHUNK_SIZES`, shared with sweeps).
+CHUNK_SMALL, CHUNK_LARGE = CHUNK_SIZES
 
 
 @functools.lru_cache(maxsize=32)
@@ -87,7 +90,7 @@ def evaluate_chunked(inputs: Mapping[str, object],
 
     cm, fn = _selected(precision, tuple(outputs))
     arrays, n = _columns(inputs, cm.input_names)
-    size = chunk or (CHUNK_SMALL if n <= CHUNK_SMALL else CHUNK_LARGE)
+    size = chunk or pick_chunk(n)
     dt = np.float64 if precision == "float64" else np.float32
     result = {o: np.empty(n, dtype=np.float64) for o in outputs}
     with jax.enable_x64(precision == "float64"):

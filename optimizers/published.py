@@ -6,13 +6,19 @@ the exhaustive search for the same model, hardware, GPU count, global batch, seq
 and dtype, and reports the rank of the published configuration and how much faster the model
 says the best one is. Fields the source leaves blank (micro-batch, VPP, ZeRO stage; DP overlap
 is never published) are free: the published configuration is matched by the fields it states
-and its best completion is ranked. FlashAttention is on when the row's notes mention it
-(e.g. llm-foundry), off otherwise (Megatron-LM 2021-2022 predates it).
+and its best completion is ranked.
+
+Each row is read exactly as ``symcost validate`` reads it (:func:`symcost.validate.prepare_rows`):
+the same model (preset by name via :func:`symcost.validate.preset_for_name`, the row's shape,
+per-source architecture defaults), the same FlashAttention decision
+(:func:`symcost.validate.flash_attention_rule`: negations such as "unfused" or "no
+FlashAttention" in the notes, then per-source defaults, e.g. off for Megatron-LM 2021-2022)
+and the same rejection reasons (e.g. context parallelism is not modelled).
 """
 
 from __future__ import annotations
 
-import functools
+import dataclasses
 import os
 from pathlib import Path
 
@@ -26,9 +32,12 @@ from .space import SearchError
 #: default location of the published measurements (override with SYMCOST_VALIDATION_CSV).
 DEFAULT_CSV = Path(__file__).resolve().parents[2] / "shared" / "validation" / \
     "published_measurements.csv"
-_SHAPE = ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab")
+#: columns that must be stated for a configuration to count as published in full.
+_FULL_LAYOUT = ("tp", "pp", "dp", "n_gpus", "global_batch")
+#: fields a source may leave blank (free in the ranking): config field -> CSV column.
+_OPTIONAL = (("vpp", "vpp"), ("micro_batch", "micro_batch"), ("zero", "zero_stage"))
 _CONFIG_COLS = ("model", "hardware", "n_gpus", "global_batch", "seq_len", "dtype", "tp", "pp",
-                "dp", "vpp", "sp", "cp", "micro_batch", "recompute", "zero_stage", *_SHAPE)
+                "dp", "vpp", "sp", "cp", "micro_batch", "recompute", "zero_stage", "notes")
 
 
 def _csv_path(path) -> Path:
@@ -37,17 +46,23 @@ def _csv_path(path) -> Path:
     return Path(os.environ.get("SYMCOST_VALIDATION_CSV", DEFAULT_CSV))
 
 
-@functools.lru_cache(maxsize=1)
-def _presets_by_shape() -> dict[tuple, str]:
-    from symcost.models import get_model, list_models
+def _num(v):
+    """A CSV cell as a number (int when whole), or the cell itself when it is not one."""
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return v
+    return int(f) if f.is_integer() else f
 
-    out: dict[tuple, str] = {}
-    for name in list_models():
-        m = get_model(name)
-        out.setdefault(tuple(int(getattr(m, k)) for k in
-                             ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab")),
-                       name)
-    return out
+
+def _metrics(rows) -> str:
+    return "; ".join(f"{m}={_num(v):g}" if isinstance(_num(v), (int, float)) else f"{m}={v}"
+                     for m, v in rows)
+
+
+def _model_key(m) -> tuple:
+    """The model's identity without its ``source`` (which names the CSV row)."""
+    return tuple(getattr(m, f.name) for f in dataclasses.fields(m) if f.name != "source")
 
 
 def published_configs(path=None) -> pd.DataFrame:
@@ -58,31 +73,65 @@ def published_configs(path=None) -> pd.DataFrame:
             ``$SYMCOST_VALIDATION_CSV``).
 
     Returns:
-        One row per distinct configuration: the configuration columns, ``case_id`` (first
-        case of the group), ``metrics`` (``metric=value`` of every row of the group),
-        ``flash_attention`` and ``preset`` (matching model preset or None).
+        One row per distinct configuration: ``case_id`` (first case of the group), ``model``
+        (the row's model name), ``preset`` (the preset that name maps to, or None),
+        ``spec`` (the :class:`~symcost.models.ModelSpec` ``symcost validate`` builds for it),
+        ``hardware``, ``n_gpus``, ``global_batch``, ``seq_len``, ``dtype``, ``tp``, ``pp``,
+        ``dp``, ``sp``, ``recompute``, ``vpp``/``micro_batch``/``zero_stage`` (NaN when the
+        source leaves them blank), ``flash_attention`` and ``flash_reason``, ``metrics``
+        (``metric=value`` of every row of the group) and ``status`` (``""``, or why
+        ``symcost validate`` cannot predict the run; its other columns are then as written).
 
     Raises:
-        FileNotFoundError: no such CSV.
+        MeasurementsError: unreadable file or a required column missing.
     """
-    df = pd.read_csv(_csv_path(path))
-    df = df[(df["workload"] == "train")].dropna(subset=["tp", "pp", "dp", "n_gpus",
-                                                        "global_batch"])
-    df = df.copy()
-    notes = df["notes"].map(lambda x: x if isinstance(x, str) else "")
-    df["flash_attention"] = notes.str.contains("flashattention", case=False)
-    keys = [c for c in _CONFIG_COLS if c in df.columns] + ["flash_attention"]
-    grouped = df.fillna({"vpp": -1, "micro_batch": -1, "zero_stage": -1, "sp": 0, "cp": 1})
-    rows = []
-    for key, g in grouped.groupby(keys, sort=False, dropna=False):
-        rec = dict(zip(keys, key))
-        rec["case_id"] = g["case_id"].iloc[0]
-        rec["metrics"] = "; ".join(f"{m}={v:g}" for m, v in zip(g["metric"], g["value"]))
-        rec["preset"] = _presets_by_shape().get(tuple(int(rec[k]) for k in _SHAPE))
-        rows.append(rec)
-    out = pd.DataFrame(rows)
-    for c in ("vpp", "micro_batch", "zero_stage"):
-        out[c] = out[c].where(out[c] >= 0, np.nan)
+    from symcost.validate import load_measurements, prepare_rows, preset_for_name
+
+    df = load_measurements(_csv_path(path))
+    train = df["workload"].fillna("").str.strip().str.lower() == "train"
+    full = df[[c for c in _FULL_LAYOUT if c in df.columns]].notna().all(axis=1)
+    df = df[train & full]
+    prepared, skipped = prepare_rows(df)
+    groups: dict[tuple, dict] = {}
+    for r in prepared:
+        c = r.config
+        free = {col: None if col in r.defaults else float(getattr(c, fld))
+                for fld, col in _OPTIONAL}
+        key = (_model_key(r.model), r.hardware.name, c.num_gpus, c.global_batch, c.seq_len,
+               c.dtype, c.tp, c.pp, c.dp, c.sp, c.recompute, c.flash_attention,
+               *free.values())
+        if key in groups:
+            groups[key]["_metrics"].append((r.metric, r.measured))
+            continue
+        exact, _ = preset_for_name(r.model.name)
+        groups[key] = {
+            "case_id": r.case_id, "model": r.model.name,
+            "preset": exact.name if exact is not None else None, "spec": r.model,
+            "hardware": r.hardware.name, "n_gpus": c.num_gpus,
+            "global_batch": c.global_batch, "seq_len": c.seq_len, "dtype": c.dtype,
+            "tp": c.tp, "pp": c.pp, "dp": c.dp, "sp": int(c.sp), "recompute": c.recompute,
+            **{col: np.nan if v is None else v for col, v in free.items()},
+            "flash_attention": bool(c.flash_attention),
+            "flash_reason": str(r.defaults.get("flash_attention", "")),
+            "_metrics": [(r.metric, r.measured)], "status": ""}
+    raw = df.set_index("case_id", drop=False)
+    for sk in skipped:   # one record per distinct raw configuration and reason
+        row = raw.loc[sk.case_id]
+        if isinstance(row, pd.DataFrame):      # duplicate case ids: the first row is used
+            row = row.iloc[0]
+        key = ("skipped", sk.reason, *(str(row.get(c)) for c in _CONFIG_COLS))
+        if key in groups:
+            groups[key]["_metrics"].append((row["metric"], row["value"]))
+            continue
+        groups[key] = {"case_id": sk.case_id, "model": row.get("model"), "preset": None,
+                       "spec": None, "hardware": row.get("hardware"),
+                       "n_gpus": _num(row["n_gpus"]),
+                       "global_batch": _num(row["global_batch"]),
+                       "_metrics": [(row["metric"], row["value"])], "status": sk.reason}
+    out = pd.DataFrame(list(groups.values()))
+    if out.empty:
+        return out
+    out["metrics"] = out.pop("_metrics").map(_metrics)
     return out
 
 
@@ -97,52 +146,52 @@ def published_ranking(path=None, *, params=None, sources: tuple[str, ...] | None
             (e.g. ``("NAR21", "MLM22")``); all when None.
 
     Returns:
-        DataFrame, one row per configuration: ``case_id``, ``model`` (preset), ``hardware``,
-        ``n_gpus``, ``global_batch``, ``seq_len``, ``published`` (the fields matched),
-        ``free`` (fields left free), ``candidates``, ``fitting``, ``rank`` (1 = the model's
-        best; NaN when the published layout is invalid or does not fit per the model),
+        DataFrame, one row per configuration: ``case_id``, ``model`` (the preset the name maps
+        to, else the row's model name), ``hardware``, ``n_gpus``, ``global_batch``,
+        ``seq_len``, ``flash_attention``, ``published`` (the fields matched), ``free``
+        (fields left free), ``candidates``, ``fitting``, ``rank`` (1 = the model's best; NaN
+        when the published layout is invalid or does not fit per the model),
         ``published_step_time`` and ``best_step_time`` (s, float32 ranking values),
         ``speedup`` (published / best), ``speedup_same_sp`` (against the best with the
         published sequence-parallel setting: SP postdates the 2021 Megatron runs),
-        ``best`` (the best configuration), ``status``
-        (``ok`` or why it was not ranked) and ``metrics`` (what the source measured).
+        ``best`` (the best configuration), ``status`` (``ok`` or why it was not ranked) and
+        ``metrics`` (what the source measured).
+
+    Raises:
+        MeasurementsError: unreadable file or a required column missing.
     """
-    from .search import search
+    from .search import rank_of, search
 
     confs = published_configs(path)
-    if sources:
+    if sources and not confs.empty:
         confs = confs[confs["case_id"].str.startswith(tuple(sources))]
     out = []
-    for r in confs.itertuples(index=False):
-        rec = {"case_id": r.case_id, "model": r.preset, "hardware": r.hardware,
-               "n_gpus": int(r.n_gpus), "global_batch": int(r.global_batch),
-               "seq_len": int(r.seq_len), "metrics": r.metrics}
-        fields = {"tp": int(r.tp), "pp": int(r.pp), "dp": int(r.dp), "sp": int(r.sp),
-                  "recompute": str(r.recompute)}
+    for r in confs.to_dict(orient="records"):
+        preset = r.get("preset")
+        rec = {"case_id": r["case_id"], "model": r["model"] if pd.isna(preset) else preset,
+               "hardware": r["hardware"], "n_gpus": r["n_gpus"],
+               "global_batch": r["global_batch"], "seq_len": r.get("seq_len"),
+               "flash_attention": r.get("flash_attention"), "metrics": r["metrics"]}
+        if r["status"]:
+            out.append(rec | {"status": f"not predictable: {r['status']}"})
+            continue
+        fields = {"tp": int(r["tp"]), "pp": int(r["pp"]), "dp": int(r["dp"]),
+                  "sp": int(r["sp"]), "recompute": str(r["recompute"])}
         free = ["dp_overlap"]
-        for name, col in (("vpp", "vpp"), ("micro_batch", "micro_batch"), ("zero", "zero_stage")):
-            val = getattr(r, col)
-            if pd.isna(val):
+        for name, col in _OPTIONAL:
+            if pd.isna(r[col]):
                 free.append(name)
             else:
-                fields[name] = int(val)
+                fields[name] = int(r[col])
         rec["published"] = " ".join(f"{k}={v}" for k, v in fields.items())
         rec["free"] = ",".join(free)
-        if r.preset is None:
-            out.append(rec | {"status": "no model preset with this shape"})
-            continue
-        if int(r.cp) != 1:
-            out.append(rec | {"status": "context parallelism is not modelled"})
-            continue
         try:
-            res = search(r.preset, r.hardware, int(r.n_gpus), int(r.global_batch),
-                         seq_len=int(r.seq_len), dtype=str(r.dtype),
-                         flash_attention=bool(r.flash_attention), top=1, params=params)
+            res = search(r["spec"], r["hardware"], int(r["n_gpus"]), int(r["global_batch"]),
+                         seq_len=int(r["seq_len"]), dtype=str(r["dtype"]),
+                         flash_attention=bool(r["flash_attention"]), top=1, params=params)
         except (SearchError, ConfigError) as e:
             out.append(rec | {"status": f"search failed: {e}"})
             continue
-        from .search import rank_of
-
         where = rank_of(res, fields)
         best = res.table.iloc[0]
         sc = res.extra["scores"]
@@ -163,9 +212,10 @@ def published_ranking(path=None, *, params=None, sources: tuple[str, ...] | None
                 rec["speedup_same_sp"] = (rec["published_step_time"]
                                           / rec["best_step_time_same_sp"])
         out.append(rec)
-    cols = ["case_id", "model", "hardware", "n_gpus", "global_batch", "seq_len", "published",
-            "free", "candidates", "fitting", "rank", "published_step_time", "best_step_time",
-            "speedup", "speedup_same_sp", "best", "status", "metrics"]
+    cols = ["case_id", "model", "hardware", "n_gpus", "global_batch", "seq_len",
+            "flash_attention", "published", "free", "candidates", "fitting", "rank",
+            "published_step_time", "best_step_time", "speedup", "speedup_same_sp", "best",
+            "status", "metrics"]
     df = pd.DataFrame(out).reindex(columns=cols)
     for c in ("candidates", "fitting", "rank"):
         df[c] = df[c].astype("Int64")

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from hwspecs.units import format_bytes
 from symcost.config import ConfigError, TrainingConfig
 from symcost.training import BREAKDOWN, MEMORY
 
@@ -153,7 +154,7 @@ def score(step_time: np.ndarray, num_gpus: np.ndarray, global_batch: int, seq_le
 
 def _memory_rule(rejected: pd.DataFrame, fits: np.ndarray, usable: float) -> pd.DataFrame:
     row = {"stage": "memory", "rule": f"memory per GPU must fit in usable HBM "
-                                      f"({usable / 1e9:.1f} GB)",
+                                      f"({format_bytes(usable, 1)})",
            "removed": int((~fits).sum()), "remaining": int(fits.sum()), "level": "configurations"}
     return pd.concat([rejected, pd.DataFrame([row])], ignore_index=True)
 
@@ -164,8 +165,9 @@ def _raise_no_fit(cols, head32, usable, space_ctx, seq_len, dtype, flash, n, hw_
                      flash)
     raise SearchError(
         f"no valid configuration fits in memory: all {n} valid configurations were removed by "
-        f"rule 'memory per GPU must fit in usable HBM ({usable / 1e9:.1f} GB of {hw_name})'; "
-        f"the smallest footprint ({_short(cfg)}) needs {-head32[i] / 1e9:.1f} GB more")
+        f"rule 'memory per GPU must fit in usable HBM ({format_bytes(usable, 1)} of "
+        f"{hw_name})'; the smallest footprint ({_short(cfg)}) needs "
+        f"{format_bytes(-head32[i], 1)} more")
 
 
 def _short(cfg: TrainingConfig) -> str:
@@ -548,7 +550,7 @@ def search_scipy(model, hardware, num_gpus: int | Sequence[int], global_batch: i
         {"stage": "differential_evolution", "rule": "points breaking >= 1 rule",
          "removed": viol[0], "remaining": viol[1], "level": "points evaluated"},
         {"stage": "memory", "rule": f"memory per GPU must fit in usable HBM "
-                                    f"({usable / 1e9:.1f} GB)",
+                                    f"({format_bytes(usable, 1)})",
          "removed": int((~fits).sum()), "remaining": int(fits.sum()),
          "level": "distinct configurations"}])
     return SearchResult(table, rejected, why, len(valid_keys), int(fits.sum()), objective,

@@ -306,13 +306,6 @@ def _divisors(n: int) -> np.ndarray:
     return np.array(_divisor_tuple(int(n)), dtype=np.int64)
 
 
-def _cross(cols: dict[str, np.ndarray], name: str, domain: np.ndarray) -> dict[str, np.ndarray]:
-    n = len(next(iter(cols.values())))
-    out = {k: np.repeat(v, len(domain)) for k, v in cols.items()}
-    out[name] = np.tile(np.asarray(domain, dtype=np.int64), n)
-    return out
-
-
 def _cross_ragged(cols: dict[str, np.ndarray], name: str, keys: np.ndarray,
                   domain_of) -> dict[str, np.ndarray]:
     """Expand each row ``i`` by the values ``domain_of(keys[i])`` (vectorized over rows; the

@@ -73,7 +73,11 @@ def training_inputs(model, hardware, config: TrainingConfig,
         ConfigError, ModelSpecError, HardwareSpecError, ParamsError: invalid input.
     """
     model, hw = _as_model(model), _as_hardware(hardware)
-    cfg = resolve(model, hw, config)
+    return _bind(model, hw, resolve(model, hw, config), params)
+
+
+def _bind(model, hw, cfg: TrainingConfig, params: Params | None) -> dict[str, float]:
+    """Symbol bindings of an already resolved configuration."""
     params = params or load_params()
     values = model_bindings(model)
     values.update(hardware_bindings(hw, cfg.dtype))
@@ -143,13 +147,21 @@ class TrainingResult:
         }
 
     def formula(self, name: str = "step_time", keep: tuple[str, ...] | None = None) -> sp.Expr:
-        """The SymPy expression behind output ``name``; symbols not in ``keep`` are replaced by
-        this configuration's values (all kept when ``keep`` is None)."""
+        """The SymPy expression behind output ``name``; symbols not in ``keep`` (names or the
+        aliases of :data:`symcost.explain.KEEP_ALIASES`) are replaced, unrounded, by this
+        configuration's values (all kept when ``keep`` is None).
+
+        Raises:
+            KeyError: unknown output ``name``.
+            ExplainError: unknown symbol in ``keep``.
+        """
         expr = training_expressions()[name]
         if keep is None:
             return expr
-        subs = {S.lookup(k): v for k, v in self.inputs.items() if k not in keep}
-        return expr.subs(subs)
+        from .explain import _keep_symbols, substitute
+
+        kept = {s.name for s in _keep_symbols(keep)}
+        return substitute(expr, {k: v for k, v in self.inputs.items() if k not in kept})
 
     def _repr_latex_(self) -> str:
         return f"$\\mathrm{{step\\_time}} = {self.step_time:.4g}\\,\\mathrm{{s}}$"
@@ -185,8 +197,8 @@ def predict_training(model, hardware, config: TrainingConfig | None = None,
     elif config_fields:
         config = config.replace(**config_fields)
     model, hw = _as_model(model), _as_hardware(hardware)
-    inputs = training_inputs(model, hw, config, params)
     cfg = resolve(model, hw, config)
+    inputs = _bind(model, hw, cfg, params)
     cm = training_model(precision)
     args = {n: inputs[n] for n in cm.input_names}
     # one configuration: the generated source on NumPy answers without a jit compile

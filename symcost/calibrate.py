@@ -25,6 +25,9 @@ with ``q`` the Student-t quantile with ``n - k`` degrees of freedom: the delta m
 parameter uncertainty, a prior variance ``v_prior = sum_j (g_j * PRIOR_REL_SD * theta_j)^2``
 for the parameters the data did not determine (on a bound, not identifiable, or copied from
 another generation), and the residual (model) error of the fit, which dominates in-sample.
+Many rows (:func:`row_intervals`) take ``g`` from the JAX Jacobian; one configuration
+(:func:`predict_interval`, ``symcost train --json``) takes it from NumPy central differences
+(:func:`log_step_time_gradient`), which agree to ~1e-8 and need no JAX compile.
 
 Generations without data: a generation that has no rows in a fit keeps its starting
 parameters; :func:`transfer_missing` copies a fitted generation into one without data (used for
@@ -40,16 +43,20 @@ import os
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from .params import BOUNDS, PARAM_NAMES, Params, load_params, save_params
 
+if TYPE_CHECKING:  # pandas is imported where it is used (predict_interval does not need it)
+    import pandas as pd
+
 __all__ = [
     "DEFAULT_FIT", "TRANSFER_FROM", "CalibrationError", "CalibrationResult", "GenerationFit",
-    "PRIOR_REL_SD", "calibrate", "calibrate_rows", "cross_validate",
-    "interval_sd", "log_step_time_jacobian", "predict_interval", "row_intervals", "run_table",
+    "PRIOR_REL_SD", "bound_warnings", "calibrate", "calibrate_rows", "cross_validate",
+    "interval_sd", "log_step_time_gradient", "log_step_time_jacobian", "predict_interval",
+    "row_intervals", "run_table",
     "start_params", "transfer_missing", "write_params",
 ]
 
@@ -154,11 +161,11 @@ def _jacobian_fn(wrt_idx: tuple[int, ...]):
 
     def log_step(theta, x):
         x = x.at[idx].set(theta)
-        return jnp.log(cm.call_jax(*x)[step])
+        ls = jnp.log(cm.call_jax(*x)[step])
+        return ls, ls  # (differentiated output, aux value): the model is traced once
 
     def value_and_jac(theta, x):
-        jac, ls = jax.jacfwd(lambda th: (log_step(th, x), log_step(th, x)), has_aux=True)(theta)
-        return jac, ls
+        return jax.jacfwd(lambda th: log_step(th, x), has_aux=True)(theta)
 
     return jax.jit(jax.vmap(value_and_jac))
 
@@ -210,6 +217,66 @@ def log_step_time_jacobian(inputs: Mapping[str, np.ndarray], wrt: Sequence[str]
     return ls[:n], J[:n][:, cols]
 
 
+#: relative step of the central differences of :func:`log_step_time_gradient`.
+FD_REL_STEP = 1e-6
+
+
+def log_step_time_gradient(inputs: Mapping[str, float], wrt: Sequence[str]
+                           ) -> tuple[float, np.ndarray]:
+    """Log step time and its gradient w.r.t. a few parameters, for ONE configuration,
+    without JAX.
+
+    The value is the float64 training model evaluated by NumPy
+    (:meth:`~symcost.lower.CompiledModel.call_numpy`); the gradient is a central difference
+    ``(log t(theta + h e_j) - log t(theta - h e_j)) / (2 h)`` with ``h = FD_REL_STEP * |theta_j|``
+    (``FD_REL_STEP`` times the width of the parameter's :data:`~symcost.params.BOUNDS` when
+    ``theta_j = 0``). All ``1 + 2 * len(wrt)`` points go through one broadcast NumPy call
+    (~ms), where :func:`log_step_time_jacobian` pays a jit compile (~seconds) for the exact
+    derivative. Truncation error O(h^2) and rounding error O(eps / h) keep the relative error
+    near 1e-9 on these smooth-per-branch expressions; at a ``Max`` kink the difference is the
+    mean of the two one-sided slopes.
+
+    Args:
+        inputs: symbol name -> value (base units) for every input of the training model (as
+            from :func:`symcost.api.training_inputs`).
+        wrt: names of input symbols to differentiate by.
+
+    Returns:
+        ``(log_t, g)``: log of the step time in s, and ``g`` shape ``(len(wrt),)`` with
+        ``g[j] = d log t / d wrt_j`` (per base unit of the parameter).
+
+    Raises:
+        KeyError: an input is missing, or a name of ``wrt`` is not an input of the model.
+    """
+    from .api import training_model
+
+    cm = training_model("float64")
+    names = cm.input_names
+    missing = [n for n in names if n not in inputs]
+    if missing:
+        raise KeyError(f"log_step_time_gradient: missing inputs {', '.join(missing)}")
+    wrt = tuple(wrt)
+    unknown = [w for w in wrt if w not in names]
+    if unknown:
+        raise KeyError(f"log_step_time_gradient: {', '.join(unknown)} not inputs of the "
+                       "training model")
+    k = len(wrt)
+    args = {n: float(inputs[n]) for n in names}
+    steps = np.empty(k)
+    for j, w in enumerate(wrt):
+        v = args[w]
+        lo, hi = BOUNDS.get(w, (0.0, 1.0))
+        steps[j] = FD_REL_STEP * (abs(v) if v != 0 else (hi - lo) or 1.0)
+        # point 0 is the centre; points 1+2j and 2+2j move parameter j by +h and -h
+        col = np.full(1 + 2 * k, v)
+        col[1 + 2 * j], col[2 + 2 * j] = v + steps[j], v - steps[j]
+        args[w] = col
+    log_t = np.log(np.asarray(cm.call_numpy(**args)["step_time"], dtype=np.float64)
+                   * np.ones(1 + 2 * k))
+    grad = (log_t[1::2] - log_t[2::2]) / (2 * steps)
+    return float(log_t[0]), grad
+
+
 # ----------------------------------------------------------------------------- runs
 def run_table(prepared) -> pd.DataFrame:
     """Group measurement rows into runs and compute each run's implied measured step time.
@@ -222,6 +289,8 @@ def run_table(prepared) -> pd.DataFrame:
         s; geometric mean over the run's metrics of ``(measured/coef)**(1/power)``),
         ``n_rows``, ``first`` (index of its first row in ``prepared``), ``case_ids``.
     """
+    import pandas as pd
+
     from .validate import metric_factor
 
     recs = []
@@ -444,6 +513,28 @@ def calibrate_rows(prepared, start: Params | None = None, fit: Sequence[str] = D
     return CalibrationResult(params, fits, not_fitted, start)
 
 
+def bound_warnings(result: CalibrationResult) -> list[str]:
+    """One warning line per fitted parameter that ended on a bound of its physical range
+    (:data:`symcost.params.BOUNDS`): the data pull it past what is physically possible, so
+    the model is missing something for these rows (the value is clamped and gets no standard
+    error).
+
+    Returns:
+        Lines such as ``"warning: ampere eff_inter ended on its upper bound 1: the data want
+        more than the physical range [0.5, 1] allows"``, in fit order.
+    """
+    out = []
+    for gen, f in result.fits.items():
+        for p in f.at_bound:
+            lo, hi = BOUNDS[p]
+            v = f.values[p]
+            upper = abs(v - hi) <= abs(v - lo)
+            out.append(f"warning: {gen} {p} ended on its {'upper' if upper else 'lower'} bound "
+                       f"{hi if upper else lo:g}: the data want {'more' if upper else 'less'} "
+                       f"than the physical range [{lo:g}, {hi:g}] allows")
+    return out
+
+
 def transfer_missing(params: Params, have: Sequence[str], want: Sequence[str]
                      ) -> tuple[Params, dict[str, str]]:
     """Give generations without data the fitted parameters of a related generation.
@@ -507,11 +598,13 @@ def start_params(params: Params) -> Params:
 
 # ----------------------------------------------------------------------------- intervals
 def _quantile(level: float, dof) -> float:
-    from scipy.stats import t as student_t
+    """Student-t quantile of a two-sided ``level`` interval (``scipy.special.stdtrit``, the
+    same function as ``scipy.stats.t.ppf`` without importing ``scipy.stats``, ~0.5 s)."""
+    from scipy.special import stdtrit
 
     if not 0 < level < 1:
         raise ValueError("level must be in (0, 1)")
-    return float(student_t.ppf(0.5 + level / 2, max(int(dof or 1000), 1)))
+    return float(stdtrit(max(int(dof or 1000), 1), 0.5 + level / 2))
 
 
 def interval_sd(prepared, params: Params, inputs: Mapping[str, np.ndarray]
@@ -529,30 +622,62 @@ def interval_sd(prepared, params: Params, inputs: Mapping[str, np.ndarray]
     """
     n = len(prepared)
     gens = np.array([r.hardware.generation for r in prepared])
-    sig = dict(params.provenance.get("residual_sigma_log") or {})
-    dofs = dict(params.provenance.get("dof") or {})
-    want = list(params.provenance.get("fitted_parameters") or ())
-    rel = float(params.provenance.get("prior_rel_sd", PRIOR_REL_SD))
     log_t, sd, dof = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
     for g in sorted(set(gens)):
-        if g not in sig:
+        terms = _uncertainty_terms(params, g)
+        if terms is None:
             continue
-        names_c = tuple(params.fitted.get(g, ()))
-        names_p = tuple(p for p in want if p not in names_c)
         idx = np.nonzero(gens == g)[0]
         sub = {k: np.asarray(v)[idx] for k, v in inputs.items()}
-        wrt = names_c + names_p or ("eff_gemm",)
-        ls, J = log_step_time_jacobian(sub, wrt)
-        var = np.full(len(idx), float(sig[g]) ** 2)
-        if names_c:
-            k = len(names_c)
-            cov = np.asarray(params.covariance[g], dtype=np.float64).reshape(k, k)
-            Jc = J[:, :k]
-            var += np.einsum("ij,jk,ik->i", Jc, cov, Jc)
-        for j, p in enumerate(names_p, start=len(names_c)):
-            var += (J[:, j] * rel * sub[p]) ** 2
-        log_t[idx], sd[idx], dof[idx] = ls, np.sqrt(var), float(dofs.get(g) or 1000)
+        ls, J = log_step_time_jacobian(sub, terms.wrt or ("eff_gemm",))
+        log_t[idx], dof[idx] = ls, terms.dof
+        sd[idx] = np.sqrt(_predictive_variance(terms, J[:, :len(terms.wrt)], sub))
     return log_t, sd, dof
+
+
+@dataclass(frozen=True)
+class _Terms:
+    """What one generation's calibration says about the uncertainty of a prediction."""
+
+    covaried: tuple[str, ...]   # parameters with a covariance (``params.fitted``), its order
+    prior: tuple[str, ...]      # other parameters the calibration meant to fit (prior sd)
+    cov: np.ndarray             # covariance over ``covaried``
+    sigma: float                # residual sd of the log error
+    dof: float                  # Student-t degrees of freedom
+    rel: float                  # prior relative sd
+
+    @property
+    def wrt(self) -> tuple[str, ...]:
+        return self.covaried + self.prior
+
+
+def _uncertainty_terms(params: Params, gen: str) -> _Terms | None:
+    """The uncertainty of generation ``gen`` in ``params``; None when never calibrated."""
+    sig = dict(params.provenance.get("residual_sigma_log") or {})
+    if gen not in sig:
+        return None
+    names_c = tuple(params.fitted.get(gen, ()))
+    want = list(params.provenance.get("fitted_parameters") or ())
+    k = len(names_c)
+    cov = (np.asarray(params.covariance[gen], dtype=np.float64).reshape(k, k) if k
+           else np.zeros((0, 0)))
+    return _Terms(names_c, tuple(p for p in want if p not in names_c), cov, float(sig[gen]),
+                  float(dict(params.provenance.get("dof") or {}).get(gen) or 1000),
+                  float(params.provenance.get("prior_rel_sd", PRIOR_REL_SD)))
+
+
+def _predictive_variance(terms: _Terms, J: np.ndarray, values: Mapping) -> np.ndarray:
+    """``g_c^T cov g_c + sum_j (g_j * rel * theta_j)^2 + s^2`` per row of ``J`` (rows x
+    ``terms.wrt``; ``values`` holds the parameter values, scalars or per-row arrays)."""
+    J = np.atleast_2d(J)
+    k = len(terms.covaried)
+    var = np.full(J.shape[0], terms.sigma ** 2)
+    if k:
+        Jc = J[:, :k]
+        var += np.einsum("ij,jk,ik->i", Jc, terms.cov, Jc)
+    for j, p in enumerate(terms.prior, start=k):
+        var += (J[:, j] * terms.rel * np.asarray(values[p], dtype=np.float64)) ** 2
+    return var
 
 
 def row_intervals(prepared, params: Params, inputs: Mapping[str, np.ndarray] | None = None,
@@ -584,6 +709,11 @@ def predict_interval(model, hardware, config=None, params: Params | None = None,
                      level: float = 0.9, **config_fields) -> dict:
     """A prediction with its ``level`` interval on step time, throughput and MFU.
 
+    Same interval as :func:`row_intervals` (``log t +- q * sd``, ``sd`` as in
+    :func:`interval_sd`), computed for one configuration without JAX: the value by the float64
+    model on NumPy and the gradient by central differences (:func:`log_step_time_gradient`),
+    so ``symcost train --json`` answers in about a second.
+
     Args:
         model, hardware, config, config_fields: as :func:`symcost.api.predict_training`.
         params: a calibration (the shipped defaults are one); None: the shipped defaults.
@@ -599,11 +729,8 @@ def predict_interval(model, hardware, config=None, params: Params | None = None,
         CalibrationError: the parameters were never calibrated for that GPU generation.
         ConfigError, ModelSpecError, HardwareSpecError: invalid input.
     """
-    from types import SimpleNamespace
-
-    from .api import _as_hardware, _as_model, training_inputs
+    from .api import _as_hardware, _as_model, training_inputs, training_model
     from .config import TrainingConfig
-    from .validate import evaluate_rows
 
     params = params or load_params()
     if config is None:
@@ -611,13 +738,20 @@ def predict_interval(model, hardware, config=None, params: Params | None = None,
     elif config_fields:
         config = config.replace(**config_fields)
     m, hw = _as_model(model), _as_hardware(hardware)
-    if hw.generation not in (params.provenance.get("residual_sigma_log") or {}):
+    terms = _uncertainty_terms(params, hw.generation)
+    if terms is None:
         raise CalibrationError(f"predict_interval: the parameters were never calibrated for "
                                f"GPU generation {hw.generation!r} (run symcost calibrate)")
-    X = {k: np.array([float(v)]) for k, v in training_inputs(m, hw, config, params).items()}
-    vals = {k: float(v[0]) for k, v in evaluate_rows(X).items()}
-    lo, hi = row_intervals([SimpleNamespace(hardware=hw)], params, X, level)
-    t, tl, th = vals["step_time"], float(lo[0]), float(hi[0])
+    X = training_inputs(m, hw, config, params)
+    cm = training_model("float64")
+    vals = {k: float(v) for k, v in
+            cm.call_numpy(**{n: X[n] for n in cm.input_names}).items()}
+    # one configuration: NumPy central differences over the few fitted parameters, no JAX
+    _, g = log_step_time_gradient(X, terms.wrt)
+    sd = math.sqrt(float(_predictive_variance(terms, g[None, :], X)[0]))
+    q = _quantile(level, terms.dof)
+    t = vals["step_time"]
+    tl, th = t * math.exp(-q * sd), t * math.exp(q * sd)
     out = {"level": level, "step_time_s": {"value": t, "lo": tl, "hi": th}}
     for name, val in (("tokens_per_s", vals["tokens_per_s"]),
                       ("tokens_per_s_per_gpu", vals["tokens_per_s"] / vals["num_gpus"]),
@@ -652,6 +786,8 @@ def cross_validate(prepared, start: Params | None = None, fit: Sequence[str] = D
         generation or ``""``) and ``fold_error`` (why a group could not be predicted, else
         ``""``; its rows then have NaN predictions).
     """
+    import pandas as pd
+
     from .validate import predict_rows
 
     start = start or start_params(load_params())

@@ -26,10 +26,10 @@ from typing import Annotated, Literal
 
 import typer
 
+from .cli_format import fmt_time, format_bytes
 from .config import InferenceConfig
 
 _DEFAULT = InferenceConfig()
-_GB = 1e9
 DEFAULT_ROOFLINE_HARDWARE = "a100-sxm4-80gb,h100-sxm5-80gb,h200-sxm-141gb,b200"
 
 Dtype = Literal["bf16", "fp16", "fp8", "int8", "int4"]
@@ -43,18 +43,6 @@ STAGE_HELP = {
     "lm_head": "embedding, LM head, sampling, logits gather",
     "pp_p2p": "pipeline send to the next stage",
 }
-
-
-def _fmt_time(s: float) -> str:
-    if s >= 1:
-        return f"{s:.3f} s"
-    if s >= 1e-3:
-        return f"{s * 1e3:.3f} ms"
-    return f"{s * 1e6:.1f} us"
-
-
-def _fmt_gb(b: float) -> str:
-    return f"{b / _GB:.2f} GB"
 
 
 def _console():
@@ -85,10 +73,10 @@ def summary_tables(result) -> list:
     perf.add_column("metric")
     perf.add_column("value", justify="right")
     perf.add_column("note")
-    perf.add_row("TTFT", _fmt_time(d["ttft_s"]),
+    perf.add_row("TTFT", fmt_time(d["ttft_s"]),
                  f"prefill of {cfg.batch} prompts ({d['prefill_chunks']} chunk(s))")
-    perf.add_row("TPOT", _fmt_time(d["tpot_s"]), "one decode step of the batch, mean context")
-    perf.add_row("request latency", _fmt_time(d["e2e_latency_s"]),
+    perf.add_row("TPOT", fmt_time(d["tpot_s"]), "one decode step of the batch, mean context")
+    perf.add_row("request latency", fmt_time(d["e2e_latency_s"]),
                  "TTFT + (output_len - 1) x TPOT (static batch)")
     perf.add_row("throughput", f"{d['throughput_tokens_per_s']:,.0f} tokens/s",
                  f"continuous batching, {d['serve_batch']:,.0f} sequences in flight per "
@@ -96,7 +84,7 @@ def summary_tables(result) -> list:
     perf.add_row("throughput (static batch)",
                  f"{d['throughput_static_tokens_per_s']:,.0f} tokens/s",
                  "batch x output_len / request latency, all GPUs")
-    perf.add_row("inter-token latency (serving)", _fmt_time(d["serve_iteration_s"]),
+    perf.add_row("inter-token latency (serving)", fmt_time(d["serve_iteration_s"]),
                  "one continuous-batching iteration (prefill and decode share it)")
     perf.add_row("max batch", f"{d['max_batch']:,}",
                  f"sequences of {cfg.input_len + cfg.output_len} tokens that fit")
@@ -106,15 +94,15 @@ def summary_tables(result) -> list:
     mem.add_column("size", justify="right")
     mem.add_column("note")
     m = d["memory_per_gpu_bytes"]
-    mem.add_row("weights", _fmt_gb(m["weights"]), f"{cfg.weight_dtype} linear weights")
-    mem.add_row("KV cache", _fmt_gb(m["kv_cache"]),
+    mem.add_row("weights", format_bytes(m["weights"]), f"{cfg.weight_dtype} linear weights")
+    mem.add_row("KV cache", format_bytes(m["kv_cache"]),
                 f"{d['kv_bytes_per_token']:,.0f} bytes/token ({cfg.kv_dtype})")
-    mem.add_row("activations", _fmt_gb(m["activations"]),
+    mem.add_row("activations", format_bytes(m["activations"]),
                 f"buffers for {cfg.max_num_tokens} tokens")
-    mem.add_row("logits", _fmt_gb(m["logits"]), "fp32, one row per sequence")
-    mem.add_row("total", _fmt_gb(m["total"]), "", style="bold")
-    mem.add_row("usable HBM", _fmt_gb(m["usable"]), "capacity - reserved")
-    mem.add_row("KV budget", _fmt_gb(m["kv_budget"]),
+    mem.add_row("logits", format_bytes(m["logits"]), "fp32, one row per sequence")
+    mem.add_row("total", format_bytes(m["total"]), "", style="bold")
+    mem.add_row("usable HBM", format_bytes(m["usable"]), "capacity - reserved")
+    mem.add_row("KV budget", format_bytes(m["kv_budget"]),
                 f"{cfg.kv_mem_frac:.2f} of what weights and buffers leave")
 
     brk = Table(title="Stage time per step", title_justify="left")
@@ -123,8 +111,8 @@ def summary_tables(result) -> list:
     brk.add_column("decode step", justify="right")
     brk.add_column("what")
     for k in d["prefill_breakdown_s"]:
-        brk.add_row(k, _fmt_time(d["prefill_breakdown_s"][k]),
-                    _fmt_time(d["decode_breakdown_s"][k]), STAGE_HELP.get(k, ""))
+        brk.add_row(k, fmt_time(d["prefill_breakdown_s"][k]),
+                    fmt_time(d["decode_breakdown_s"][k]), STAGE_HELP.get(k, ""))
     brk.add_row("decode GEMMs", "", d["decode_gemm_bound"] + "-bound", "at this batch")
     return [perf, mem, brk]
 
@@ -265,7 +253,7 @@ def roofline(
             t.add_row(r["phase"], r["op"], r["dtype"], f"{r['flops'] / 1e9:,.1f}",
                       f"{r['bytes'] / 1e6:,.1f}", f"{r['intensity']:,.1f}", f"{r['ridge']:,.0f}",
                       f"{r['attainable_flops'] / 1e12:,.1f}", r["bound"],
-                      _fmt_time(r["time_s"]),
+                      fmt_time(r["time_s"]),
                       style="bold" if r["bound"] == "compute" else None)
         console.print(t)
     if plot is not None:
@@ -317,7 +305,7 @@ def dram_study(
         t.add_column(col, justify="left" if col == "technology" else "right")
     for _, r in table.iterrows():
         t.add_row(r["technology"], f"{r['bandwidth'] / 1e12:.2f}", str(r["batch"]),
-                  _fmt_time(r["ttft_s"]), _fmt_time(r["tpot_s"]),
+                  fmt_time(r["ttft_s"]), fmt_time(r["tpot_s"]),
                   f"{r['throughput_tokens_per_s']:,.0f}", r["decode_bound"],
                   f"{r['crossover_batch']:.0f}", f"{r['bw_compute_bound'] / 1e12:.2f}",
                   style=None if r["fits"] else "dim")

@@ -24,6 +24,8 @@ from typing import Annotated, Literal
 
 import typer
 
+from .cli_format import fmt_time, format_bytes
+
 _MODEL_HELP = "Model preset id (see `symcost train --list-models`) or a config.json path."
 _HW_HELP = "Hardware id (see `symcost train --list-hardware`) or a hardware YAML path."
 
@@ -54,10 +56,6 @@ def parse_gpu_counts(text: str) -> list[int]:
     return counts
 
 
-def _fmt_time(s: float) -> str:
-    return f"{s:.3f} s" if s >= 1 else f"{s * 1e3:.2f} ms"
-
-
 def search_tables(result, show_rejected: bool = True) -> list:
     """Rich renderables for a :class:`~optimizers.search.SearchResult`: the ranked table, the
     runner-up comparison and the rejection counts."""
@@ -83,8 +81,8 @@ def search_tables(result, show_rejected: bool = True) -> list:
         row = [str(r.rank)] + ([str(r.num_gpus)] if multi else []) + [
             str(r.tp), str(r.pp), str(r.dp), str(r.micro_batch), str(r.vpp), r.recompute,
             "on" if r.sp else "off", str(r.zero), "on" if r.dp_overlap else "off",
-            _fmt_time(r.step_time), f"{r.tokens_per_s:,.0f}", f"{100 * r.mfu:.1f} %",
-            f"{r.mem_total / 1e9:.1f} GB", f"{r.mem_headroom / 1e9:.1f} GB"]
+            fmt_time(r.step_time), f"{r.tokens_per_s:,.0f}", f"{100 * r.mfu:.1f} %",
+            format_bytes(r.mem_total, 1), format_bytes(r.mem_headroom, 1)]
         if result.price_per_gpu_hour:
             row += [f"{r.usd_per_step:,.2f}", f"{r.tokens_per_usd:,.0f}"]
         tab.add_row(*row)
@@ -97,11 +95,11 @@ def search_tables(result, show_rejected: bool = True) -> list:
             if w.difference == 0:
                 continue
             if w.term.startswith("time_"):
-                why.add_row(w.term.removeprefix("time_"), _fmt_time(w.best),
-                            _fmt_time(w.runner_up), f"{w.difference:+.4f} s")
+                why.add_row(w.term.removeprefix("time_"), fmt_time(w.best),
+                            fmt_time(w.runner_up), f"{w.difference:+.4f} s")
             else:
-                why.add_row(w.term, f"{w.best / 1e9:.2f} GB", f"{w.runner_up / 1e9:.2f} GB",
-                            f"{w.difference / 1e9:+.2f} GB")
+                why.add_row(w.term, format_bytes(w.best), format_bytes(w.runner_up),
+                            format_bytes(w.difference, sign=True))
         out.append(why)
         out.append(result.explain())
     if show_rejected:
@@ -217,7 +215,7 @@ def codesign_table(df):
 
     tab = Table(title=f"Co-design around {df.attrs.get('reference', '?')}: step time vs cost "
                       f"per GPU (* = Pareto front, ref = reference GPU)", title_justify="left")
-    cols = ["", "budget $", "cost $", "step", "MFU", "TFLOP/s", "HBM TB/s", "HBM GB",
+    cols = ["", "budget $", "cost $", "step", "MFU", "TFLOP/s", "HBM TB/s", "HBM GiB",
             "NVL GB/s", "net GB/s", "tp", "pp", "dp", "mb", "vpp", "recomp", "sp", "ZeRO"]
     for c in cols:
         tab.add_column(c, justify="left" if c in ("", "recomp") else "right", no_wrap=True)
@@ -229,9 +227,9 @@ def codesign_table(df):
         budget = r["budget_usd_per_gpu"]
         mark = ("*" if r["pareto"] else "") + ("ref" if r["design"] == "reference" else "")
         tab.add_row(mark, "-" if budget != budget else f"{budget:,.0f}",
-                    f"{r['cost_usd_per_gpu']:,.0f}", _fmt_time(r["step_time"]),
+                    f"{r['cost_usd_per_gpu']:,.0f}", fmt_time(r["step_time"]),
                     f"{100 * r['mfu']:.1f} %", f"{r['peak_tflops']:,.0f}",
-                    f"{r['hbm_tbps']:.2f}", f"{r['hbm_gb']:.0f}", f"{r['intra_gbps']:,.0f}",
+                    f"{r['hbm_tbps']:.2f}", f"{r['hbm_gib']:.0f}", f"{r['intra_gbps']:,.0f}",
                     f"{r['inter_gbps']:,.1f}",
                     *(str(int(r[k])) for k in ("tp", "pp", "dp", "micro_batch", "vpp")),
                     r["recompute"], "on" if r["sp"] else "off", str(int(r["zero"])))

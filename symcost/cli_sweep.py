@@ -111,7 +111,9 @@ def sweep_cmd(
         help="Write every row to .csv or .parquet.", show_default=False, dir_okay=False)] = None,
     top: Annotated[int, typer.Option(help="Best valid rows to print.")] = 10,
     sort: Annotated[str, typer.Option(help="Output that ranks rows.")] = "step_time",
-    chunk_size: Annotated[int, typer.Option(help="Rows per compiled call.")] = 2**16,
+    chunk_size: Annotated[int | None, typer.Option(
+        help="Rows per compiled call (default: 4096 when the sweep fits, else 65536).",
+        show_default=False)] = None,
     num_gpus: NumGpus = _D.num_gpus, tp: Tp = _D.tp, pp: Pp = _D.pp, dp: Dp = _D.dp,
     sp: Sp = _D.sp, vpp: Vpp = _D.vpp, micro_batch: MicroBatch = _D.micro_batch,
     global_batch: GlobalBatch = _D.global_batch, seq_len: SeqLen = None,

@@ -21,6 +21,7 @@ from typing import Annotated, Literal
 
 import typer
 
+from .cli_format import fmt_time, format_bytes
 from .config import TrainingConfig
 
 _DEFAULT = TrainingConfig()
@@ -37,8 +38,6 @@ BREAKDOWN_HELP = {
     "optimizer": "optimizer step",
     "overhead": "fixed per-step overhead",
 }
-
-_GB = 1e9
 
 
 def _list_models(value: bool) -> None:
@@ -93,18 +92,6 @@ def load_inputs(model: str, hardware: str, params: Path | None):
     return m, hw, p
 
 
-def _fmt_time(s: float) -> str:
-    if s >= 1:
-        return f"{s:.3f} s"
-    if s >= 1e-3:
-        return f"{s * 1e3:.3f} ms"
-    return f"{s * 1e6:.1f} us"
-
-
-def _fmt_gb(b: float) -> str:
-    return f"{b / _GB:.2f} GB"
-
-
 def summary_tables(result) -> list:
     """Rich renderables describing ``result`` (a :class:`~symcost.api.TrainingResult`):
     performance, memory per GPU, and the step-time breakdown with each term's share."""
@@ -120,7 +107,7 @@ def summary_tables(result) -> list:
     perf.add_column("metric")
     perf.add_column("value", justify="right")
     perf.add_column("note")
-    perf.add_row("step time", _fmt_time(d["step_time_s"]), "per optimizer step")
+    perf.add_row("step time", fmt_time(d["step_time_s"]), "per optimizer step")
     perf.add_row("tokens/s", f"{d['tokens_per_s']:,.0f}", "whole cluster")
     perf.add_row("tokens/s per GPU", f"{d['tokens_per_s_per_gpu']:,.1f}", "")
     perf.add_row("MFU", f"{100 * d['mfu']:.1f} %",
@@ -136,12 +123,12 @@ def summary_tables(result) -> list:
     total = d["memory_per_gpu_bytes"]["total"]
     for part in ("weights", "gradients", "optimizer", "activations"):
         b = d["memory_per_gpu_bytes"][part]
-        mem.add_row(part, _fmt_gb(b), f"{100 * b / total:.1f} %" if total else "-")
-    mem.add_row("total", _fmt_gb(total), "", style="bold")
-    mem.add_row("usable HBM", _fmt_gb(d["memory_usable_bytes"]), "")
+        mem.add_row(part, format_bytes(b), f"{100 * b / total:.1f} %" if total else "-")
+    mem.add_row("total", format_bytes(total), "", style="bold")
+    mem.add_row("usable HBM", format_bytes(d["memory_usable_bytes"]), "")
     headroom = v["mem_headroom"]
-    mem.add_row("fits", f"yes, headroom {_fmt_gb(headroom)}" if result.fits
-                else f"NO, short by {_fmt_gb(-headroom)}", "",
+    mem.add_row("fits", f"yes, headroom {format_bytes(headroom)}" if result.fits
+                else f"NO, short by {format_bytes(-headroom)}", "",
                 style=None if result.fits else "bold red")
 
     brk = Table(title="Step-time breakdown", title_justify="left")
@@ -151,18 +138,19 @@ def summary_tables(result) -> list:
     brk.add_column("what")
     step = d["step_time_s"]
     for name, t in d["breakdown_s"].items():
-        brk.add_row(name, _fmt_time(t), f"{100 * t / step:.1f} %" if step else "-",
+        brk.add_row(name, fmt_time(t), f"{100 * t / step:.1f} %" if step else "-",
                     BREAKDOWN_HELP.get(name, ""))
-    brk.add_row("step time", _fmt_time(step), "100.0 %", "", style="bold")
+    brk.add_row("step time", fmt_time(step), "100.0 %", "", style="bold")
     return [perf, mem, brk]
 
 
 def not_fit_message(result) -> str:
     """One-line warning for a configuration that does not fit in HBM."""
     d = result.to_dict()
-    return (f"warning: does not fit in memory: {_fmt_gb(d['memory_per_gpu_bytes']['total'])} "
-            f"per GPU > usable {_fmt_gb(d['memory_usable_bytes'])} "
-            f"(short by {_fmt_gb(-result.values['mem_headroom'])})")
+    total, usable = d["memory_per_gpu_bytes"]["total"], d["memory_usable_bytes"]
+    short = -result.values["mem_headroom"]
+    return (f"warning: does not fit in memory: {format_bytes(total)} per GPU > usable "
+            f"{format_bytes(usable)} (short by {format_bytes(short)})")
 
 
 def train(

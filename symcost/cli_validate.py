@@ -231,7 +231,7 @@ def register(app: typer.Typer) -> None:
         """Fit efficiency parameters per GPU generation (least squares on log error)."""
         from rich.console import Console
 
-        from .calibrate import DEFAULT_FIT, calibrate, write_params
+        from .calibrate import DEFAULT_FIT, bound_warnings, calibrate, write_params
 
         start = _load_start(params)
         names = tuple(x.strip() for x in fit.split(",") if x.strip()) if fit else DEFAULT_FIT
@@ -242,6 +242,8 @@ def register(app: typer.Typer) -> None:
                        + (["--transfer", ",".join(moved)] if moved else []))
         result = calibrate(path, start, names, command=cmd, transfer_to=moved)
         write_params(result.params, output)
+        for line in bound_warnings(result):
+            typer.echo(line, err=True)
         cv = None
         if cross_validate:
             from .calibrate import cross_validate as run_cv, start_params

@@ -86,6 +86,19 @@ def positive_int(name: str, value, error: type[ConfigError] = ConfigError) -> in
 
 
 
+def on_off(name: str, value, error: type[ConfigError] = ConfigError) -> bool:
+    """``value`` as a bool; accepts ``True``/``False`` and the numbers 0/1 only.
+
+    Raises:
+        ``error``: ``"{name}: must be on/off (true/false or 1/0), got ..."``.
+    """
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)) and value in (0, 1):
+        return bool(value)
+    raise error(f"{name}: must be on/off (true/false or 1/0), got {value!r}")
+
+
 def resolve(model: "ModelSpec", hw: "HardwareSpec", cfg: TrainingConfig) -> TrainingConfig:
     """Validate ``cfg`` against ``model`` and ``hw`` and fill in derived fields.
 
@@ -104,7 +117,8 @@ def resolve(model: "ModelSpec", hw: "HardwareSpec", cfg: TrainingConfig) -> Trai
             ``tp*pp*dp != num_gpus``; ``num_gpus`` not divisible by ``tp*pp``; ``pp`` above
             the layer count; interleaving without ``pp > 1`` or with layers not divisible by
             ``pp*vpp``; ``global_batch`` not divisible by ``micro_batch*dp``; unknown
-            recompute mode, ZeRO stage or dtype; a dtype the GPU lacks; ZeRO-2/3 with
+            recompute mode, ZeRO stage or dtype; an on/off field (``sp``,
+            ``flash_attention``, ``dp_overlap``) that is not a bool or 0/1; a dtype the GPU lacks; ZeRO-2/3 with
             ``pp > 1``; a sequence longer than learned position embeddings allow.
     """
     tp = positive_int("tp", cfg.tp)
@@ -166,7 +180,10 @@ def resolve(model: "ModelSpec", hw: "HardwareSpec", cfg: TrainingConfig) -> Trai
         raise ConfigError(f"dtype: {hw.name} has no {cfg.dtype} tensor-core peak "
                           f"(it supports {', '.join(sorted(hw.peak_flops))})")
     return dataclasses.replace(cfg, num_gpus=n_gpus, tp=tp, pp=pp, dp=dp, vpp=vpp,
-                               micro_batch=mb, global_batch=gb, seq_len=seq)
+                               micro_batch=mb, global_batch=gb, seq_len=seq,
+                               sp=on_off("sp", cfg.sp),
+                               flash_attention=on_off("flash_attention", cfg.flash_attention),
+                               dp_overlap=on_off("dp_overlap", cfg.dp_overlap))
 
 
 def model_bindings(model: "ModelSpec") -> dict[str, float]:
@@ -177,6 +194,7 @@ def model_bindings(model: "ModelSpec") -> dict[str, float]:
         S.ffn_hidden.name: model.ffn_hidden, S.vocab.name: model.vocab,
         S.seq_len.name: model.seq_len, S.max_seq_len.name: model.max_seq_len,
         S.gated_mlp.name: float(model.mlp == "swiglu"), S.has_bias.name: float(model.bias),
+        S.norm_bias.name: float(model.norm == "layernorm" and model.bias),
         S.tied_embed.name: float(model.tied_embeddings),
         S.learned_pos.name: float(model.position == "learned"),
         S.has_dropout.name: float(model.dropout),

@@ -37,9 +37,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import sympy as sp
 
+from hwspecs import format_bytes
+
 from . import symbols as S
+from .api import _as_hardware, _as_model, used_symbols
 from .config import ConfigError, hardware_bindings, model_bindings, positive_int
-from .inference import (DECODE_BREAKDOWN, PREFILL_BREAKDOWN, STAGE_TERMS,
+from .inference import (DECODE_BREAKDOWN, PREFILL_BREAKDOWN, STAGE_TERMS, TTFT_ITERATIONS,
                         inference_expressions)
 from .lower import CompiledModel, lower
 from .params import Params, load_params
@@ -192,22 +195,8 @@ def inference_model(precision: str = "float64") -> CompiledModel:
         :data:`symcost.symbols.ALL_SYMBOLS` order, outputs as in
         :func:`symcost.inference.inference_expressions`.
     """
-    from .api import used_symbols
-
     exprs = inference_expressions()
     return lower(exprs, used_symbols(exprs.values()), precision)
-
-
-def _as_model(model):
-    from .models import ModelSpec, get_model
-
-    return model if isinstance(model, ModelSpec) else get_model(model)
-
-
-def _as_hardware(hw):
-    from hwspecs import HardwareSpec, load_hardware
-
-    return hw if isinstance(hw, HardwareSpec) else load_hardware(hw)
 
 
 def inference_inputs(model, hardware, config: InferenceConfig,
@@ -221,7 +210,11 @@ def inference_inputs(model, hardware, config: InferenceConfig,
         InferenceConfigError, ModelSpecError, HardwareSpecError, ParamsError: invalid input.
     """
     model, hw = _as_model(model), _as_hardware(hardware)
-    cfg = resolve_inference(model, hw, config)
+    return _bind_inputs(model, hw, resolve_inference(model, hw, config), params)
+
+
+def _bind_inputs(model, hw, cfg: InferenceConfig, params: Params | None) -> dict[str, float]:
+    """:func:`inference_inputs` for specs and an already resolved ``cfg``."""
     params = params or load_params()
     values = model_bindings(model)
     values.update(inference_hardware_bindings(hw, cfg.act_dtype))
@@ -232,7 +225,6 @@ def inference_inputs(model, hardware, config: InferenceConfig,
 
 
 # ----------------------------------------------------------------------------- results
-_GB = 1e9
 
 
 @dataclass
@@ -325,12 +317,23 @@ class InferenceResult:
         }
 
     def formula(self, name: str = "tpot", keep: tuple[str, ...] | None = None) -> sp.Expr:
-        """The SymPy expression behind output ``name``; symbols not in ``keep`` are replaced by
-        this request's values (all kept when ``keep`` is None)."""
+        """The SymPy expression behind output ``name``; symbols not in ``keep`` (symbol names
+        or the aliases of :data:`symcost.explain.KEEP_ALIASES`) are replaced by this
+        request's values, unrounded (all kept when ``keep`` is None). Substitution is
+        structural (:func:`symcost.explain.substitute`, ``xreplace``), so mode flags select
+        their ``Piecewise`` branch.
+
+        Raises:
+            KeyError: unknown output ``name``.
+            ExplainError: unknown symbol in ``keep``.
+        """
+        from .explain import _keep_symbols, substitute
+
         expr = inference_expressions()[name]
         if keep is None:
             return expr
-        return expr.subs({S.lookup(k): v for k, v in self.inputs.items() if k not in keep})
+        kept = {s.name for s in _keep_symbols(keep)}
+        return substitute(expr, {k: v for k, v in self.inputs.items() if k not in kept})
 
 
 def memory_error(result: InferenceResult) -> InferenceConfigError | None:
@@ -341,15 +344,16 @@ def memory_error(result: InferenceResult) -> InferenceConfigError | None:
     if v["max_batch"] < 1:
         return InferenceConfigError(
             f"memory: even batch 1 does not fit on {hw.name} (tp={cfg.tp}, pp={cfg.pp}): "
-            f"weights {v['mem_weights'] / _GB:.2f} GB + activation buffers "
-            f"{v['mem_activations'] / _GB:.2f} GB of usable {v['mem_usable'] / _GB:.2f} GB leave "
-            f"a KV budget of {v['mem_kv_budget'] / _GB:.2f} GB < {per_seq / _GB:.3f} GB for one "
+            f"weights {format_bytes(v['mem_weights'], 2)} + activation buffers "
+            f"{format_bytes(v['mem_activations'], 2)} of usable "
+            f"{format_bytes(v['mem_usable'], 2)} leave a KV budget of "
+            f"{format_bytes(v['mem_kv_budget'], 2)} < {format_bytes(per_seq, 3)} for one "
             f"sequence of {ctx} tokens; use more GPUs or narrower dtypes")
     if v["mem_headroom"] < 0:
         return InferenceConfigError(
             f"batch: {cfg.batch} sequences of {ctx} tokens do not fit on {hw.name}; at most "
-            f"{int(v['max_batch'])} fit (KV cache {per_seq / _GB:.3f} GB per sequence, budget "
-            f"{v['mem_kv_budget'] / _GB:.2f} GB per GPU)")
+            f"{int(v['max_batch'])} fit (KV cache {format_bytes(per_seq, 3)} per sequence, budget "
+            f"{format_bytes(v['mem_kv_budget'], 2)} per GPU)")
     return None
 
 
@@ -363,7 +367,9 @@ def predict_inference(model, hardware, config: InferenceConfig | None = None,
         hardware: :class:`~hwspecs.HardwareSpec` or hardware id / YAML path.
         config: the serving layout; or pass its fields as keyword arguments.
         params: efficiency parameters; the shipped calibration when None.
-        precision: ``float64`` (default) or ``float32``.
+        precision: ``float64`` (default; the generated source evaluated on NumPy, so one
+            prediction needs neither JAX nor a jit compile) or ``float32`` (the jit-compiled
+            JAX function).
         check_memory: raise when ``batch`` does not fit (default); when False the result is
             returned with ``fits`` False (the continuous-batching throughput then uses the
             largest batch that fits, see :mod:`symcost.inference`).
@@ -385,8 +391,10 @@ def predict_inference(model, hardware, config: InferenceConfig | None = None,
         config = config.replace(**config_fields)
     m, hw = _as_model(model), _as_hardware(hardware)
     cfg = resolve_inference(m, hw, config)
-    inputs = inference_inputs(m, hw, cfg, params)
-    out = inference_model(precision)(**inputs)
+    inputs = _bind_inputs(m, hw, cfg, params)
+    cm = inference_model(precision)
+    # one request: the generated source on NumPy answers without importing JAX or compiling
+    out = cm.call_numpy(**inputs) if precision == "float64" else cm(**inputs)
     values = {k: float(v) for k, v in out.items()}
     result = InferenceResult(values, m, hw, cfg, inputs)
     if check_memory:
@@ -473,6 +481,11 @@ def trtllm_bench_max_num_tokens(max_requests: float, input_len: int, output_len:
         max_requests: requests of ``input_len + output_len`` tokens the KV cache holds.
         input_len, output_len: the dataset's lengths.
         pp: pipeline stages.
+
+    Returns:
+        ``(max_batch_size, max_num_tokens)``: the batch-size cap in requests (a multiple of
+        32, 128 or 256, at least 64) and the token budget of one iteration in tokens (a
+        multiple of 256, 512 or 1024, between 2048 and 32768).
     """
     raw_bs = min(max(max_requests, 0.0), 4096) / pp
     raw_token = min(raw_bs * (1 + input_len / output_len), 32768)
@@ -491,67 +504,68 @@ def trtllm_bench_max_num_tokens(max_requests: float, input_len: int, output_len:
     return bs, tok
 
 
-def _blank(v) -> bool:
-    return v is None or (isinstance(v, float) and math.isnan(v)) or (isinstance(v, str)
-                                                                     and not v.strip())
-
-
-def _row_int(row, name):
-    v = row.get(name)
-    if _blank(v):
-        return None
-    f = float(v)
-    if not f.is_integer():
-        raise ValueError(f"{name} = {v!r} is not an integer")
-    return int(f)
-
-
 def _row_model(row):
-    """The preset named by the row, with the row's shape columns applied."""
-    from .models import ModelSpecError, get_model
+    """The preset named by the row, with the row's shape columns applied.
 
-    name = str(row.get("model") or "").strip()
+    Raises:
+        RowError: blank or unknown model, malformed shape column (naming the column).
+    """
+    from .models import ModelSpecError, get_model
+    from .validate import RowError, _get, _int
+
+    name = _get(row, "model")
+    if name is None:
+        raise RowError("model: blank (a preset name is needed for the architecture)")
     try:
-        m = get_model(name.lower())
+        m = get_model(str(name).lower())
     except ModelSpecError:
-        raise ValueError(f"model {name!r}: no preset supplies its architecture") from None
+        raise RowError(f"model: {name!r} has no preset to supply its architecture") from None
     shape = {}
     for col in ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab"):
-        v = _row_int(row, col)
+        v = _int(row, col)
         if v is not None:
             shape[col] = v
     return m.replace(**shape) if shape else m
 
 
-def _row_request(row, source: str, metric: str,
+def _row_request(row, source: str, metric: str, measured: float,
                  mlperf_input_mean: float) -> tuple[int, int, dict]:
-    """``(input_len, output_len, settings)`` of one row."""
-    s_in, s_out = _row_int(row, "input_len"), _row_int(row, "output_len")
+    """``(input_len, output_len, settings)`` of one row (``measured``: its positive value).
+
+    Raises:
+        RowError: lengths not stated or malformed (naming the column).
+    """
+    from .validate import RowError, _get, _int
+
+    s_in, s_out = _int(row, "input_len"), _int(row, "output_len")
     if source == "TRT017":
         if s_in is None or s_out is None:
-            raise ValueError("input_len/output_len not stated")
+            raise RowError("input_len/output_len: blank (both are needed)")
         return s_in, s_out, dict(TRT017_SETTINGS)
     if source == "MLPI40":
         settings = {k: MLPI40_SETTINGS[k] for k in ("kv_mem_frac", "max_num_tokens",
                                                     "kv_on_demand")}
-        scenario = "offline" if "offline" in str(row.get("case_id", "")).lower() else "server"
+        scenario = "offline" if "offline" in str(_get(row, "case_id") or "").lower() \
+            else "server"
         settings["batch_cap"] = MLPI40_SETTINGS["batch_cap"][scenario]
         out_mean = MLPERF_OPENORCA_OUTPUT_MEAN
-        notes = str(row.get("notes") or "")
-        match = re.search(r"([0-9.]+)\s*(?:completed\s+)?samples/s", notes)
-        if match and metric in ("offline_tokens_per_s", "server_tokens_per_s"):
-            out_mean = float(row["value"]) / float(match.group(1))
-        rate = re.search(r"target_qps\s*([0-9.]+)", notes)
+        notes = str(_get(row, "notes") or "")
+        match = re.search(r"([0-9]+(?:\.[0-9]*)?)\s*(?:completed\s+)?samples/s", notes)
+        if match and float(match.group(1)) > 0 and metric in ("offline_tokens_per_s",
+                                                              "server_tokens_per_s"):
+            out_mean = measured / float(match.group(1))
+        rate = re.search(r"target_qps\s*([0-9]+(?:\.[0-9]*)?)", notes)
         if scenario == "server" and rate:
             settings["arrival_rate"] = float(rate.group(1))
-        s_in = s_in or int(round(mlperf_input_mean))
-        s_out = s_out or max(int(round(out_mean)), 1)
+        s_in = int(round(mlperf_input_mean)) if s_in is None else s_in
+        s_out = max(int(round(out_mean)), 1) if s_out is None else s_out
         return s_in, s_out, settings
     if s_in is None or s_out is None:
-        raise ValueError("input_len/output_len not stated")
+        raise RowError("input_len/output_len: blank (both are needed)")
     # other sources: the stated batch, else one request for a latency metric and the
     # TensorRT-LLM defaults (memory-limited batch, capped at 4096) for a throughput metric
-    batch = _row_int(row, "micro_batch") or _row_int(row, "global_batch")
+    batch = _int(row, "micro_batch")
+    batch = _int(row, "global_batch") if batch is None else batch
     if batch is None:
         batch = 4096 if ROW_METRICS[metric] == "throughput" else 1
     return s_in, s_out, {"kv_mem_frac": 0.9, "batch_cap": batch, "max_num_tokens": 8192}
@@ -566,16 +580,18 @@ def solve_arrival_rate(inputs: Mapping[str, float], rate: float,
     """Steady state of continuous batching under a Poisson-free (fluid) arrival rate.
 
     With ``rate`` requests/s, Little's law gives the sequences in flight
-    ``B = rate * (serve_ttft + (output_len - 1) * t_iter(B)) = rate * (output_len + 1/2) *
-    t_iter(B)`` (see :mod:`symcost.inference`: first token after 1.5 iterations, one token per
-    iteration after that). ``t_iter`` grows with ``B``, so the fixed point is found on a grid of
-    :data:`RATE_GRID_POINTS` concurrencies up to the saturation batch (one vectorized call) and
-    refined by linear interpolation. Queueing delay is not modelled.
+    ``B = rate * (serve_ttft + (output_len - 1) * t_iter(B)) = rate * (output_len - 1 + n_f) *
+    t_iter(B)`` with ``n_f`` = :data:`symcost.inference.TTFT_ITERATIONS` (first token after
+    ``n_f = 1.5`` iterations, one token per iteration after that). ``t_iter`` grows with
+    ``B``, so the fixed point is found on a grid of :data:`RATE_GRID_POINTS` concurrencies up
+    to the saturation batch (one vectorized call) and refined by linear interpolation.
+    Queueing delay is not modelled.
 
     Args:
         inputs: bindings of :func:`inference_inputs` (``batch`` is the cap on sequences in
             flight).
         rate: arrival rate, requests/s (per replica group: all ``dp`` replicas share it).
+        precision: ``float64`` (default) or ``float32``.
 
     Returns:
         ``concurrency`` (sequences in flight per replica), ``iteration_s`` (= time per output
@@ -583,7 +599,7 @@ def solve_arrival_rate(inputs: Mapping[str, float], rate: float,
         when the rate exceeds what the replicas sustain; then the saturation values).
 
     Raises:
-        ValueError: ``rate`` not positive.
+        InferenceConfigError: ``rate`` not positive.
     """
     if not rate > 0:
         raise InferenceConfigError(f"rate: must be positive (got {rate!r})")
@@ -592,11 +608,12 @@ def solve_arrival_rate(inputs: Mapping[str, float], rate: float,
     o = float(inputs[S.output_len.name])
     dp = float(inputs[S.dp.name])
     per_replica = rate / dp
+    n_first = float(TTFT_ITERATIONS)
     grid = np.geomspace(min(1.0, cap), max(cap, 1.0), RATE_GRID_POINTS)
     arrays = {k: np.full(RATE_GRID_POINTS, v, dtype=np.float64) for k, v in inputs.items()}
     arrays[S.batch.name] = grid
     t_iter = np.asarray(evaluate_inference(arrays, precision)["serve_iteration"], dtype=float)
-    f = grid - per_replica * (o + 0.5) * t_iter
+    f = grid - per_replica * (o - 1 + n_first) * t_iter
     if f[-1] < 0:  # cannot keep up: saturated
         t = float(sat["serve_iteration"])
         return {"concurrency": cap, "iteration_s": t, "ttft_s": float(sat["serve_ttft"]),
@@ -608,7 +625,7 @@ def solve_arrival_rate(inputs: Mapping[str, float], rate: float,
         w = f[k - 1] / (f[k - 1] - f[k])
         b = float(grid[k - 1] + w * (grid[k] - grid[k - 1]))
         t = float(t_iter[k - 1] + w * (t_iter[k] - t_iter[k - 1]))
-    return {"concurrency": b, "iteration_s": t, "ttft_s": 1.5 * t,
+    return {"concurrency": b, "iteration_s": t, "ttft_s": n_first * t,
             "throughput_tokens_per_s": rate * o, "saturated": 0.0}
 
 
@@ -627,14 +644,16 @@ def predict_inference_rows(df, params: Params | None = None, *,
     harness's caps; MLPerf ``offline_tokens_per_s`` likewise. MLPerf Server rows run at the
     offered load stated in the notes (``target_qps``): the steady state at that rate
     (:func:`solve_arrival_rate`) gives ``server_tokens_per_s`` (the offered tokens/s unless
-    the system saturates), ``ttft_*`` (1.5 iterations) and ``tpot_*`` (the iteration time);
-    mean and median are both predicted by the mean; tail percentiles (p90/p99) are not
-    modelled. Rows of other sources (a user's own file): ``ttft_ms`` /
+    the system saturates), ``ttft_*`` (:data:`symcost.inference.TTFT_ITERATIONS`
+    iterations) and ``tpot_*`` (the iteration time); mean and median are both predicted by
+    the mean; tail percentiles (p90/p99) are not modelled. Rows of other sources (a user's
+    own file): ``ttft_ms`` /
     ``first_token_latency_ms`` -> ``ttft`` and ``inter_token_latency_ms`` -> ``tpot`` of a
     batch of ``micro_batch`` (else ``global_batch``, else 1) requests; throughput metrics ->
-    the continuous-batching ``throughput`` with that batch as the cap (else 4096). Each row's engine settings are documented in
-    :data:`TRT017_SETTINGS` and :data:`MLPI40_SETTINGS`. All rows are evaluated in one
-    vectorized call (two: the first sizes ``max_num_tokens`` as ``trtllm-bench`` does).
+    the continuous-batching ``throughput`` with that batch as the cap (else 4096). Each row's
+    engine settings are documented in :data:`TRT017_SETTINGS` and :data:`MLPI40_SETTINGS`.
+    All rows are evaluated in one vectorized call (two: the first sizes ``max_num_tokens`` as
+    ``trtllm-bench`` does).
 
     Args:
         df: :class:`pandas.DataFrame` in the published-measurements format.
@@ -646,24 +665,30 @@ def predict_inference_rows(df, params: Params | None = None, *,
         ``measured``, ``predicted``, ``error_pct`` (100*(predicted-measured)/measured),
         ``hardware``, ``serve_batch``; ``df.attrs["skipped"]`` is a list of dicts
         ``{case_id, source, metric, reason}`` for every serve/prefill row not predicted.
+        Row errors never raise: a blank or non-positive ``value``, a blank or unknown
+        ``model``/``hardware``, a malformed number (the reason names the column, as
+        :mod:`symcost.validate` does), an invalid layout or a model that does not fit make
+        the row skipped. Blank ``tp``/``pp`` are 1, blank ``n_gpus`` is ``tp*pp``, blank
+        ``dtype`` is bf16.
     """
     import pandas as pd
 
-    from hwspecs import HardwareSpecError, load_hardware
+    from hwspecs import HardwareSpecError, list_hardware, load_hardware
 
     from .models import ModelSpecError
+    from .validate import RowError, _float, _get, _int, source_of
 
     params = params or load_params()
     mlperf_in = MLPERF_OPENORCA_INPUT_MEAN if input_mean_mlperf is None else input_mean_mlperf
     skipped: list[dict] = []
     prepared = []
     for rec in df.to_dict("records"):
-        workload = str(rec.get("workload") or "").strip()
+        workload = str(_get(rec, "workload") or "").lower()
         if workload not in ("serve", "prefill"):
             continue
-        case_id = str(rec.get("case_id"))
-        source = case_id.split("-", 1)[0]
-        metric = str(rec.get("metric") or "").strip()
+        case_id = str(_get(rec, "case_id") or "")
+        source = source_of(case_id)
+        metric = str(_get(rec, "metric") or "")
 
         def skip(reason, case_id=case_id, source=source, metric=metric):
             skipped.append({"case_id": case_id, "source": source, "metric": metric,
@@ -674,22 +699,33 @@ def predict_inference_rows(df, params: Params | None = None, *,
                  "metrics are not predicted)")
             continue
         try:
-            measured = float(rec.get("value"))
+            measured = _float(rec, "value")
+            if measured is None or measured <= 0:
+                raise RowError(f"value: must be a positive number (got {_get(rec, 'value')!r})")
             m = _row_model(rec)
-            hw = load_hardware(str(rec.get("hardware") or "").strip())
-            tp = _row_int(rec, "tp") or 1
-            pp = _row_int(rec, "pp") or 1
-            n = _row_int(rec, "n_gpus") or tp * pp
-            dtype = str(rec.get("dtype") or "bf16").strip() or "bf16"
-            s_in, s_out, settings = _row_request(rec, source, metric, mlperf_in)
+            hw_id = _get(rec, "hardware")
+            if hw_id is None:
+                raise RowError("hardware: blank (a canonical hardware id is needed)")
+            try:
+                hw = load_hardware(str(hw_id))
+            except HardwareSpecError:
+                raise RowError(f"hardware: unknown id {hw_id!r} (known: "
+                               f"{', '.join(list_hardware())})") from None
+            tp, pp, n = _int(rec, "tp"), _int(rec, "pp"), _int(rec, "n_gpus")
+            tp = 1 if tp is None else tp
+            pp = 1 if pp is None else pp
+            n = tp * pp if n is None else n
+            dtype = str(_get(rec, "dtype") or "bf16").lower()
+            s_in, s_out, settings = _row_request(rec, source, metric, measured, mlperf_in)
             cfg = InferenceConfig(batch=settings["batch_cap"], input_len=s_in,
                                   output_len=s_out, tp=tp, pp=pp, num_gpus=n, dtype=dtype,
                                   max_num_tokens=settings.get("max_num_tokens", 8192),
                                   kv_mem_frac=settings["kv_mem_frac"],
                                   kv_on_demand=settings.get("kv_on_demand", False))
             cfg = resolve_inference(m, hw, cfg)
-            inputs = inference_inputs(m, hw, cfg, params)
-        except (ValueError, TypeError, HardwareSpecError, ModelSpecError) as exc:
+            inputs = _bind_inputs(m, hw, cfg, params)
+        except (ValueError, HardwareSpecError, ModelSpecError) as exc:
+            # RowError, InferenceConfigError and the spec errors all name the field
             skip(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
             continue
         prepared.append((case_id, source, metric, measured, hw.name, cfg, inputs,
@@ -713,6 +749,10 @@ def predict_inference_rows(df, params: Params | None = None, *,
                "serve_iteration": "iteration_s"}
     for i, (case_id, source, metric, measured, hw_name, cfg, inputs, _, rate) in enumerate(
             prepared):
+        if float(out["serve_max_batch"][i]) < 1:
+            skipped.append({"case_id": case_id, "source": source, "metric": metric,
+                            "reason": "the model does not fit in memory in this layout"})
+            continue
         name = ROW_METRICS[metric]
         if rate is not None and name in at_rate:
             steady = solve_arrival_rate(inputs, rate)
@@ -722,10 +762,6 @@ def predict_inference_rows(df, params: Params | None = None, *,
             pred = float(out[name][i])
             batch_used = float(out["serve_batch"][i])
         pred *= 1e3 if metric in _MS else 1.0
-        if float(out["serve_max_batch"][i]) < 1:
-            skipped.append({"case_id": case_id, "source": source, "metric": metric,
-                            "reason": "the model does not fit in memory in this layout"})
-            continue
         rows.append({"case_id": case_id, "source": source, "metric": metric,
                      "measured": measured, "predicted": pred,
                      "error_pct": 100.0 * (pred - measured) / measured,

@@ -90,9 +90,10 @@ from .ops import attention as att
 from .ops import collectives as coll
 from .ops import elementwise as ew
 from .ops import embedding as emb
-from .ops.cost import Cost, time_memory_bound, time_roofline
+from .ops.cost import Cost, time_memory_bound, time_roofline, total
 from .ops.gemm import gemm
-from .training import IS_PP, gemm_peak, head_dim, kv_heads_local, layers_per_stage
+from .training import (IS_PP, _select, _sum_time, gemm_peak, head_dim, kv_heads_local,
+                       layers_per_stage)
 
 #: condition: FlashAttention (prefill) / flash-decoding (decode) kernels are used.
 IS_FLASH = S.flash_attn > sp.Rational(1, 2)
@@ -133,10 +134,6 @@ def replace_symbols(expr: sp.Expr, mapping: dict, _memo: dict | None = None) -> 
             out = expr.func(*args)
     memo[expr] = out
     return out
-
-
-def _select(cond, a: Cost, b: Cost) -> Cost:
-    return Cost(*(sp.Piecewise((x, cond), (y, True)) for x, y in zip(a, b)))
 
 
 # ----------------------------------------------------------------------------- shapes
@@ -302,13 +299,6 @@ def pp_p2p(rows: sp.Expr) -> Cost:
     return c.scale(IS_PP)
 
 
-def _sum(costs) -> Cost:
-    out = Cost(sp.Integer(0), sp.Integer(0), sp.Integer(0))
-    for c in costs:
-        out = out + c
-    return out
-
-
 def stage_costs(rows: sp.Expr, dec_seqs: sp.Expr, context: sp.Expr, pre_seqs: sp.Expr,
                 pre_len: sp.Expr, logits_rows: sp.Expr,
                 pre_attention_scale: sp.Expr = sp.Integer(1)) -> dict[str, Cost]:
@@ -330,17 +320,13 @@ def stage_costs(rows: sp.Expr, dec_seqs: sp.Expr, context: sp.Expr, pre_seqs: sp
     attn = (attention_decode(dec_seqs, context)
             + attention_prefill(pre_seqs, pre_len).scale(pre_attention_scale))
     return {
-        "gemm": _sum(layer_gemms(rows).values()).scale(Ls),
+        "gemm": total(layer_gemms(rows).values()).scale(Ls),
         "attention": attn.scale(Ls),
-        "memory_ops": _sum(layer_memory_ops(rows).values()).scale(Ls),
+        "memory_ops": total(layer_memory_ops(rows).values()).scale(Ls),
         "tp_comm": tp_comm(rows).scale(Ls),
-        "lm_head": _sum(lm_head(rows, logits_rows).values()),
+        "lm_head": total(lm_head(rows, logits_rows).values()),
         "pp_p2p": pp_p2p(rows),
     }
-
-
-def _time(costs: dict[str, Cost]) -> sp.Expr:
-    return sp.Add(*(c.time for c in costs.values()))
 
 
 def mean_decode_context() -> sp.Expr:
@@ -410,7 +396,7 @@ def inference_expressions() -> dict[str, sp.Expr]:
     n_c = CeilDiv(tokens, S.max_num_tokens)
     pre = stage_costs(tokens / n_c, sp.Integer(0), sp.Integer(0), B, s_in, B / n_c,
                       pre_attention_scale=1 / n_c)
-    t_pre = _time(pre)
+    t_pre = _sum_time(pre)
     out["ttft"] = (n_c + p - 1) * t_pre + n_c * S.t_infer_step
     out["prefill_chunks"] = n_c
     for k, c in pre.items():
@@ -420,7 +406,7 @@ def inference_expressions() -> dict[str, sp.Expr]:
     ctx = mean_decode_context()
     b = B / p
     dec = stage_costs(b, b, ctx, sp.Integer(0), sp.Integer(0), b)
-    out["tpot"] = p * _time(dec) + S.t_infer_step
+    out["tpot"] = p * _sum_time(dec) + S.t_infer_step
     for k, c in dec.items():
         out[f"decode_{k}"] = c.time
     gemms = layer_gemms(b).values()
@@ -449,7 +435,7 @@ def inference_expressions() -> dict[str, sp.Expr]:
     b = B_eff / p
     mix = stage_costs(b * (s_out - 1 + s_in) / s_out, b * (s_out - 1) / s_out, ctx,
                       b / s_out, s_in, b)
-    t_iter = p * _time(mix) + S.t_infer_step
+    t_iter = p * _sum_time(mix) + S.t_infer_step
     for k, c in mix.items():
         out[f"serve_{k}"] = c.time
     out["serve_batch"] = B_eff

@@ -145,11 +145,6 @@ class _Printer(JaxPrinter):
         return f"jnp.power({self._print(base)}, {self._print(e)})"
 
 
-def _prepare(expr: sp.Expr) -> sp.Expr:
-    """Make an expression safe to print: evaluate numbers, keep CeilDiv opaque."""
-    return sp.sympify(expr)
-
-
 @dataclass
 class CompiledModel:
     """A set of output expressions lowered to one jit-compiled JAX function.
@@ -257,7 +252,7 @@ class CompiledModel:
 
 def _generate(exprs: Mapping[str, sp.Expr], inputs: Sequence[sp.Symbol]) -> str:
     names = list(exprs)
-    prepared = [_prepare(exprs[n]) for n in names]
+    prepared = [sp.sympify(exprs[n]) for n in names]
     free = set().union(*(e.free_symbols for e in prepared)) if prepared else set()
     unknown = free - set(inputs)
     if unknown:
@@ -425,7 +420,7 @@ def expression_key(exprs: Mapping[str, sp.Expr], inputs: Sequence[sp.Symbol]) ->
     h.update(f"symcost-lower/{_SOURCE_CACHE_VERSION}/sympy-{sp.__version__}/"
              f"{_lowerer_fingerprint()}\n".encode())
     for name, e in exprs.items():
-        h.update(f"{name}={_digest(_prepare(e), memo)}\n".encode())
+        h.update(f"{name}={_digest(sp.sympify(e), memo)}\n".encode())
     h.update(("inputs=" + ",".join(_digest(s, memo) for s in inputs)).encode())
     return h.hexdigest()
 

@@ -26,10 +26,11 @@ names the field and the first rule broken, in the order ``resolve`` checks them.
 rule-breaking rows are NaN (the formula has no meaning there); rows that only fail the memory
 check keep their outputs (the time they would take if they fitted).
 
-Evaluation streams fixed-size chunks (default ``2**16`` rows, the last one padded) through one
-jit-compiled function per (outputs, varied variables, precision): a new sweep size never
-recompiles. Fixed values are passed as scalars, so subexpressions that depend only on them
-are computed once per chunk, not per row. The validity rules run inside the same compiled
+Evaluation streams fixed-size chunks (``2**12`` rows when the sweep fits in one, else ``2**16``;
+see :data:`CHUNK_SIZES`; the last chunk padded) through one jit-compiled function per
+(outputs, varied variables, precision, chunk size): a new sweep size never recompiles. Fixed
+values are passed as scalars, so subexpressions that depend only on them are computed once
+per chunk, not per row. The validity rules run inside the same compiled
 function (``floor(a/b)*b == a``, exact for integers below ``2**24``).
 
 Precision (measured by ``benchmarks/throughput.py`` on 1e6 random GPT-3-like configurations,
@@ -59,8 +60,16 @@ from .config import DTYPES, RECOMPUTE_MODES, ConfigError, TrainingConfig
 
 #: outputs a sweep returns unless told otherwise.
 DEFAULT_OUTPUTS = ("step_time", "tokens_per_s", "mfu", "mem_total", "mem_headroom")
-#: rows per compiled call (fits the per-core L2 working set best on the reference CPU).
-DEFAULT_CHUNK = 2**16
+#: rows per compiled call, chosen from this fixed set (the same sizes as
+#: :mod:`optimizers.evaluate`): the small one when the rows fit in it (a 2-row sweep or the
+#: float64 re-check of ~110 rows), else the large one (fits the per-core L2 working set best on
+#: the reference CPU). Each size compiles once per plan and precision, so a new sweep size
+#: never recompiles.
+CHUNK_SIZES = (2**12, 2**16)
+DEFAULT_CHUNK = CHUNK_SIZES[-1]
+#: rows per random-number stream of a sampled sweep: the rows drawn do not depend on the
+#: chunk size.
+SAMPLE_BLOCK = 2**12
 #: ``mixed``: float32 for all rows, float64 re-check of the rows that are reported.
 DEFAULT_PRECISION = "mixed"
 PRECISIONS = ("mixed", "float32", "float64")
@@ -188,7 +197,10 @@ def _convert_value(name: str, v) -> float:
 
 
 def _check_values(name: str, arr: np.ndarray) -> np.ndarray:
-    """Round discrete values and check finiteness, sign and mode domains."""
+    """Round discrete values and check finiteness, sign, the physical range of efficiency
+    parameters (:data:`symcost.params.BOUNDS`) and mode domains."""
+    from .params import BOUNDS
+
     if not np.all(np.isfinite(arr)):
         raise SweepError(f"vary {name}: values must be finite")
     if _is_discrete(name):
@@ -197,6 +209,12 @@ def _check_values(name: str, arr: np.ndarray) -> np.ndarray:
     if np.any(arr <= 0) if positive else np.any(arr < 0):
         rule = "positive" if positive else "non-negative"
         raise SweepError(f"vary {name}: values must be {rule} (got {arr.min():g})")
+    if name in BOUNDS:
+        lo, hi = BOUNDS[name]
+        out = arr[(arr < lo) | (arr > hi)]
+        if out.size:
+            raise SweepError(f"vary {name}: values must be in its physical range [{lo:g}, "
+                             f"{hi:g}] (symcost.params.BOUNDS; got {out[0]:g})")
     if name in _DOMAINS and not np.all(np.isin(arr, _DOMAINS[name])):
         raise SweepError(f"vary {name}: values must be in {_DOMAINS[name]}")
     return arr
@@ -466,7 +484,7 @@ def sweep(model, hardware, config: TrainingConfig | None = None, params=None, *,
           vary: Mapping[str, object], samples: int | None = None,
           outputs: Sequence[str] = DEFAULT_OUTPUTS, precision: str = DEFAULT_PRECISION,
           rank_by: str = "step_time", recheck_top: int = 100, seed: int = 0,
-          chunk_size: int = DEFAULT_CHUNK, progress: bool = False, **config_fields):
+          chunk_size: int | None = None, progress: bool = False, **config_fields):
     """Evaluate the training model over a grid or a random sample of configurations.
 
     Args:
@@ -477,7 +495,9 @@ def sweep(model, hardware, config: TrainingConfig | None = None, params=None, *,
         params: efficiency parameters (:class:`~symcost.params.Params`); shipped when None.
         vary: variable name (symbol name, alias such as ``layers``/``heads``/``zero``, or
             ``num_gpus``) -> a list of values or a :class:`Range`. Base units (FLOP/s,
-            bytes, bytes/s, s); ``recompute`` accepts ``none``/``selective``/``full``.
+            bytes, bytes/s, s); ``recompute`` accepts ``none``/``selective``/``full``;
+            efficiency parameters must lie in their physical range
+            (:data:`symcost.params.BOUNDS`, e.g. ``eff_gemm`` in [0.05, 1]).
         samples: None for the full Cartesian grid; an integer for that many random rows
             (lists sampled uniformly, ranges uniformly or log-uniformly).
         outputs: training outputs to return (:func:`~symcost.training.training_expressions`
@@ -487,9 +507,11 @@ def sweep(model, hardware, config: TrainingConfig | None = None, params=None, *,
         rank_by: output that orders rows for the ``mixed`` re-check (smaller is better for
             times and memory, larger for ``mfu``/``hfu``/``tokens_per_s``).
         recheck_top: how many best valid rows ``mixed`` re-evaluates in float64.
-        seed: random seed: the same seed, specification and chunk size give the same rows
-            (each chunk draws from its own stream, seeded by ``(seed, chunk index)``).
-        chunk_size: rows per compiled call.
+        seed: random seed: the same seed and specification give the same rows, whatever the
+            chunk size (each block of :data:`SAMPLE_BLOCK` rows draws from its own stream,
+            seeded by ``(seed, block index)``).
+        chunk_size: rows per compiled call; None picks from :data:`CHUNK_SIZES` by the
+            number of rows (also for the float64 re-check).
         progress: show a rich progress bar (for more than 4 chunks).
 
     Returns:
@@ -500,7 +522,9 @@ def sweep(model, hardware, config: TrainingConfig | None = None, params=None, *,
         (reason -> rows), ``seconds``, ``configs_per_s``, ``precision``.
 
     Raises:
-        SweepError: bad variable names or values, unknown outputs, nothing to vary.
+        SweepError: bad variable names or values (non-finite, wrong sign, outside a mode's
+            domain or an efficiency parameter's physical range), unknown outputs, nothing to
+            vary.
         ConfigError, ModelSpecError, HardwareSpecError, ParamsError: bad base inputs.
     """
     import pandas as pd
@@ -513,8 +537,8 @@ def sweep(model, hardware, config: TrainingConfig | None = None, params=None, *,
         raise SweepError(f"precision: must be one of {', '.join(PRECISIONS)} (got {precision!r})")
     if not vary:
         raise SweepError("vary: nothing to vary")
-    if chunk_size < 1:
-        raise SweepError("chunk_size: must be positive")
+    if chunk_size is not None and (int(chunk_size) != chunk_size or chunk_size < 1):
+        raise SweepError(f"chunk_size: must be a positive integer (got {chunk_size!r})")
     if config is None:
         config = TrainingConfig(**config_fields)
     elif config_fields:
@@ -560,13 +584,12 @@ def sweep(model, hardware, config: TrainingConfig | None = None, params=None, *,
             else:
                 prepared[n] = grid_values(n, s)
 
-        def chunk_inputs(start, n, k):
-            rng = np.random.default_rng([seed, k])
-            return [sample_values(name, prepared[name], n, rng) for name in prepared]
+        def chunk_inputs(start, n, _k):
+            return _sample_rows(prepared, seed, start, n)
 
     t0 = time.perf_counter()
     inputs, outs, codes, derived = _evaluate(
-        plan, base, total, chunk_inputs, chunk_size,
+        plan, base, total, chunk_inputs, chunk_size or pick_chunk(total),
         "float64" if precision == "float64" else "float32", progress)
     mixed = precision == "mixed"
     headroom = outs["mem_headroom"]
@@ -579,7 +602,7 @@ def sweep(model, hardware, config: TrainingConfig | None = None, params=None, *,
             _, sub_outs, sub_codes, _ = _evaluate(
                 plan, base, rows.size,
                 lambda s, n, _k: [sub[name][s:s + n] for name in plan.varied],
-                chunk_size, "float64", False)
+                chunk_size or pick_chunk(rows.size), "float64", False)
             for o in outputs:
                 out_cols[o][rows] = sub_outs[o]
             codes[rows] = sub_codes
@@ -608,6 +631,26 @@ def sweep(model, hardware, config: TrainingConfig | None = None, params=None, *,
         "varied": list(plan.varied), "outputs": list(outputs),
     })
     return df
+
+
+def pick_chunk(rows: int) -> int:
+    """Rows per compiled call for a sweep of ``rows`` rows: the smallest of
+    :data:`CHUNK_SIZES` that holds them all, else the largest."""
+    return next((c for c in CHUNK_SIZES if rows <= c), CHUNK_SIZES[-1])
+
+
+def _sample_rows(prepared: Mapping, seed: int, start: int, n: int) -> list[np.ndarray]:
+    """Rows ``start .. start+n-1`` of a random sweep, one array per variable: block ``j`` of
+    :data:`SAMPLE_BLOCK` rows is drawn from the stream seeded ``(seed, j)``, so the rows do
+    not depend on how they are chunked."""
+    first, last = start // SAMPLE_BLOCK, (start + n - 1) // SAMPLE_BLOCK
+    parts: list[list[np.ndarray]] = []
+    for j in range(first, last + 1):
+        rng = np.random.default_rng([seed, j])
+        parts.append([sample_values(name, spec, SAMPLE_BLOCK, rng)
+                      for name, spec in prepared.items()])
+    off = start - first * SAMPLE_BLOCK
+    return [np.concatenate([p[i] for p in parts])[off:off + n] for i in range(len(prepared))]
 
 
 def _recheck_rows(inputs, outs, codes, headroom, base, rank_by, top):
@@ -649,7 +692,7 @@ def _evaluate(plan: _Plan, base: dict, total: int, chunk_inputs, chunk_size: int
 
     fn = _chunk_function(plan, dtype)
     np_dt = np.float64 if dtype == "float64" else np.float32
-    chunk = chunk_size  # always the same shape: a short sweep never recompiles
+    chunk = chunk_size  # one of a few fixed shapes: a new sweep size never recompiles
     n_chunks = -(-total // chunk)
     inputs = {n: np.empty(total, np.float64) for n in plan.varied}
     names_out = plan.evaluated + ("_code",) + plan.derived
@@ -716,5 +759,5 @@ def write_table(df, path) -> None:
         raise SweepError(f"--out: {p!r} must end in .csv or .parquet")
 
 
-__all__ = ["DEFAULT_OUTPUTS", "PRECISIONS", "REASONS", "Range", "SweepError", "parse_vary",
-           "sweep", "write_table"]
+__all__ = ["CHUNK_SIZES", "DEFAULT_OUTPUTS", "PRECISIONS", "REASONS", "Range", "SweepError",
+           "parse_vary", "pick_chunk", "sweep", "write_table"]

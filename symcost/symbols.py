@@ -112,6 +112,9 @@ gated_mlp = _declare("gated_mlp", "model", "1", "1 for SwiGLU (3 matrices), 0 fo
                      integer=True, nonneg=True)
 has_bias = _declare("has_bias", "model", "1", "1 when linear layers and norms carry biases",
                     integer=True, nonneg=True)
+norm_bias = _declare("norm_bias", "model", "1",
+                     "1 when norms carry a bias (LayerNorm with bias); 0 for RMSNorm or "
+                     "bias-free LayerNorm", integer=True, nonneg=True)
 tied_embed = _declare("tied_embed", "model", "1", "1 when the LM head shares the embedding",
                       integer=True, nonneg=True)
 learned_pos = _declare("learned_pos", "model", "1", "1 for learned position embeddings",

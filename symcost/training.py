@@ -97,7 +97,7 @@ def layers_per_stage() -> sp.Expr:
 def params_layer() -> sp.Expr:
     """Parameters of one transformer layer (unsharded).
 
-    ``h*d*(a+2k) + a*d*h`` attention, ``(2+g)*h*f`` MLP, two norms of ``h*(1+bias)``, and with
+    ``h*d*(a+2k) + a*d*h`` attention, ``(2+g)*h*f`` MLP, two norms of ``h*(1+norm_bias)``, and with
     biases ``(a+2k)*d + h`` (attention) and ``(1+g)*f + h`` (MLP). For GPT (``k=a``, ``f=4h``,
     biases) this is ``12h^2 + 13h`` (Narayanan et al. 2021, Sec. 5.1).
     """
@@ -105,7 +105,7 @@ def params_layer() -> sp.Expr:
     d = head_dim()
     attn = h * d * (a + 2 * k) + a * d * h + bias * ((a + 2 * k) * d + h)
     mlp = (2 + g) * h * f + bias * ((1 + g) * f + h)
-    norms = 2 * h * (1 + bias)
+    norms = 2 * h * (1 + S.norm_bias)
     return attn + mlp + norms
 
 
@@ -113,14 +113,14 @@ def params_total() -> sp.Expr:
     """All parameters: layers, embedding (and an untied LM head), learned positions, final norm."""
     h, V = S.hidden, S.vocab
     return (S.n_layers * params_layer() + V * h * (2 - S.tied_embed)
-            + S.learned_pos * S.max_seq_len * h + h * (1 + S.has_bias))
+            + S.learned_pos * S.max_seq_len * h + h * (1 + S.norm_bias))
 
 
 def params_stage() -> sp.Expr:
     """Parameters of the first (largest) pipeline stage: ``ceil(L/p)`` layers, the embedding and
     positions; with ``p = 1`` also the untied LM head and final norm."""
     h, V = S.hidden, S.vocab
-    last = V * h * (1 - S.tied_embed) + h * (1 + S.has_bias)
+    last = V * h * (1 - S.tied_embed) + h * (1 + S.norm_bias)
     return (layers_per_stage() * params_layer() + V * h + S.learned_pos * S.max_seq_len * h
             + (1 - IS_PP) * last)
 
@@ -160,26 +160,35 @@ def layer_forward_compute() -> dict[str, Cost]:
 
 
 def fp8_cast_layer() -> Cost:
-    """FP8 quantisation traffic of one layer's four linear layers (zero unless ``fp8`` is 1).
+    """FP8 quantisation traffic of one layer's activations per micro-batch (zero unless ``fp8``).
 
-    Transformer Engine casts each GEMM's 16-bit input activation and weight to fp8 (read 2
-    bytes, write 1 byte per element, with the amax reduction fused) before the GEMM; the
-    backward casts gradients the same way (counted by :func:`layer_backward_compute` as twice
-    the forward). Memory-bound at achieved HBM bandwidth.
+    Transformer Engine casts each of the four linear layers' 16-bit input activations to fp8
+    before the GEMM (read 2 bytes, write 1 byte per element, amax fused); the backward casts
+    the output gradients the same way (counted by :func:`layer_backward_compute` as twice the
+    forward). Weights are cast once per step, see :func:`fp8_weight_cast_bytes_layer`.
+    Memory-bound at achieved HBM bandwidth.
 
     References:
         Micikevicius et al. 2022, "FP8 formats for deep learning" (arXiv:2209.05433), Sec. 4
         (per-tensor scaling and casts); NVIDIA Transformer Engine documentation, "Using FP8
         with Transformer Engine" (delayed scaling, cast kernels).
     """
+    t, h, f = S.tp, S.hidden, S.ffn_hidden
+    n = tokens_micro()
+    activations = n * (h + S.n_heads / t * head_dim() + h + f / t)
+    nbytes = S.fp8 * 3 * activations
+    return Cost(sp.Integer(0), nbytes, nbytes / (S.hbm_bw * S.eff_hbm))
+
+
+def fp8_weight_cast_bytes_layer() -> sp.Expr:
+    """Bytes one layer moves per optimizer step to cast its linear weights to fp8 (read 16-bit,
+    write fp8 and its transpose for the backward): Transformer Engine casts weights at the first
+    micro-batch of a step and reuses them (``is_first_microbatch``), also in recomputation."""
     t, h, f, g = S.tp, S.hidden, S.ffn_hidden, S.gated_mlp
     d = head_dim()
     heads, kv = S.n_heads / t, kv_heads_local()
-    n = tokens_micro()
-    activations = n * (h + heads * d + h + f / t)
     weights = h * (heads + 2 * kv) * d + heads * d * h + (2 + g) * h * f / t
-    nbytes = S.fp8 * 3 * (activations + weights)
-    return Cost(sp.Integer(0), nbytes, nbytes / (S.hbm_bw * S.eff_hbm))
+    return S.fp8 * 4 * weights
 
 
 def layer_backward_compute() -> dict[str, Cost]:
@@ -345,7 +354,7 @@ def training_expressions() -> dict[str, sp.Expr]:
     t_opt = adam_step(params_gpu() / shard_opt).time
 
     out: dict[str, sp.Expr] = {
-        "time_forward": m * t_f,
+        "time_forward": m * t_f + Ls * fp8_weight_cast_bytes_layer() / (S.hbm_bw * S.eff_hbm),
         "time_backward": m * t_b,
         "time_recompute": m * t_r,
         "time_tp_comm": m * t_tp,

@@ -12,10 +12,13 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from symcost.calibrate import (DEFAULT_FIT, CalibrationError, calibrate, calibrate_rows,
-                               cross_validate, interval_sd, log_step_time_jacobian,
+from symcost.api import training_inputs
+from symcost.calibrate import (DEFAULT_FIT, CalibrationError, bound_warnings, calibrate,
+                               calibrate_rows, cross_validate, interval_sd,
+                               log_step_time_gradient, log_step_time_jacobian,
                                predict_interval, row_intervals, start_params,
                                transfer_missing, write_params)
+from symcost.config import TrainingConfig
 from symcost.cli import app
 from symcost.params import Params, ParamsError, load_params
 from symcost.validate import (evaluate_rows, predict_rows, prepare_rows, stack_inputs,
@@ -121,6 +124,53 @@ def test_jacobian_matches_finite_differences(synthetic, fitted):
         Xp = {**X, p: X[p] + h}
         fd = (np.log(evaluate_rows(Xp)["step_time"]) - np.log(base_t)) / h
         assert np.allclose(J[:, j], fd, rtol=1e-4, atol=1e-6), p
+
+
+#: configurations of the one-configuration gradient check: data-parallel FSDP on one node,
+#: multi-node pipeline+tensor parallel with unfused attention, and GQA on H100.
+GRAD_CASES = [
+    ("gpt-1.7b", "a100-sxm4-80gb", TrainingConfig(num_gpus=8, global_batch=64, zero=3)),
+    ("gpt3-175b", "a100-sxm4-80gb", TrainingConfig(num_gpus=1024, tp=8, pp=16,
+                                                   global_batch=1536, recompute="full",
+                                                   flash_attention=False)),
+    ("llama-2-70b", "h100-sxm5-80gb", TrainingConfig(num_gpus=256, tp=8, pp=4,
+                                                     global_batch=512, micro_batch=1)),
+]
+
+
+@pytest.mark.parametrize("model, hw, cfg", GRAD_CASES)
+def test_numpy_gradient_matches_the_jax_jacobian(model, hw, cfg):
+    """predict_interval's gradient (NumPy central differences, no JAX) equals the exact JAX
+    Jacobian to 1e-5 relative, for every efficiency parameter that enters the model."""
+    X = training_inputs(model, hw, cfg)
+    wrt = ("eff_gemm", "eff_attn", "eff_hbm", "eff_inter", "eff_intra", "t_step_overhead")
+    log_t, g = log_step_time_gradient(X, wrt)
+    ls, J = log_step_time_jacobian({k: np.array([v]) for k, v in X.items()}, wrt)
+    assert log_t == pytest.approx(float(ls[0]), rel=1e-13)
+    theta = np.array([X[p] for p in wrt])
+    # elasticities d log t / d log theta: comparable across parameters of any unit
+    e_np, e_jax = g * theta, J[0] * theta
+    assert np.abs(e_jax).max() > 0.1
+    np.testing.assert_allclose(e_np, e_jax, rtol=1e-5, atol=1e-5 * np.abs(e_jax).max())
+    with pytest.raises(KeyError, match="not inputs"):
+        log_step_time_gradient(X, ("eff_gemm", "bogus"))
+
+
+def test_predict_interval_equals_the_vectorized_intervals(fitted):
+    """Second implementation: the one-configuration interval (NumPy) equals row_intervals
+    (JAX Jacobian) for the same configuration, with the fitted and the shipped parameters."""
+    from types import SimpleNamespace
+
+    from hwspecs import load_hardware
+
+    for params in (fitted.params, load_params()):
+        for model, hw_id, cfg in GRAD_CASES[:2]:
+            out = predict_interval(model, hw_id, cfg, params=params, level=0.9)
+            X = {k: np.array([v]) for k, v in training_inputs(model, hw_id, cfg, params).items()}
+            lo, hi = row_intervals([SimpleNamespace(hardware=load_hardware(hw_id))], params, X,
+                                   level=0.9)
+            assert out["step_time_s"]["lo"] == pytest.approx(float(lo[0]), rel=1e-8)
+            assert out["step_time_s"]["hi"] == pytest.approx(float(hi[0]), rel=1e-8)
 
 
 # ------------------------------------------------------------------------ intervals
@@ -303,6 +353,38 @@ def test_cli_calibrate_writes_and_bad_input_keeps_file(tmp_path, synthetic):
     res = RUNNER.invoke(app, ["validate", str(data), "--params", str(out), "--json"])
     assert res.exit_code == 0
     assert json.loads(res.stdout)["summary"]["coverage"]["n"] == 48
+
+
+def test_bound_is_reported_in_words(tmp_path, synthetic):
+    """Measurements 4x faster than the model can be at any efficiency push eff_gemm to its
+    upper bound: the table marks it and the command says so once, in words."""
+    df = pd.DataFrame(synthetic_rows())
+    df["value"] = [r.measured / 4 for r in synthetic]
+    data = tmp_path / "fast.csv"
+    df.to_csv(data, index=False)
+    out = tmp_path / "params.yaml"
+    res = RUNNER.invoke(app, ["calibrate", str(data), "-o", str(out), "--fit", "eff_gemm"])
+    assert res.exit_code == 0, res.output
+    line = ("warning: ampere eff_gemm ended on its upper bound 1: the data want more than "
+            "the physical range [0.05, 1] allows")
+    assert res.stderr.splitlines() == [line]
+    assert "on a bound" in res.stdout
+    res = RUNNER.invoke(app, ["calibrate", str(data), "-o", str(out), "--fit", "eff_gemm",
+                              "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["generations"]["ampere"]["at_bound"] == ["eff_gemm"]
+    assert res.stderr.splitlines() == [line]
+
+
+def test_no_bound_warning_inside_the_range(fitted):
+    assert not any(f.at_bound for f in fitted.fits.values())
+    assert bound_warnings(fitted) == []
+    low = dataclasses.replace(fitted.fits["ampere"], at_bound=("eff_inter",),
+                              values={**fitted.fits["ampere"].values, "eff_inter": 0.5})
+    res = dataclasses.replace(fitted, fits={"ampere": low})
+    assert bound_warnings(res) == [
+        "warning: ampere eff_inter ended on its lower bound 0.5: the data want less than the "
+        "physical range [0.5, 1] allows"]
 
 
 def test_shipped_params_are_a_calibration():

@@ -93,7 +93,7 @@ def test_json_breakdown_and_memory_add_up(gpt3_json):
     assert 0 < gpt3_json["mfu"] < gpt3_json["hfu"] < 1  # full recompute: HFU counts more
 
 
-def test_table_mode():
+def test_table_mode(gpt3_json):
     res = run(*GPT3)
     assert res.exit_code == 0, res.output
     out = res.stdout
@@ -102,6 +102,30 @@ def test_table_mode():
                  "weights", "activations", "100.0 %"):
         assert word in out, word
     assert "WARNING" not in out
+    # memory in GiB, the unit hwspecs reads the marketed "80GB" in: usable HBM of the 80 GiB
+    # A100 is 80 GiB minus the reserved bytes (not "83.90 GB")
+    usable = gpt3_json["memory_usable_bytes"]
+    assert 78 * 2**30 < usable < 80 * 2**30
+    assert f"{usable / 2**30:.2f} GiB" in out
+    assert f"{gpt3_json['memory_per_gpu_bytes']['total'] / 2**30:.2f} GiB" in out
+    assert " GB" not in out
+
+
+def test_format_bytes_is_gib():
+    from hwspecs import GIB, format_bytes
+
+    assert GIB == 1024**3
+    assert format_bytes(80 * 2**30) == "80.00 GiB"
+    assert format_bytes(83_899_345_920) == "78.14 GiB"     # not 83.90
+    assert format_bytes(-1.5 * 2**30, 1) == "-1.5 GiB"
+    assert format_bytes(2**29, sign=True) == "+0.50 GiB"
+    assert format_bytes(float("nan")) == "nan GiB"
+    # the capacity read from the YAML prints back as its file value
+    from hwspecs import load_hardware
+
+    for hw in ("a100-sxm4-80gb", "h200-sxm-141gb"):
+        spec = load_hardware(hw)
+        assert format_bytes(spec.hbm_capacity, 0) == f"{hw.split('-')[-1][:-2]} GiB"
 
 
 def test_not_fitting_is_reported_with_exit_0():
@@ -111,6 +135,9 @@ def test_not_fitting_is_reported_with_exit_0():
     assert res.exit_code == 0, res.output
     assert "WARNING: does not fit in memory" in res.stdout
     assert "NO, short by" in res.stdout
+    d = json.loads(run(*args, "--json").stdout)
+    short = d["memory_per_gpu_bytes"]["total"] - d["memory_usable_bytes"]
+    assert f"(short by {short / 2**30:.2f} GiB)" in res.stdout.replace("\n", " ")
     res = run(*args, "--json")
     assert res.exit_code == 0
     assert json.loads(res.stdout)["fits"] is False
@@ -226,21 +253,24 @@ def test_every_listed_module_registers_a_command():
 
 
 def test_end_to_end_subprocess_fills_source_cache_without_jax(tmp_path):
-    """Real entry point, fresh process: JSON out, lowered source cached on disk; a single
-    float64 prediction runs the generated source on NumPy, so JAX is never imported."""
+    """Real entry point, fresh process: JSON out (with its default prediction intervals),
+    lowered source cached on disk; a single float64 prediction and its interval run the
+    generated source on NumPy, so JAX is never imported."""
     env = dict(os.environ, SYMCOST_CACHE_DIR=str(tmp_path),
                PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
     env.pop("JAX_COMPILATION_CACHE_DIR", None)
     code = ("import sys, runpy; sys.argv = ['symcost', *sys.argv[1:]]\n"
             "try:\n    runpy.run_module('symcost.cli', run_name='__main__')\n"
             "finally:\n    print('JAX' if 'jax' in sys.modules else 'NOJAX', file=sys.stderr)")
-    proc = subprocess.run([sys.executable, "-c", code, *GPT3, "--json", "--no-interval"],
+    proc = subprocess.run([sys.executable, "-c", code, *GPT3, "--json"],
                           env=env,
                           capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     ref = predict_training("gpt3-175b", "a100-sxm4-80gb", **GPT3_CFG)
     assert out["step_time_s"] == pytest.approx(ref.step_time, rel=1e-9)
+    lo, hi = out["step_time_s_interval"]
+    assert lo < out["step_time_s"] < hi
     assert len(list((tmp_path / "lowered").glob("*.py"))) == 1
     assert proc.stderr.strip() == "NOJAX"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 
@@ -10,13 +11,16 @@ import pytest
 from typer.testing import CliRunner
 
 from hwspecs import load_hardware
-from optimizers.codesign import (_hw_inputs, _pareto, _step_time_value_and_grad, codesign)
+from optimizers.codesign import (_hw_inputs, _pareto, _refine_hardware,
+                                 _step_time_value_and_grad, codesign)
 from optimizers.cost_model import HW_VARIABLES, CostModel, hardware_values
 from optimizers.evaluate import base_inputs, candidate_inputs, evaluate_float64
 from optimizers.space import SearchError, enumerate_space
 from symcost import ConfigError, get_model
 
 HW = "a100-sxm4-80gb"
+#: the module (``optimizers.codesign`` the attribute is the function of the same name)
+codesign_mod = importlib.import_module("optimizers.codesign")
 RUNNER = CliRunner(env={"SYMCOST_CACHE_DIR": "off"})
 
 
@@ -92,7 +96,7 @@ def test_codesign_rows_respect_budget_memory_and_validity():
     ref = np.array([base[n] for n in HW_VARIABLES])
     for r in ok.to_dict(orient="records"):
         vals = {"peak_flops_16": r["peak_tflops"] * 1e12, "hbm_bw": r["hbm_tbps"] * 1e12,
-                "hbm_cap": r["hbm_gb"] * 1e9, "intra_bw": r["intra_gbps"] * 1e9,
+                "hbm_cap": r["hbm_gib"] * 2**30, "intra_bw": r["intra_gbps"] * 1e9,
                 "inter_bw": r["inter_gbps"] * 1e9}
         assert float(cm.per_gpu(vals)) == pytest.approx(r["cost_usd_per_gpu"], rel=1e-9)
         if r["design"] == "codesign":
@@ -110,10 +114,38 @@ def test_codesign_rows_respect_budget_memory_and_validity():
         assert out["step_time"][0] == pytest.approx(r["step_time"], rel=1e-12)
     # a budget at or above the reference's cost is never slower than the reference
     ref_row = ok[ok["design"] == "reference"].iloc[0]
+    # capacity in GiB, as hwspecs YAMLs state it: the 80GB A100 reads back as 80
+    assert ref_row["hbm_gib"] == pytest.approx(80.0, rel=1e-12)
+    assert ref_row["mem_gib"] * 2**30 <= hw.hbm_capacity
     rich = ok[(ok["design"] == "codesign")
               & (ok["budget_usd_per_gpu"] >= ref_row["cost_usd_per_gpu"])]
     assert len(rich) and (rich["step_time"] <= ref_row["step_time"] * (1 + 1e-9)).all()
     assert df["pareto"].any()
+
+
+def test_refinement_rejects_a_non_finite_gradient(monkeypatch):
+    """A NaN in the step-time gradient makes the refinement infeasible (None), instead of
+    being replaced by 0 and steering SLSQP blindly; a finite gradient refines normally."""
+    import jax.numpy as jnp
+
+    model = get_model("gpt-7.5b")
+    hw = load_hardware(HW)
+    space = enumerate_space(model, hw, 64, 256)
+    base = base_inputs(model, hw, "bf16", 2048, 256, True)
+    ref = np.array([base[n] for n in HW_VARIABLES])
+    cols = {k: v[:1] for k, v in space.columns.items()}
+    lo, hi = np.full(len(ref), 0.25), np.full(len(ref), 4.0)
+    args = (base, ref, cols, 20000.0, CostModel(), lo, hi, 1.0, np.zeros(len(ref)))
+    good = _refine_hardware(*args)
+    assert good is not None and np.isfinite(good[1])
+    names, vg = _step_time_value_and_grad()
+
+    def nan_grad(x, a, r, ratio8):
+        v, g = vg(x, a, r, ratio8)
+        return v, g.at[1].set(jnp.nan)
+
+    monkeypatch.setattr(codesign_mod, "_step_time_value_and_grad", lambda: (names, nan_grad))
+    assert _refine_hardware(*args) is None
 
 
 def test_codesign_bad_input():

@@ -16,6 +16,9 @@ from symcost.bottleneck import (CATEGORIES, attribute, bottleneck, operator_expr
 from symcost.config import TrainingConfig
 from symcost.explain import ExplainError, Formula, explain, expression, formula_names
 
+# caching off inside the test process: the app callback then leaves JAX's config alone
+RUNNER = CliRunner(env={"SYMCOST_CACHE_DIR": "off"})
+
 GPT3 = ("gpt3-175b", "a100-sxm4-80gb")
 CFG = TrainingConfig(num_gpus=1024, tp=8, pp=16, global_batch=1536, recompute="full")
 
@@ -73,18 +76,18 @@ def test_explain_errors():
 def test_cli_explain_list_and_latex():
     from symcost.cli import app
 
-    res = CliRunner().invoke(app, ["explain", "--list"])
+    res = RUNNER.invoke(app, ["explain", "--list"])
     assert res.exit_code == 0
     assert "step_time" in res.output and "qkv_proj" in res.output
     assert set(formula_names()["operators"]) >= {"attention", "dp_comm", "pp_bubble"}
-    res = CliRunner().invoke(app, [
+    res = RUNNER.invoke(app, [
         "explain", "tp_comm", "--keep", "intra_bw", "--latex", "--model", GPT3[0],
         "--hardware", GPT3[1], "--num-gpus", "1024", "--tp", "8", "--pp", "16",
         "--global-batch", "1536", "--recompute", "full"])
     assert res.exit_code == 0, res.output
     assert res.output.startswith("\\mathrm{tp\\_comm} =") and "intra" in res.output
-    bad = CliRunner().invoke(app, ["explain", "speed", "--model", GPT3[0], "--hardware",
-                                   GPT3[1]])
+    bad = RUNNER.invoke(app, ["explain", "speed", "--model", GPT3[0], "--hardware",
+                              GPT3[1]])
     assert bad.exit_code == 2 and "unknown formula" in bad.output
 
 
@@ -152,8 +155,13 @@ def test_gemm_classification_matches_hand_roofline(seq, mb, hbm_bw):
 def test_cli_bottleneck_json():
     from symcost.cli import app
 
-    res = CliRunner().invoke(app, ["bottleneck", "--model", "gpt-1.7b", "--hardware",
-                                   "a100-sxm4-80gb", "--tp", "2", "--dp", "4", "--json"])
+    import jax
+
+    before = jax.config.jax_compilation_cache_dir
+    res = RUNNER.invoke(app, ["bottleneck", "--model", "gpt-1.7b", "--hardware",
+                              "a100-sxm4-80gb", "--tp", "2", "--dp", "4", "--json"])
+    # the app callback left JAX's global configuration alone (SYMCOST_CACHE_DIR=off)
+    assert jax.config.jax_compilation_cache_dir == before
     assert res.exit_code == 0, res.output
     d = json.loads(res.output)
     assert d["summary"].startswith("limited by")

@@ -410,3 +410,126 @@ def test_result_formula_keeps_symbols():
     assert f.free_symbols == {S.hbm_bw}
     assert float(f.subs(S.hbm_bw, r.inputs["hbm_bw"])) == pytest.approx(r.tpot)
     assert dataclasses.asdict(r.config)["weight_dtype"] == "bf16"
+
+
+# ----------------------------------------------------------------------------- review fixes
+def _one_row(**kw):
+    base = dict(workload="serve", model="Llama-3.1-8B", hardware=H100, n_gpus=1, tp=1, pp=1,
+                dtype="bf16", source="test", notes="", input_len=128, output_len=128,
+                case_id="MINE-r", metric="output_throughput", value=20000.0)
+    base.update(kw)
+    return pd.DataFrame([base])
+
+
+@pytest.mark.parametrize("field, value, reason", [
+    ("value", 0.0, "value: must be a positive number"),
+    ("value", -3.0, "value: must be a positive number"),
+    ("value", float("nan"), "value: must be a positive number"),
+    ("value", "fast", "value: 'fast' is not a number"),
+    ("tp", 1.5, "tp: 1.5 must be a whole number"),
+    ("input_len", "long", "input_len: 'long' is not a number"),
+    ("hardware", float("nan"), "hardware: blank"),
+    ("model", float("nan"), "model: blank"),
+])
+def test_bad_measurement_rows_are_skipped_with_the_field_named(field, value, reason):
+    fr = predict_inference_rows(_one_row(**{field: value}))
+    assert len(fr) == 0
+    (skip,) = fr.attrs["skipped"]
+    assert skip["case_id"] == "MINE-r" and skip["reason"].startswith(reason), skip
+
+
+def test_blank_dtype_in_a_measurement_row_defaults_to_bf16():
+    blank = predict_inference_rows(_one_row(dtype=float("nan")))
+    bf16 = predict_inference_rows(_one_row(dtype="bf16"))
+    assert blank.attrs["skipped"] == [] and len(blank) == 1
+    assert blank.iloc[0]["predicted"] == bf16.iloc[0]["predicted"]
+
+
+def test_mlperf_row_with_zero_samples_per_s_is_not_a_crash():
+    row = _one_row(case_id="MLPI40-x-offline", metric="offline_tokens_per_s",
+                   model="Llama-2-70B", tp=2, n_gpus=2, dtype="fp8", input_len=float("nan"),
+                   output_len=float("nan"), notes="0 samples/s")
+    fr = predict_inference_rows(row)
+    assert len(fr) == 1 and fr.attrs["skipped"] == []
+    assert math.isfinite(fr.iloc[0]["predicted"])
+
+
+def test_single_float64_prediction_uses_numpy_and_resolves_once(monkeypatch):
+    import symcost.infer_api as ia
+    from symcost.lower import CompiledModel
+
+    ref = {k: float(v) for k, v in evaluate_inference(
+        _inputs("llama-3-8b", H100, batch=8), "float64").items()}
+    calls = []
+    real_resolve = ia.resolve_inference
+    monkeypatch.setattr(ia, "resolve_inference",
+                        lambda *a: calls.append(1) or real_resolve(*a))
+
+    def no_jax(*a, **k):
+        raise AssertionError("the jitted JAX function was called")
+
+    monkeypatch.setattr(CompiledModel, "__call__", no_jax)
+    r = predict_inference("llama-3-8b", H100, batch=8)
+    assert len(calls) == 1
+    for k, v in ref.items():
+        assert r.values[k] == pytest.approx(v, rel=1e-12, abs=1e-300), k
+
+
+def test_predict_inference_float64_does_not_import_jax():
+    import os
+    import subprocess
+    import sys
+
+    code = ("import sys; from symcost.infer_api import predict_inference; "
+            "predict_inference('llama-3-8b', 'h100-sxm5-80gb', batch=8); "
+            "assert 'jax' not in sys.modules, 'jax imported'")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert res.returncode == 0, res.stderr[-2000:]
+
+
+def test_helpers_are_shared_with_the_training_side():
+    import symcost.api as api
+    import symcost.infer_api as ia
+    import symcost.inference as inf
+    import symcost.training as tr
+    from symcost.ops import cost
+
+    assert ia._as_model is api._as_model and ia._as_hardware is api._as_hardware
+    assert inf._select is tr._select and inf._sum_time is tr._sum_time
+    assert inf.total is cost.total
+    assert not hasattr(inf, "_sum") and not hasattr(inf, "_time")
+
+
+def test_arrival_rate_uses_the_ttft_iterations_constant(monkeypatch):
+    import symcost.infer_api as ia
+
+    inp = _inputs("llama-3-8b", H100, dtype="fp8", batch=4096, input_len=512, output_len=256)
+    rate = 0.2 * _eval(inp)["throughput"] / 256
+    monkeypatch.setattr(ia, "TTFT_ITERATIONS", sp.Rational(5, 2))
+    low = solve_arrival_rate(inp, rate)
+    assert low["saturated"] == 0
+    assert low["ttft_s"] == pytest.approx(2.5 * low["iteration_s"], rel=1e-12)
+    assert low["concurrency"] == pytest.approx(rate * (256 + 1.5) * low["iteration_s"],
+                                               rel=0.02)
+
+
+def test_docstrings_state_returns_and_the_raised_error():
+    assert "Returns:" in trtllm_bench_max_num_tokens.__doc__
+    raises = solve_arrival_rate.__doc__.split("Raises:")[1]
+    assert "InferenceConfigError" in raises and "ValueError" not in raises
+    with pytest.raises(InferenceConfigError, match="rate: must be positive"):
+        solve_arrival_rate(_inputs("llama-3-8b", H100), 0.0)
+
+
+def test_result_formula_accepts_aliases_and_rejects_unknown_symbols():
+    from symcost.explain import ExplainError
+
+    r = predict_inference("llama-3-8b", H100, batch=2)
+    f = r.formula("kv_bytes_per_token", keep=("layers", "kv_bytes"))
+    assert f.free_symbols == {S.n_layers, S.kv_bytes}
+    assert float(f.xreplace({S.n_layers: 32, S.kv_bytes: 2})) == r.values["kv_bytes_per_token"]
+    with pytest.raises(ExplainError, match="keep: unknown symbol 'bogus'"):
+        r.formula("tpot", keep=("bogus",))

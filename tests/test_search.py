@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from optimizers.evaluate import (base_inputs, candidate_inputs, evaluate_chunked,
                                  evaluate_float64)
-from optimizers.published import published_ranking
+from optimizers.published import published_configs, published_ranking
 from optimizers.search import rank_of, search, search_scipy
 from optimizers.space import (FIELDS, RECOMPUTE_NAMES, SearchError, enumerate_space,
                               make_constraints, violations)
@@ -249,7 +249,13 @@ def test_gpu_count_no_configuration_can_use():
 def test_model_that_fits_nowhere():
     with pytest.raises(SearchError, match="fits in memory") as e:
         search("gpt3-175b", "a100-sxm4-40gb", 4, 8)
-    assert "memory per GPU must fit" in str(e.value) and "GB more" in str(e.value)
+    msg = str(e.value)
+    assert "memory per GPU must fit" in msg and "GiB more" in msg
+    # usable HBM in GiB (2**30 B), the unit the 40GB A100 is sold in: 40 GiB - reserved
+    from symcost.params import load_params
+
+    usable = 40 * 2**30 - load_params().for_generation("ampere")["mem_reserved"]
+    assert f"usable HBM ({usable / 2**30:.1f} GiB of a100-sxm4-40gb)" in msg
 
 
 def test_contradictory_constraints():
@@ -271,32 +277,75 @@ def test_bad_scalar_inputs():
 
 
 # ----------------------------------------------------------------------------- published
-def test_published_ranking_on_a_synthetic_csv(tmp_path):
-    cols = ["case_id", "workload", "model", "n_params_b", "layers", "hidden", "heads",
-            "kv_heads", "ffn_hidden", "seq_len", "vocab", "global_batch", "micro_batch", "gpu",
-            "hardware", "n_gpus", "tp", "pp", "vpp", "dp", "cp", "sp", "recompute",
-            "zero_stage", "precision", "dtype", "input_len", "output_len", "metric", "value",
-            "unit", "source", "notes"]
+_CSV_COLS = ["case_id", "workload", "model", "n_params_b", "layers", "hidden", "heads",
+             "kv_heads", "ffn_hidden", "seq_len", "vocab", "global_batch", "micro_batch", "gpu",
+             "hardware", "n_gpus", "tp", "pp", "vpp", "dp", "cp", "sp", "recompute",
+             "zero_stage", "precision", "dtype", "input_len", "output_len", "metric", "value",
+             "unit", "source", "notes"]
+
+
+def _published_row(**kw) -> dict:
     m = get_model("gpt-7.5b")
-    row = dict.fromkeys(cols, "")
-    row.update(case_id="X-1", workload="train", model="t", layers=m.layers, hidden=m.hidden,
-               heads=m.heads, kv_heads=m.kv_heads, ffn_hidden=m.ffn_hidden, seq_len=2048,
-               vocab=m.vocab, global_batch=512, hardware=HW, n_gpus=64, tp=2, pp=1, dp=32,
-               cp=1, sp=0, recompute="full", dtype="bf16", metric="iteration_time_s",
-               value=1.0, notes="")
-    other = dict(row, case_id="X-2", metric="achieved_tflops_per_gpu", value=100.0)
+    row = dict.fromkeys(_CSV_COLS, "")
+    row.update(case_id="NAR21-1", workload="train", model="GPT-7.5B (Megatron SC21)",
+               layers=m.layers, hidden=m.hidden, heads=m.heads, kv_heads=m.kv_heads,
+               ffn_hidden=m.ffn_hidden, seq_len=2048, vocab=m.vocab, global_batch=512,
+               hardware=HW, n_gpus=64, tp=2, pp=1, dp=32, cp=1, sp=0, recompute="full",
+               dtype="bf16", metric="iteration_time_s", value=1.0, notes="")
+    row.update(kw)
+    return row
+
+
+def test_published_ranking_on_a_synthetic_csv(tmp_path):
+    row = _published_row()
+    other = dict(row, case_id="NAR21-2", metric="achieved_tflops_per_gpu", value=100.0)
     path = tmp_path / "m.csv"
-    pd.DataFrame([row, other], columns=cols).to_csv(path, index=False)
+    pd.DataFrame([row, other], columns=_CSV_COLS).to_csv(path, index=False)
     df = published_ranking(path)
     assert len(df) == 1                                   # two metrics, one configuration
     r = df.iloc[0]
     assert r["model"] == "gpt-7.5b" and r["status"] == "ok"
+    assert not r["flash_attention"]                       # Megatron-LM 2021: unfused
     res = search("gpt-7.5b", HW, 64, 512, flash_attention=False)
     where = rank_of(res, {"tp": 2, "pp": 1, "dp": 32, "sp": 0, "recompute": "full"})
     assert r["rank"] == where["rank"]
     best = res.extra["scores"][res.extra["fits"]].min()
     assert r["speedup"] == pytest.approx(where["score"] / best)
     assert r["speedup"] >= 1
+
+
+def test_published_configs_read_rows_as_validate_does(tmp_path):
+    """FlashAttention and the model come from symcost.validate's rules: negated notes turn
+    it off (a substring match on "flashattention" turned it on), sources have defaults, a
+    name that is no preset keeps the row's shape with its family's flags, and a row validate
+    cannot predict says why."""
+    from symcost.validate import flash_attention_rule
+
+    rows = [
+        _published_row(case_id="MPT-a", notes="FlashAttention (triton)"),
+        _published_row(case_id="MPT-b", notes="unfused attention, no FlashAttention", n_gpus=32,
+                       dp=16),
+        _published_row(case_id="NAR21-c", n_gpus=128, dp=64),
+        _published_row(case_id="NEW-d", model="my-gpt", n_gpus=16, dp=8),
+        _published_row(case_id="NEW-e", cp=2, n_gpus=8, dp=2),
+    ]
+    path = tmp_path / "m.csv"
+    pd.DataFrame(rows, columns=_CSV_COLS).to_csv(path, index=False)
+    confs = published_configs(path).set_index("case_id")
+    for r in rows[:4]:
+        src = r["case_id"].split("-")[0]
+        assert confs.loc[r["case_id"], "flash_attention"] == flash_attention_rule(
+            src, r["notes"])[0]
+    assert confs["flash_attention"].drop("NEW-e").to_dict() == {
+        "MPT-a": True, "MPT-b": False, "NAR21-c": False, "NEW-d": True}
+    assert confs.loc["NAR21-c", "preset"] == "gpt-7.5b"
+    mine = confs.loc["NEW-d"]
+    assert pd.isna(mine["preset"]) and mine["spec"].name == "my-gpt"
+    assert mine["spec"].hidden == get_model("gpt-7.5b").hidden
+    assert "context parallelism" in confs.loc["NEW-e", "status"]
+    ranked = published_ranking(path).set_index("case_id")
+    assert ranked.loc["NEW-d", "model"] == "my-gpt" and ranked.loc["NEW-d", "status"] == "ok"
+    assert ranked.loc["NEW-e", "status"].startswith("not predictable: cp")
 
 
 # ----------------------------------------------------------------------------- CLI

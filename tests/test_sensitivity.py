@@ -15,6 +15,9 @@ from symcost.api import training_inputs, training_model
 from symcost.config import ConfigError, TrainingConfig, resolve
 from symcost.models import get_model
 
+# caching off inside the test process: the app callback then leaves JAX's config alone
+RUNNER = CliRunner(env={"SYMCOST_CACHE_DIR": "off"})
+
 MODEL, HW = "gpt-1.7b", "a100-sxm4-80gb"
 BASE = TrainingConfig(num_gpus=64, tp=2, pp=2, global_batch=128, recompute="selective")
 
@@ -174,7 +177,7 @@ def test_bad_requests():
 def test_cli_sensitivity_json():
     from symcost.cli import app
 
-    res = CliRunner().invoke(app, [
+    res = RUNNER.invoke(app, [
         "sensitivity", "--model", MODEL, "--hardware", HW, "--num-gpus", "64", "--tp", "2",
         "--pp", "2", "--global-batch", "128", "--recompute", "selective", "--json",
         "--discrete", "tp,layers"])
@@ -182,6 +185,6 @@ def test_cli_sensitivity_json():
     d = json.loads(res.output)
     names = [p["name"] for p in d["parameters"]]
     assert "n_layers" in names and "hbm_bw" in names
-    bad = CliRunner().invoke(app, ["sensitivity", "--model", MODEL, "--hardware", HW,
-                                   "--discrete", "bogus"])
+    bad = RUNNER.invoke(app, ["sensitivity", "--model", MODEL, "--hardware", HW,
+                              "--discrete", "bogus"])
     assert bad.exit_code == 2 and "discrete" in bad.output

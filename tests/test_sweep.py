@@ -14,8 +14,9 @@ from typer.testing import CliRunner
 from symcost.api import predict_training
 from symcost.config import ConfigError, TrainingConfig, resolve
 from symcost.models import ModelSpecError, get_model
-from symcost.sweep import (REASONS, Range, SweepError, grid_values, parse_vary, sweep,
-                           write_table)
+import symcost.sweep as sweep_mod
+from symcost.sweep import (CHUNK_SIZES, REASONS, Range, SweepError, grid_values, parse_vary,
+                           pick_chunk, sweep, write_table)
 
 GPT = dict(model="gpt-1.7b", hardware="a100-sxm4-40gb")
 CHUNK = 256  # small fixed chunk: several chunks and a padded last one, one compile per plan
@@ -23,6 +24,8 @@ MODEL_FIELDS = {"n_layers": "layers", "n_heads": "heads", "hidden": "hidden",
                 "n_kv_heads": "kv_heads", "ffn_hidden": "ffn_hidden"}
 CONFIG_FIELDS = ("tp", "pp", "dp", "num_gpus", "micro_batch", "global_batch", "vpp")
 ZERO = {"zero_stage": "zero"}
+# caching off inside the test process: the app callback then leaves JAX's config alone
+RUNNER = CliRunner(env={"SYMCOST_CACHE_DIR": "off"})
 
 
 def _resolve_row(model, base: TrainingConfig, row: dict, varied):
@@ -184,6 +187,11 @@ def test_grid_values_and_parse_vary():
     ({"dp": [1, 2], "num_gpus": [8]}, None, "cannot both vary"),
     ({}, None, "nothing to vary"),
     ({"tp": [1]}, 0, "samples"),
+    ({"eff_gemm": [0.5, 2]}, None, r"eff_gemm: values must be in its physical range "
+                                   r"\[0.05, 1\] \(symcost.params.BOUNDS; got 2\)"),
+    ({"eff_gemm": Range(0.5, 2, 4)}, None, r"eff_gemm: .*physical range \[0.05, 1\]"),
+    ({"eff_inter": Range(0.2, 0.9)}, 10, r"eff_inter: .*physical range \[0.5, 1\].*got 0.2"),
+    ({"mem_reserved": [1e12]}, None, r"mem_reserved: .*physical range \[0, 6.4e\+10\]"),
 ])
 def test_bad_sweep_specifications(vary, samples, match):
     with pytest.raises(SweepError, match=match):
@@ -217,8 +225,12 @@ def test_write_table_csv_parquet(tmp_path, grid):
 def test_cli_sweep_json_and_file(tmp_path):
     from symcost.cli import app
 
+    import jax
+
+    before = (jax.config.jax_compilation_cache_dir,
+              jax.config.jax_persistent_cache_min_compile_time_secs)
     out = tmp_path / "rows.csv"
-    res = CliRunner().invoke(app, [
+    res = RUNNER.invoke(app, [
         "sweep", "--model", GPT["model"], "--hardware", GPT["hardware"], "--num-gpus", "64",
         "--tp", "2", "--pp", "2", "--global-batch", "128", "--vary", "tp=1,2,4",
         "--vary", "hbm_bw=1e12:3e12:5", "--vary", "eff_gemm=0.5,0.7", "--precision",
@@ -227,7 +239,59 @@ def test_cli_sweep_json_and_file(tmp_path):
     d = json.loads(res.output)
     assert d["rows"] == 30 and len(d["top"]) == 2
     assert len(pd.read_csv(out)) == 30
-    bad = CliRunner().invoke(app, ["sweep", "--model", GPT["model"], "--hardware",
-                                   GPT["hardware"], "--vary", "bogus=1"])
+    # the app callback left JAX's global configuration alone (SYMCOST_CACHE_DIR=off)
+    assert (jax.config.jax_compilation_cache_dir,
+            jax.config.jax_persistent_cache_min_compile_time_secs) == before
+    bad = RUNNER.invoke(app, ["sweep", "--model", GPT["model"], "--hardware",
+                              GPT["hardware"], "--vary", "bogus=1"])
     assert bad.exit_code == 2
     assert "unknown variable" in bad.output
+    bad = RUNNER.invoke(app, ["sweep", "--model", GPT["model"], "--hardware",
+                              GPT["hardware"], "--vary", "eff_gemm=0.5,2"])
+    assert bad.exit_code == 2
+    assert bad.output.strip() == ("error: vary eff_gemm: values must be in its physical range "
+                                  "[0.05, 1] (symcost.params.BOUNDS; got 2)")
+
+
+def test_chunk_size_is_picked_from_the_fixed_set():
+    assert CHUNK_SIZES == (4096, 65536)
+    assert [pick_chunk(n) for n in (1, 2, 110, 4096, 4097, 65536, 10**6)] == [
+        4096, 4096, 4096, 4096, 65536, 65536, 65536]
+
+
+def test_small_sweep_uses_the_small_chunk(monkeypatch):
+    """A 2-row mixed sweep (and its float64 re-check) runs 4,096-row chunks, not 65,536."""
+    seen = []
+    original = sweep_mod._chunk_function
+
+    def spy(plan, dtype):
+        fn = original(plan, dtype)
+
+        def call(args, fixed):
+            seen.append((dtype, args[0].shape[0]))
+            return fn(args, fixed)
+        return call
+
+    monkeypatch.setattr(sweep_mod, "_chunk_function", spy)
+    df = sweep(GPT["model"], GPT["hardware"], TrainingConfig(num_gpus=8, tp=2, global_batch=8),
+               vary={"tp": [1, 2]})
+    assert len(df) == 2 and df["rechecked"].all()
+    assert seen == [("float32", 4096), ("float64", 4096)]
+
+
+def test_random_rows_do_not_depend_on_the_chunk_size():
+    base = TrainingConfig(num_gpus=64, tp=2, pp=2, global_batch=128)
+    vary = {"hbm_bw": Range(1e12, 4e12, log=True), "tp": [1, 2, 4, 8]}
+    a = sweep(GPT["model"], GPT["hardware"], base, vary=vary, samples=5000, seed=1,
+              precision="float32", chunk_size=CHUNK)
+    b = sweep(GPT["model"], GPT["hardware"], base, vary=vary, samples=5000, seed=1,
+              precision="float32", chunk_size=4096)
+    for col in ("hbm_bw", "tp", "valid"):
+        np.testing.assert_array_equal(a[col], b[col])
+    for col in ("step_time", "mem_total"):
+        np.testing.assert_allclose(a[col], b[col], rtol=1e-6)
+    # a shorter sample is a prefix of a longer one with the same seed
+    c = sweep(GPT["model"], GPT["hardware"], base, vary=vary, samples=300, seed=1,
+              precision="float32")
+    np.testing.assert_array_equal(c["hbm_bw"], a["hbm_bw"][:300])
+    np.testing.assert_array_equal(c["tp"], a["tp"][:300])

@@ -24,7 +24,7 @@ L, h, a, s, b, t, V = sp.symbols("L h a s b t V", positive=True)
 
 # A GPT-style (Megatron) architecture: MHA, f = 4h, GeLU, biases, dropout.
 GPT_SUBS = {S.n_kv_heads: S.n_heads, S.ffn_hidden: 4 * S.hidden, S.gated_mlp: 0,
-            S.has_dropout: 1}
+            S.has_dropout: 1, S.norm_bias: 1, S.has_bias: 1}
 
 
 def _kv_not_replicated(*args):
@@ -47,6 +47,22 @@ def test_gpt3_parameter_count_hand_checked():
     assert r.values["params_total"] == expected
     assert abs(expected / 174.6e9 - 1) < 1e-3
     assert get_model("gpt3-175b").num_params() == expected
+
+
+@pytest.mark.parametrize("name", ["gpt3-175b", "gpt-1.7b", "mpt-7b", "llama-2-70b",
+                                  "llama-3.1-405b", "mistral-7b"])
+def test_parameter_count_agrees_with_model_spec(name):
+    """Two implementations: the symbolic count (training.params_total) and the closed form
+    of ModelSpec.num_params, for GPT (LayerNorm with bias), MPT (bias-free LayerNorm) and
+    Llama/Mistral (RMSNorm, GQA, SwiGLU, untied)."""
+    from symcost.config import model_bindings
+
+    model = get_model(name)
+    values = {S.lookup(k): v for k, v in model_bindings(model).items()}
+    assert int(T.params_total().xreplace(values)) == model.num_params()
+    rms_bias = model.replace(bias=True) if model.norm == "rmsnorm" else model
+    values = {S.lookup(k): v for k, v in model_bindings(rms_bias).items()}
+    assert int(T.params_total().xreplace(values)) == rms_bias.num_params()
 
 
 def test_model_flops_equal_megatron_formula():
@@ -206,6 +222,21 @@ def test_compiled_equals_sympy_random_configs(c):
     assert math.isclose(float(got32["step_time"]), ref["step_time"], rel_tol=1e-4)
 
 
+def test_fp8_casts_weights_once_per_step():
+    """Weight casts do not grow with the micro-batch count; activation casts do."""
+    def fwd(m):
+        r = predict_training("gpt-7.5b", "h100-sxm5-80gb", num_gpus=8, tp=8, dtype="fp8",
+                             global_batch=m)
+        return r.breakdown["forward"], r.inputs
+
+    (f1, inp), (f4, _) = fwd(1), fwd(4)
+    m1 = T.fp8_weight_cast_bytes_layer().xreplace({S.lookup(k): v for k, v in inp.items()})
+    per_step = 36 * float(m1) / (inp["hbm_bw"] * inp["eff_hbm"])
+    # forward(m) = m * per-micro-batch forward + once-per-step weight cast
+    assert f4 - per_step == pytest.approx(4 * (f1 - per_step), rel=1e-12)
+    assert per_step > 0
+
+
 def test_more_tp_lowers_memory_and_interleaving_shrinks_bubble():
     base = dict(num_gpus=512, micro_batch=1, global_batch=512, recompute="selective", sp=True)
     r1 = predict_training("llama-2-70b", "h100-sxm5-80gb", tp=4, pp=8, **base)
@@ -238,6 +269,9 @@ def test_zero_stages_shrink_memory_in_order():
     (dict(dtype="fp8"), "dtype: a100-sxm4-80gb has no fp8"),
     (dict(vpp=2), "vpp: the interleaved schedule \\(vpp > 1\\) needs pp > 1"),
     (dict(seq_len=4096), "seq_len: 4096 exceeds the model's learned positions"),
+    (dict(sp=3), "sp: must be on/off"),
+    (dict(flash_attention="no"), "flash_attention: must be on/off"),
+    (dict(dp_overlap=7), "dp_overlap: must be on/off"),
 ])
 def test_bad_config_errors_name_field_and_rule(fields, match):
     with pytest.raises(ConfigError, match=match):

@@ -16,6 +16,7 @@ from __future__ import annotations
 import sympy as sp
 
 from .. import symbols as S
+from ..functions import flag
 from .cost import Cost, time_memory_bound, time_roofline
 from .elementwise import BYTES_MASK
 from .gemm import gemm
@@ -31,9 +32,34 @@ def flops_attention(b: sp.Expr, s: sp.Expr, heads: sp.Expr, d: sp.Expr) -> sp.Ex
     return 4 * b * s**2 * heads * d
 
 
+def gqa_expand(b, s, heads, kv_heads, d) -> Cost:
+    """Copy that repeats each key/value head for its query-head group before unfused attention.
+
+    Grouped-query attention shares one K/V head among ``heads/kv_heads`` query heads. Unfused
+    kernels are batched GEMMs over query heads, so implementations materialise K and V for
+    every query head first (Megatron-LM ``DotProductAttention``: ``key.repeat_interleave(
+    np // ng, dim=2)``, the same for ``value``; Hugging Face ``repeat_kv``): read ``kv_heads``
+    heads of K and V, write ``heads`` heads of each. Zero when ``kv_heads >= heads`` (multi-head
+    attention: nothing to repeat).
+
+    Args:
+        b: sequences; s: tokens per sequence; heads, kv_heads: query and key/value heads on
+            this GPU; d: head dimension.
+
+    Returns:
+        :class:`Cost`: no FLOP, ``BYTES_ACT * b*s*d * 2*(kv_heads + heads)`` bytes when
+        ``kv_heads < heads``, memory-bound time at ``eff_hbm``.
+    """
+    nbytes = flag(kv_heads < heads) * S.BYTES_ACT * b * s * d * 2 * (kv_heads + heads)
+    return Cost(sp.Integer(0), nbytes, time_memory_bound(nbytes, S.hbm_bw, S.eff_hbm))
+
+
 def attention_unfused(b, s, heads, kv_heads, d, peak, dropout) -> Cost:
     """Unfused (Megatron "core attention") forward: QK^T GEMM, fused scale-mask-softmax,
     optional dropout on the probabilities, and the AV GEMM; the ``s x s`` scores go through HBM.
+
+    With grouped-query attention (``kv_heads < heads``) K and V are first repeated to every
+    query head (:func:`gqa_expand`), so the two GEMMs read ``heads`` heads of K and V.
 
     Args:
         b: sequences; s: tokens per sequence; heads: query heads on this GPU;
@@ -46,6 +72,7 @@ def attention_unfused(b, s, heads, kv_heads, d, peak, dropout) -> Cost:
     References:
         Korthikanti et al. 2022, Sec. 4.1 (the ``5*a*s^2*b`` activation terms are these tensors).
     """
+    expand = gqa_expand(b, s, heads, kv_heads, d)
     scores = gemm(s, s, d, peak, batch=b * heads, weight=False)
     probs_elems = b * heads * s**2
     softmax_bytes = probs_elems * 2 * S.BYTES_ACT
@@ -53,7 +80,7 @@ def attention_unfused(b, s, heads, kv_heads, d, peak, dropout) -> Cost:
     sm = Cost(probs_elems * 5, softmax_bytes + drop_bytes,
               time_memory_bound(softmax_bytes + drop_bytes, S.hbm_bw, S.eff_hbm))
     av = gemm(s, d, s, peak, batch=b * heads, weight=False)
-    return scores + sm + av
+    return expand + scores + sm + av
 
 
 def attention_unfused_backward(fwd: Cost) -> Cost:
