@@ -76,6 +76,33 @@ def training_inputs(model, hardware, config: TrainingConfig,
     return _bind(model, hw, resolve(model, hw, config), params)
 
 
+def merge_config(config: TrainingConfig | None, **config_fields) -> TrainingConfig:
+    """``config`` with ``config_fields`` applied (a new :class:`TrainingConfig` from the fields
+    when ``config`` is None); not validated."""
+    if config is None:
+        return TrainingConfig(**config_fields)
+    return config.replace(**config_fields) if config_fields else config
+
+
+def prepare_training(model, hardware, config: TrainingConfig | None = None,
+                     params: Params | None = None, **config_fields):
+    """Specs, validated configuration and symbol bindings for one training configuration.
+
+    Args:
+        model, hardware, config, params, config_fields: as :func:`predict_training`.
+
+    Returns:
+        ``(ModelSpec, HardwareSpec, resolved TrainingConfig, {symbol name: value})`` in base
+        units.
+
+    Raises:
+        ConfigError, ModelSpecError, HardwareSpecError, ParamsError: invalid input.
+    """
+    model, hw = _as_model(model), _as_hardware(hardware)
+    cfg = resolve(model, hw, merge_config(config, **config_fields))
+    return model, hw, cfg, _bind(model, hw, cfg, params)
+
+
 def _bind(model, hw, cfg: TrainingConfig, params: Params | None) -> dict[str, float]:
     """Symbol bindings of an already resolved configuration."""
     params = params or load_params()
@@ -192,13 +219,7 @@ def predict_training(model, hardware, config: TrainingConfig | None = None,
         >>> r = predict_training("gpt3-175b", "a100-sxm4-80gb", num_gpus=1024, tp=8, pp=16,
         ...                      global_batch=1536, recompute="full")  # doctest: +SKIP
     """
-    if config is None:
-        config = TrainingConfig(**config_fields)
-    elif config_fields:
-        config = config.replace(**config_fields)
-    model, hw = _as_model(model), _as_hardware(hardware)
-    cfg = resolve(model, hw, config)
-    inputs = _bind(model, hw, cfg, params)
+    model, hw, cfg, inputs = prepare_training(model, hardware, config, params, **config_fields)
     cm = training_model(precision)
     args = {n: inputs[n] for n in cm.input_names}
     # one configuration: the generated source on NumPy answers without a jit compile

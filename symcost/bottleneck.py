@@ -271,16 +271,10 @@ def bottleneck(model, hardware, config=None, params=None, **config_fields) -> Bo
     Raises:
         ConfigError, ModelSpecError, HardwareSpecError, ParamsError: invalid input.
     """
-    from .api import _as_hardware, _as_model, training_inputs
-    from .config import TrainingConfig, resolve
+    from .api import prepare_training
 
-    if config is None:
-        config = TrainingConfig(**config_fields)
-    elif config_fields:
-        config = config.replace(**config_fields)
-    m, hw = _as_model(model), _as_hardware(hardware)
-    cfg = resolve(m, hw, config)
-    inputs = training_inputs(m, hw, cfg, params)
+    m, hw, cfg, inputs = prepare_training(model, hardware, config, params,
+                                          **config_fields)
     return attribute(inputs, m, hw, cfg)
 
 

@@ -730,13 +730,10 @@ def predict_interval(model, hardware, config=None, params: Params | None = None,
         ConfigError, ModelSpecError, HardwareSpecError: invalid input.
     """
     from .api import _as_hardware, _as_model, training_inputs, training_model
-    from .config import TrainingConfig
+    from .api import merge_config
 
     params = params or load_params()
-    if config is None:
-        config = TrainingConfig(**config_fields)
-    elif config_fields:
-        config = config.replace(**config_fields)
+    config = merge_config(config, **config_fields)
     m, hw = _as_model(model), _as_hardware(hardware)
     terms = _uncertainty_terms(params, hw.generation)
     if terms is None:

@@ -189,19 +189,13 @@ def explain(name: str, model, hardware, config=None, params=None,
         ExplainError: unknown name or symbol.
         ConfigError, ModelSpecError, HardwareSpecError, ParamsError: invalid configuration.
     """
-    from .api import _as_hardware, _as_model, training_inputs
-    from .config import TrainingConfig, resolve
+    from .api import prepare_training
 
     expr = expression(name)
     keep = tuple(dict.fromkeys(k.strip() for k in keep if k.strip()))
     _keep_symbols(keep)
-    if config is None:
-        config = TrainingConfig(**config_fields)
-    elif config_fields:
-        config = config.replace(**config_fields)
-    m, hw = _as_model(model), _as_hardware(hardware)
-    cfg = resolve(m, hw, config)
-    values = training_inputs(m, hw, cfg, params)
+    m, hw, cfg, values = prepare_training(model, hardware, config, params,
+                                          **config_fields)
     full = substitute(expr, values, ())
     try:
         value = float(full)

@@ -41,7 +41,7 @@ from hwspecs import format_bytes
 
 from . import symbols as S
 from .api import _as_hardware, _as_model, used_symbols
-from .config import ConfigError, hardware_bindings, model_bindings, positive_int
+from .config import hardware_bindings, model_bindings, positive_int
 from .inference import (DECODE_BREAKDOWN, PREFILL_BREAKDOWN, STAGE_TERMS, TTFT_ITERATIONS,
                         inference_expressions)
 from .lower import CompiledModel, lower

@@ -366,8 +366,7 @@ def sensitivity(model, hardware, config=None, params=None, *,
     """
     import sympy as sp
 
-    from .api import _as_hardware, _as_model, training_inputs
-    from .config import TrainingConfig, resolve
+    from .api import prepare_training
     from .params import load_params
     from .training import training_expressions
 
@@ -380,14 +379,9 @@ def sensitivity(model, hardware, config=None, params=None, *,
                                    f"{', '.join(DISCRETE_FIELDS)} (aliases layers, heads, "
                                    "kv_heads)")
         disc.append(d2)
-    if config is None:
-        config = TrainingConfig(**config_fields)
-    elif config_fields:
-        config = config.replace(**config_fields)
-    m, hw = _as_model(model), _as_hardware(hardware)
     params = params or load_params()
-    cfg = resolve(m, hw, config)
-    base = training_inputs(m, hw, cfg, params)
+    m, hw, cfg, base = prepare_training(model, hardware, config, params,
+                                        **config_fields)
     wrt = tuple(continuous_parameters() if wrt is None else wrt)
 
     # rows: [base] + [x*e^{+h}, x*e^{-h}] per wrt + [x*(1 +/- 10%)] per wrt + neighbours

@@ -539,10 +539,9 @@ def sweep(model, hardware, config: TrainingConfig | None = None, params=None, *,
         raise SweepError("vary: nothing to vary")
     if chunk_size is not None and (int(chunk_size) != chunk_size or chunk_size < 1):
         raise SweepError(f"chunk_size: must be a positive integer (got {chunk_size!r})")
-    if config is None:
-        config = TrainingConfig(**config_fields)
-    elif config_fields:
-        config = config.replace(**config_fields)
+    from .api import merge_config
+
+    config = merge_config(config, **config_fields)
     all_outputs = tuple(training_expressions())
     outputs = all_outputs if tuple(outputs) == ("all",) else tuple(dict.fromkeys(outputs))
     bad = [o for o in outputs if o not in all_outputs]

@@ -312,19 +312,6 @@ def _get(row: Mapping, name: str):
     return None if _blank(v) else (v.strip() if isinstance(v, str) else v)
 
 
-def _int(row: Mapping, name: str) -> int | None:
-    v = _get(row, name)
-    if v is None:
-        return None
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        raise RowError(f"{name}: {v!r} is not a number") from None
-    if not math.isfinite(f) or f != int(f):
-        raise RowError(f"{name}: {v!r} must be a whole number")
-    return int(f)
-
-
 def _float(row: Mapping, name: str) -> float | None:
     v = _get(row, name)
     if v is None:
@@ -336,6 +323,15 @@ def _float(row: Mapping, name: str) -> float | None:
     if not math.isfinite(f):
         raise RowError(f"{name}: {v!r} must be finite")
     return f
+
+
+def _int(row: Mapping, name: str) -> int | None:
+    f = _float(row, name)
+    if f is None:
+        return None
+    if f != int(f):
+        raise RowError(f"{name}: {row.get(name)!r} must be a whole number")
+    return int(f)
 
 
 def _normalize_name(name: str) -> list[str]:
