@@ -1,0 +1,144 @@
+"""Write the regression snapshot that ``tests/test_regression_snapshot.py`` checks.
+
+Run once before a behaviour-preserving refactor (``python tests/regression/make_snapshot.py``)
+and commit ``tests/regression/snapshot.json.gz``. It stores, in float64:
+
+* every predicted row of ``../shared/validation/published_measurements.csv`` (the predicted
+  metric, its interval and the step-time breakdown), and the ids of the rows skipped;
+* 1,000 training configurations drawn at random (fixed seed) over presets, GPUs and every
+  configuration field, with every output of the training model, or the field named by the
+  error for a configuration that is rejected;
+* 300 inference configurations drawn the same way, with every output of the inference model.
+
+The draws are described by plain field values (API keywords), so the test can replay them
+through the public API whatever the internals become.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+import symcost
+
+HERE = Path(__file__).resolve().parent
+SNAPSHOT = HERE / "snapshot.json.gz"
+VALIDATION = HERE.parents[2] / "shared" / "validation" / "published_measurements.csv"
+
+TRAIN_MODELS = ("gpt3-175b", "gpt-1.7b", "gpt-18.4b", "mpt-7b", "mpt-30b", "llama-2-7b",
+                "llama-2-70b", "llama-3-8b", "llama-3-70b", "mistral-7b", "llama-3.1-405b")
+HARDWARE = ("a100-sxm4-80gb", "a100-sxm4-40gb", "h100-sxm5-80gb", "h200-sxm-141gb", "b200",
+            "mi300x", "a100-pcie-80gb")
+INFER_MODELS = ("llama-2-7b", "llama-2-70b", "llama-3-8b", "llama-3-70b", "mistral-7b",
+                "gpt3-175b", "mpt-30b")
+
+
+def _num(x: float) -> float | None:
+    return float(x) if math.isfinite(float(x)) else None
+
+
+def training_draws(n: int = 1000, seed: int = 20261123) -> list[dict]:
+    """``n`` random training configurations as keyword dicts for ``predict_training``."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        tp = int(rng.choice([1, 2, 4, 8]))
+        pp = int(rng.choice([1, 1, 2, 4, 8, 16]))
+        dp = int(rng.choice([1, 2, 4, 8, 16, 32, 64]))
+        mb = int(rng.choice([1, 1, 2, 4]))
+        gb = int(mb * dp * rng.choice([1, 2, 4, 8, 16, 32]))
+        draw = {
+            "model": str(rng.choice(TRAIN_MODELS)), "hardware": str(rng.choice(HARDWARE)),
+            "num_gpus": tp * pp * dp, "tp": tp, "pp": pp,
+            "micro_batch": mb, "global_batch": gb,
+            "vpp": int(rng.choice([1, 1, 1, 2, 3, 4])) if pp > 1 else 1,
+            "seq_len": int(rng.choice([1024, 2048, 4096, 8192])),
+            "recompute": str(rng.choice(["none", "selective", "full"])),
+            "zero": int(rng.choice([0, 1, 1, 2, 3])),
+            "sp": bool(rng.integers(0, 2)), "flash_attention": bool(rng.integers(0, 2)),
+            "dp_overlap": bool(rng.integers(0, 2)),
+            "dtype": str(rng.choice(["bf16", "bf16", "fp16", "fp8"])),
+        }
+        out.append(draw)
+    return out
+
+
+def inference_draws(n: int = 300, seed: int = 20261124) -> list[dict]:
+    """``n`` random inference requests as keyword dicts for ``predict_inference``."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        tp = int(rng.choice([1, 2, 4, 8]))
+        pp = int(rng.choice([1, 1, 2]))
+        dtype = str(rng.choice(["bf16", "fp16", "fp8"]))
+        out.append({
+            "model": str(rng.choice(INFER_MODELS)), "hardware": str(rng.choice(HARDWARE)),
+            "tp": tp, "pp": pp, "num_gpus": tp * pp * int(rng.choice([1, 2])),
+            "batch": int(rng.choice([1, 4, 16, 64, 256])),
+            "input_len": int(rng.choice([128, 512, 2048])),
+            "output_len": int(rng.choice([1, 128, 1024])),
+            "dtype": dtype,
+            "weight_dtype": str(rng.choice([dtype, dtype, "int8", "int4"])),
+            "flash_attention": bool(rng.integers(0, 2)),
+            "kv_on_demand": bool(rng.integers(0, 2)),
+        })
+    return out
+
+
+def run_training(draw: dict) -> dict:
+    """Outputs of one training draw, or the field its error names."""
+    kw = dict(draw)
+    model, hw = kw.pop("model"), kw.pop("hardware")
+    try:
+        r = symcost.predict_training(model, hw, **kw)
+    except ValueError as exc:
+        return {"error": str(exc).split(":", 1)[0]}
+    return {"values": {k: _num(v) for k, v in r.values.items()}}
+
+
+def run_inference(draw: dict) -> dict:
+    """Outputs of one inference draw, or the field its error names."""
+    kw = dict(draw)
+    model, hw = kw.pop("model"), kw.pop("hardware")
+    try:
+        r = symcost.predict_inference(model, hw, check_memory=False, **kw)
+    except ValueError as exc:
+        return {"error": str(exc).split(":", 1)[0]}
+    return {"values": {k: _num(v) for k, v in r.values.items()}}
+
+
+VALIDATION_COLUMNS = ("predicted", "pred_lo", "pred_hi", "step_time", "mfu")
+
+
+def run_validation(path: Path) -> dict:
+    """Predicted columns of every predicted row, and the skipped ids."""
+    rep = symcost.validate_file(path)
+    rows = {}
+    for rec in rep.rows.to_dict(orient="records"):
+        rows[f"{rec['case_id']}|{rec['metric']}"] = {
+            c: _num(rec[c]) if rec.get(c) is not None else None for c in VALIDATION_COLUMNS}
+    return {"rows": rows, "skipped": sorted(s.case_id for s in rep.skipped)}
+
+
+def main() -> int:
+    snap = {
+        "training": [{"draw": d, **run_training(d)} for d in training_draws()],
+        "inference": [{"draw": d, **run_inference(d)} for d in inference_draws()],
+        "validation": run_validation(VALIDATION),
+    }
+    with gzip.open(SNAPSHOT, "wt") as fh:
+        json.dump(snap, fh, sort_keys=True)
+    ok = sum("values" in r for r in snap["training"])
+    print(f"wrote {SNAPSHOT}: {ok} valid training draws of {len(snap['training'])}, "
+          f"{sum('values' in r for r in snap['inference'])} inference, "
+          f"{len(snap['validation']['rows'])} validation rows")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
