@@ -1,33 +1,40 @@
-"""Training configuration: parallel layout, batch and modes; validation and symbol bindings.
+"""Configurations of a training job and of a serving request: validation and symbol bindings.
 
-Validation happens here, in plain Python, before anything is lowered: a bad configuration
-raises :class:`ConfigError` with a one-line message naming the field and the rule.
+The fields are declared once in :mod:`symcost.fields` (:data:`~symcost.fields.TRAINING_FIELDS`,
+:data:`~symcost.fields.INFERENCE_FIELDS`); the validity rules once in :mod:`symcost.rules`.
+:func:`resolve` and :func:`resolve_inference` coerce each field (type, allowed values, range),
+fill in the derived ones and check the rule table, in plain Python, before anything is
+lowered: a bad configuration raises :class:`ConfigError` with a one-line message naming the
+field and the rule. The same rule objects mask sweep rows and prune the search space.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from . import rules as R
 from . import symbols as S
+from .fields import (ACT_DTYPES, DTYPE_BYTES, INFERENCE_FIELDS, INT4_GROUP, KV_DTYPES,
+                     RECOMPUTE_MODES, TRAINING_FIELDS, WEIGHT_DTYPES, ConfigError, coerce,
+                     encode)
 
 if TYPE_CHECKING:  # pragma: no cover
     from hwspecs import HardwareSpec
 
     from .models import ModelSpec
 
-RECOMPUTE_MODES = {"none": 0, "selective": 1, "full": 2}
-DTYPES = ("bf16", "fp16", "fp8")
-
-
-class ConfigError(ValueError):
-    """An invalid configuration; the message names the field and the rule it breaks."""
+#: training GEMM dtypes (the choices of the ``dtype`` field).
+DTYPES = tuple(TRAINING_FIELDS["dtype"].choices or ())
 
 
 @dataclass(frozen=True)
 class TrainingConfig:
     """How one training job is laid out on the cluster.
+
+    The attributes are exactly the fields of :data:`symcost.fields.TRAINING_FIELDS` (their
+    docs, units, defaults and allowed values are there).
 
     Attributes:
         num_gpus: GPUs in the job; derived as ``tp*pp*dp`` when None.
@@ -37,7 +44,8 @@ class TrainingConfig:
         sp: Megatron sequence parallelism (Korthikanti et al. 2022).
         vpp: virtual pipeline stages per GPU (interleaved 1F1B when > 1).
         micro_batch: sequences per micro-batch per GPU (``b``).
-        global_batch: sequences per optimizer step (``B``); ``dp*micro_batch`` when None.
+        global_batch: sequences per optimizer step (``B``); ``dp*micro_batch`` when None and
+            ``pp == 1``; required when ``pp > 1`` (the bubble depends on it).
         seq_len: tokens per sequence; the model's ``seq_len`` when None.
         recompute: ``none``, ``selective`` or ``full`` activation recomputation.
         zero: ZeRO stage 0-3 (1 = Megatron distributed optimizer, 3 = FSDP full shard).
@@ -62,41 +70,48 @@ class TrainingConfig:
     flash_attention: bool = True
     dp_overlap: bool = True
 
-    def replace(self, **changes) -> "TrainingConfig":
+    def replace(self, **changes: Any) -> "TrainingConfig":
         """A copy with ``changes`` applied (not validated until :func:`resolve`)."""
         return dataclasses.replace(self, **changes)
 
 
-def positive_int(name: str, value, error: type[ConfigError] = ConfigError) -> int:
-    """``value`` as a positive ``int``.
+def positive_int(name: str, value: object, error: type[ConfigError] = ConfigError) -> int:
+    """``value`` as a positive ``int`` (at most :data:`symcost.fields.MAX_COUNT`).
 
     Raises:
-        ``error`` (a :class:`ConfigError`): ``"{name}: must be a positive integer (got ...)"``
+        ``error`` (a :class:`ConfigError`): ``"{name}: must be a positive integer ..."``
             for booleans, non-integral numbers, non-numbers and values <= 0.
     """
-    if isinstance(value, bool):
-        raise error(f"{name}: must be a positive integer (got {value!r})")
+    f = dataclasses.replace(TRAINING_FIELDS["tp"], name=name)
     try:
-        as_int = int(value)
-    except (TypeError, ValueError):
-        raise error(f"{name}: must be a positive integer (got {value!r})") from None
-    if as_int != value or as_int <= 0:
-        raise error(f"{name}: must be a positive integer (got {value!r})")
-    return as_int
+        return int(coerce(f, value))
+    except ConfigError as exc:
+        raise error(str(exc)) from None
 
 
+def hardware_facts(hw: "HardwareSpec") -> dict[str, float]:
+    """The hardware values the rules read: ``hw_bf16``, ``hw_fp16``, ``hw_fp8`` (1 when the
+    GPU has that dense tensor-core peak)."""
+    return {f"hw_{d}": float(d in hw.peak_flops) for d in DTYPES}
 
-def on_off(name: str, value, error: type[ConfigError] = ConfigError) -> bool:
-    """``value`` as a bool; accepts ``True``/``False`` and the numbers 0/1 only.
 
-    Raises:
-        ``error``: ``"{name}: must be on/off (true/false or 1/0), got ..."``.
-    """
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, (int, float)) and value in (0, 1):
-        return bool(value)
-    raise error(f"{name}: must be on/off (true/false or 1/0), got {value!r}")
+def model_facts(model: "ModelSpec") -> dict[str, float]:
+    """The model values the rules read, by field name (``layers``, ``heads``, ...) and
+    ``learned_pos``."""
+    return {"layers": model.layers, "hidden": model.hidden, "heads": model.heads,
+            "kv_heads": model.kv_heads, "ffn_hidden": model.ffn_hidden, "vocab": model.vocab,
+            "max_seq_len": model.max_seq_len,
+            "learned_pos": float(model.position == "learned")}
+
+
+def _coerce_all(fields: dict[str, Any], cfg: Any, error: type[ConfigError]) -> dict[str, Any]:
+    out = {}
+    for name, f in fields.items():
+        try:
+            out[name] = coerce(f, getattr(cfg, name))
+        except ConfigError as exc:
+            raise error(str(exc)) from None
+    return out
 
 
 def resolve(model: "ModelSpec", hw: "HardwareSpec", cfg: TrainingConfig) -> TrainingConfig:
@@ -112,78 +127,32 @@ def resolve(model: "ModelSpec", hw: "HardwareSpec", cfg: TrainingConfig) -> Trai
         A :class:`TrainingConfig` with every field set.
 
     Raises:
-        ConfigError: naming the field and the rule, for: non-positive sizes; ``tp`` not
-            dividing heads or ``ffn_hidden``; ``tp`` and ``kv_heads`` not dividing one another;
-            ``tp*pp*dp != num_gpus``; ``num_gpus`` not divisible by ``tp*pp``; ``pp`` above
-            the layer count; interleaving without ``pp > 1`` or with layers not divisible by
-            ``pp*vpp``; ``global_batch`` not divisible by ``micro_batch*dp``; unknown
-            recompute mode, ZeRO stage or dtype; an on/off field (``sp``,
-            ``flash_attention``, ``dp_overlap``) that is not a bool or 0/1; a dtype the GPU lacks; ZeRO-2/3 with
-            ``pp > 1``; a sequence longer than learned position embeddings allow.
+        ConfigError: naming the field and the rule: a value outside its field's type, choices
+            or range (:mod:`symcost.fields`), or a broken rule of
+            :data:`symcost.rules.TRAINING_RULES` (divisibility of heads, FFN and KV heads by
+            ``tp``; ``tp*pp*dp == num_gpus``; ``pp`` at most the layers; the interleaved
+            schedule's conditions; ZeRO-2/3 without ``pp``; a dtype the GPU lacks; learned
+            positions; the global batch needed with ``pp > 1``).
     """
-    tp = positive_int("tp", cfg.tp)
-    pp = positive_int("pp", cfg.pp)
-    vpp = positive_int("vpp", cfg.vpp)
-    mb = positive_int("micro_batch", cfg.micro_batch)
-    if cfg.dp is None:
-        if cfg.num_gpus is None:
-            dp = 1
-        else:
-            n = positive_int("num_gpus", cfg.num_gpus)
-            if n % (tp * pp):
-                raise ConfigError(f"num_gpus: {n} is not divisible by tp*pp = {tp * pp}")
-            dp = n // (tp * pp)
-    else:
-        dp = positive_int("dp", cfg.dp)
-    n_gpus = tp * pp * dp
-    if cfg.num_gpus is not None and positive_int("num_gpus", cfg.num_gpus) != n_gpus:
-        raise ConfigError(f"num_gpus: tp*pp*dp = {tp}*{pp}*{dp} = {n_gpus} != num_gpus = "
-                          f"{cfg.num_gpus}")
-    gb = mb * dp if cfg.global_batch is None else positive_int("global_batch", cfg.global_batch)
-    if gb % (mb * dp):
-        raise ConfigError(f"global_batch: {gb} is not divisible by micro_batch*dp = {mb}*{dp}"
-                          f" = {mb * dp}")
-    seq = model.seq_len if cfg.seq_len is None else positive_int("seq_len", cfg.seq_len)
-    if model.position == "learned" and seq > model.max_seq_len:
-        raise ConfigError(f"seq_len: {seq} exceeds the model's learned positions "
-                          f"(max_seq_len = {model.max_seq_len})")
-    if model.heads % tp:
-        raise ConfigError(f"tp: {tp} does not divide the number of attention heads "
-                          f"({model.heads})")
-    if model.ffn_hidden % tp:
-        raise ConfigError(f"tp: {tp} does not divide ffn_hidden ({model.ffn_hidden})")
-    if model.kv_heads % tp and tp % model.kv_heads:
-        raise ConfigError(f"tp: {tp} and kv_heads ({model.kv_heads}) must divide one another "
-                          "(KV heads are split, or replicated when kv_heads < tp)")
-    if pp > model.layers:
-        raise ConfigError(f"pp: {pp} exceeds the number of layers ({model.layers})")
-    if vpp > 1:
-        if pp == 1:
-            raise ConfigError("vpp: the interleaved schedule (vpp > 1) needs pp > 1")
-        if model.layers % (pp * vpp):
-            raise ConfigError(f"vpp: layers ({model.layers}) must be divisible by pp*vpp = "
-                              f"{pp * vpp} for the interleaved schedule")
-        if (gb // (mb * dp)) % pp:
-            raise ConfigError(f"vpp: the interleaved schedule needs the micro-batch count "
-                              f"({gb // (mb * dp)}) to be a multiple of pp ({pp})")
-    if cfg.recompute not in RECOMPUTE_MODES:
-        raise ConfigError(f"recompute: {cfg.recompute!r} is not one of "
-                          f"{', '.join(RECOMPUTE_MODES)}")
-    if isinstance(cfg.zero, bool) or cfg.zero not in (0, 1, 2, 3):
-        raise ConfigError(f"zero: ZeRO stage must be 0, 1, 2 or 3 (got {cfg.zero!r})")
-    if cfg.zero >= 2 and pp > 1:
-        raise ConfigError(f"zero: ZeRO-{cfg.zero} shards gradients across micro-batches and "
-                          "cannot be combined with pipeline parallelism (pp > 1); use zero<=1")
-    if cfg.dtype not in DTYPES:
-        raise ConfigError(f"dtype: {cfg.dtype!r} is not one of {', '.join(DTYPES)}")
-    if cfg.dtype not in hw.peak_flops:
-        raise ConfigError(f"dtype: {hw.name} has no {cfg.dtype} tensor-core peak "
-                          f"(it supports {', '.join(sorted(hw.peak_flops))})")
-    return dataclasses.replace(cfg, num_gpus=n_gpus, tp=tp, pp=pp, dp=dp, vpp=vpp,
-                               micro_batch=mb, global_batch=gb, seq_len=seq,
-                               sp=on_off("sp", cfg.sp),
-                               flash_attention=on_off("flash_attention", cfg.flash_attention),
-                               dp_overlap=on_off("dp_overlap", cfg.dp_overlap))
+    c = _coerce_all(TRAINING_FIELDS, cfg, ConfigError)
+    tp, pp = c["tp"], c["pp"]
+    if c["dp"] is None:
+        n = 1 * tp * pp if c["num_gpus"] is None else c["num_gpus"]
+        dp = n / (tp * pp)
+        c["dp"] = int(dp) if float(dp).is_integer() else dp
+    if c["num_gpus"] is None:
+        c["num_gpus"] = tp * pp * c["dp"]
+    given = c["global_batch"] is not None
+    if not given:
+        c["global_batch"] = c["micro_batch"] * c["dp"]
+    if c["seq_len"] is None:
+        c["seq_len"] = model.seq_len
+    values = {**model_facts(model), **hardware_facts(hw),
+              **{k: encode(TRAINING_FIELDS[k], v) for k, v in c.items()},
+              "global_batch_given": float(given), "dtype_name": c["dtype"], "hw_name": hw.name,
+              "hw_dtypes": frozenset(hw.peak_flops)}
+    R.check(R.TRAINING_RULES, values)
+    return TrainingConfig(**c)
 
 
 def model_bindings(model: "ModelSpec") -> dict[str, float]:
@@ -215,26 +184,22 @@ def hardware_bindings(hw: "HardwareSpec", dtype: str = "bf16") -> dict[str, floa
     }
 
 
+def field_bindings(fields: dict[str, Any], cfg: Any) -> dict[str, float]:
+    """Symbol values of the fields of a resolved ``cfg`` that bind a symbol
+    (:attr:`symcost.fields.Field.symbol`), encoded by :func:`symcost.fields.encode`."""
+    return {f.symbol: encode(f, getattr(cfg, name)) for name, f in fields.items()
+            if f.symbol is not None}
+
+
 def parallel_bindings(cfg: TrainingConfig) -> dict[str, float]:
-    """Values of the ``parallel`` symbols for a resolved ``cfg`` (see :func:`resolve`)."""
-    return {
-        S.tp.name: cfg.tp, S.pp.name: cfg.pp, S.dp.name: cfg.dp, S.sp_on.name: float(cfg.sp),
-        S.vpp.name: cfg.vpp, S.micro_batch.name: cfg.micro_batch,
-        S.global_batch.name: cfg.global_batch, S.seq_len.name: cfg.seq_len,
-        S.recompute.name: RECOMPUTE_MODES[cfg.recompute], S.zero_stage.name: cfg.zero,
-        S.flash_attn.name: float(cfg.flash_attention), S.fp8.name: float(cfg.dtype == "fp8"),
-        S.dp_overlap.name: float(cfg.dp_overlap),
-    }
+    """Values of the ``parallel`` symbols for a resolved ``cfg`` (see :func:`resolve`): every
+    field's symbol, and ``fp8`` from ``dtype``."""
+    out = field_bindings(TRAINING_FIELDS, cfg)
+    out[S.fp8.name] = float(cfg.dtype == "fp8")
+    return out
 
 
 # ----------------------------------------------------------------------------- inference
-#: bytes per element of each storage dtype (int4: 4-bit values + a 16-bit scale per 128).
-INT4_GROUP = 128
-DTYPE_BYTES: dict[str, float] = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0,
-                                 "int4": 0.5 + 2.0 / INT4_GROUP}
-WEIGHT_DTYPES = ("bf16", "fp16", "fp8", "int8", "int4")
-ACT_DTYPES = ("bf16", "fp16", "fp8", "int8")
-KV_DTYPES = ("bf16", "fp16", "fp8", "int8")
 
 
 class InferenceConfigError(ConfigError):
@@ -293,3 +258,80 @@ class InferenceConfig:
     def dp(self) -> int:
         """Independent replicas ``num_gpus / (tp*pp)`` (after :func:`resolve_inference`)."""
         return (self.num_gpus or self.tp * self.pp) // (self.tp * self.pp)
+
+
+def resolve_dtypes(cfg: InferenceConfig) -> tuple[str, str, str]:
+    """``(weight, activation, kv)`` dtypes of ``cfg`` with the defaults filled in: each is
+    ``dtype`` when None, except that int4 (a weight-only format) defaults the activations and
+    KV cache to bf16.
+
+    Raises:
+        InferenceConfigError: a dtype outside its field's choices (int4 activations or KV
+            cache included).
+    """
+    base = coerce(INFERENCE_FIELDS["dtype"], cfg.dtype)
+    default_act = "bf16" if base == "int4" else base
+    out = []
+    for name, default in (("weight_dtype", base), ("act_dtype", default_act),
+                          ("kv_dtype", default_act)):
+        value = getattr(cfg, name)
+        try:
+            out.append(coerce(INFERENCE_FIELDS[name], default if value is None else value))
+        except ConfigError as exc:
+            raise InferenceConfigError(str(exc)) from None
+    return out[0], out[1], out[2]
+
+
+def resolve_inference(model: "ModelSpec", hw: "HardwareSpec",
+                      cfg: InferenceConfig) -> InferenceConfig:
+    """Validate ``cfg`` against ``model`` and ``hw`` and fill in the derived fields.
+
+    Args:
+        model: :class:`~symcost.models.ModelSpec`.
+        hw: :class:`~hwspecs.HardwareSpec`.
+        cfg: the request.
+
+    Returns:
+        An :class:`InferenceConfig` with ``num_gpus`` and the three dtypes set.
+
+    Raises:
+        InferenceConfigError: naming the field and the rule: a value outside its field's
+            type, choices or range (:data:`symcost.fields.INFERENCE_FIELDS`), or a broken rule
+            of :data:`symcost.rules.INFERENCE_RULES` (``num_gpus`` a multiple of ``tp*pp``;
+            learned positions; ``tp`` dividing heads and ``ffn_hidden``; ``tp`` and
+            ``kv_heads`` dividing one another; ``pp`` at most the layers; the quantization
+            rules of :mod:`symcost.infer_api`).
+    """
+    c = _coerce_all(INFERENCE_FIELDS, cfg, InferenceConfigError)
+    if c["num_gpus"] is None:
+        c["num_gpus"] = c["tp"] * c["pp"]
+    w, a, kv = resolve_dtypes(cfg)
+    c.update(weight_dtype=w, act_dtype=a, kv_dtype=kv)
+    values = {**model_facts(model), **c, "hw_dtypes": frozenset(hw.peak_flops),
+              "hw_name": hw.name}
+    R.check(R.INFERENCE_RULES, values, InferenceConfigError)
+    return InferenceConfig(**c)
+
+
+def inference_hardware_bindings(hw: "HardwareSpec", act_dtype: str) -> dict[str, float]:
+    """Hardware symbol values for GEMMs computing in ``act_dtype``: ``peak_flops_8`` is the
+    fp8 or int8 peak for an 8-bit compute dtype, ``peak_flops_16`` the 16-bit peak (attention
+    and the LM head run in it)."""
+    out = hardware_bindings(hw, act_dtype if act_dtype in ("bf16", "fp16") else "bf16")
+    if act_dtype in ("fp8", "int8"):
+        out[S.peak_flops_8.name] = hw.peak(act_dtype)
+    return out
+
+
+def inference_parallel_bindings(cfg: InferenceConfig) -> dict[str, float]:
+    """Values of the parallel and inference symbols for a resolved ``cfg``: every field's
+    symbol, ``dp`` (replicas), ``fp8`` (8-bit GEMMs) and the byte widths of the dtypes."""
+    w, a, kv = cfg.weight_dtype or cfg.dtype, cfg.act_dtype or cfg.dtype, cfg.kv_dtype or cfg.dtype
+    out = field_bindings(INFERENCE_FIELDS, cfg)
+    out.update({
+        S.dp.name: cfg.dp, S.fp8.name: float(a in ("fp8", "int8")),
+        S.w_bytes.name: DTYPE_BYTES[w], S.act_bytes.name: DTYPE_BYTES[a],
+        S.kv_bytes.name: DTYPE_BYTES[kv],
+        S.w_dequant.name: float(DTYPE_BYTES[w] < DTYPE_BYTES[a]),
+    })
+    return out

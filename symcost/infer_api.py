@@ -41,146 +41,20 @@ from hwspecs import format_bytes
 
 from . import symbols as S
 from .api import _as_hardware, _as_model, used_symbols
-from .config import hardware_bindings, model_bindings, positive_int
+from .config import (ACT_DTYPES, DTYPE_BYTES, INT4_GROUP, KV_DTYPES, WEIGHT_DTYPES,
+                     InferenceConfig, InferenceConfigError, hardware_bindings,
+                     inference_hardware_bindings, inference_parallel_bindings, model_bindings,
+                     resolve_dtypes, resolve_inference)
 from .inference import (DECODE_BREAKDOWN, PREFILL_BREAKDOWN, STAGE_TERMS, TTFT_ITERATIONS,
                         inference_expressions)
 from .lower import CompiledModel, lower
 from .params import Params, load_params
 
-# the inference configuration and its dtype tables live in symcost.config (light to import)
-from .config import (ACT_DTYPES, DTYPE_BYTES, INT4_GROUP, KV_DTYPES,  # noqa: E402,F401
-                     WEIGHT_DTYPES, InferenceConfig, InferenceConfigError)
-
-
-def _positive_int(name: str, value) -> int:
-    return positive_int(name, value, InferenceConfigError)
-
-
-def _dtype(name: str, value: str, allowed: tuple[str, ...]) -> str:
-    if value not in allowed:
-        raise InferenceConfigError(f"{name}: unknown dtype {value!r}; one of "
-                                   f"{', '.join(allowed)}")
-    return value
-
-
-def resolve_dtypes(cfg: InferenceConfig) -> tuple[str, str, str]:
-    """``(weight, activation, kv)`` dtypes of ``cfg`` with the defaults filled in.
-
-    Raises:
-        InferenceConfigError: unknown dtype, int4 activations or KV cache.
-    """
-    base = _dtype("dtype", cfg.dtype, WEIGHT_DTYPES)
-    w = _dtype("weight_dtype", cfg.weight_dtype or base, WEIGHT_DTYPES)
-    default_act = "bf16" if base == "int4" else base
-    if cfg.act_dtype == "int4" or cfg.kv_dtype == "int4":
-        which = "act_dtype" if cfg.act_dtype == "int4" else "kv_dtype"
-        raise InferenceConfigError(f"{which}: int4 is only supported as a weight dtype "
-                                   "(use --weight-dtype int4)")
-    a = _dtype("act_dtype", cfg.act_dtype or default_act, ACT_DTYPES)
-    kv = _dtype("kv_dtype", cfg.kv_dtype or default_act, KV_DTYPES)
-    return w, a, kv
-
-
-def _check_quantization(hw, w: str, a: str, kv: str) -> None:
-    for name, dt in (("weight_dtype", w), ("act_dtype", a), ("kv_dtype", kv)):
-        if dt == "fp8" and "fp8" not in hw.peak_flops:
-            raise InferenceConfigError(f"{name}: fp8 needs fp8 support on the GPU; {hw.name} "
-                                       f"has none (supports {', '.join(sorted(hw.peak_flops))})")
-    if a not in hw.peak_flops:
-        raise InferenceConfigError(f"act_dtype: {hw.name} has no {a} tensor-core peak, so GEMMs "
-                                   f"cannot compute in {a} (supports "
-                                   f"{', '.join(sorted(hw.peak_flops))})")
-    if DTYPE_BYTES[w] > DTYPE_BYTES[a]:
-        raise InferenceConfigError(f"weight_dtype: {w} weights are wider than the {a} "
-                                   "activations; quantize the weights to the activation width "
-                                   "or narrower")
-    if DTYPE_BYTES[w] == DTYPE_BYTES[a] == 1.0 and w != a:
-        raise InferenceConfigError(f"weight_dtype: {w} weights with {a} activations mix two "
-                                   "8-bit formats; use the same one")
-
-
-def resolve_inference(model, hw, cfg: InferenceConfig) -> InferenceConfig:
-    """Validate ``cfg`` against ``model`` and ``hw`` and fill in the derived fields.
-
-    Args:
-        model: :class:`~symcost.models.ModelSpec`.
-        hw: :class:`~hwspecs.HardwareSpec`.
-        cfg: the request.
-
-    Returns:
-        An :class:`InferenceConfig` with ``num_gpus`` and the three dtypes set.
-
-    Raises:
-        InferenceConfigError: naming the field and the rule, for: non-positive sizes;
-            ``input_len + output_len`` above the model's ``max_seq_len``; ``tp`` not dividing
-            the heads or ``ffn_hidden``; ``tp`` and ``kv_heads`` not dividing one another
-            (KV heads split when ``kv_heads % tp == 0``, replicated when ``tp % kv_heads ==
-            0``); ``pp`` above the layer count; ``num_gpus`` not a multiple of ``tp*pp``;
-            ``kv_mem_frac`` outside (0, 1]; unknown or unsupported dtypes (see the module
-            docstring).
-    """
-    batch = _positive_int("batch", cfg.batch)
-    s_in = _positive_int("input_len", cfg.input_len)
-    s_out = _positive_int("output_len", cfg.output_len)
-    tp = _positive_int("tp", cfg.tp)
-    pp = _positive_int("pp", cfg.pp)
-    mnt = _positive_int("max_num_tokens", cfg.max_num_tokens)
-    n = tp * pp if cfg.num_gpus is None else _positive_int("num_gpus", cfg.num_gpus)
-    if n % (tp * pp):
-        raise InferenceConfigError(f"num_gpus: {n} is not a multiple of tp*pp = {tp * pp}")
-    if s_in + s_out > model.max_seq_len:
-        raise InferenceConfigError(
-            f"context: input_len + output_len = {s_in} + {s_out} = {s_in + s_out} tokens "
-            f"exceeds the model's maximum context (max_seq_len = {model.max_seq_len})")
-    if model.heads % tp:
-        raise InferenceConfigError(f"tp: {tp} does not divide the number of attention heads "
-                                   f"({model.heads})")
-    if model.ffn_hidden % tp:
-        raise InferenceConfigError(f"tp: {tp} does not divide ffn_hidden ({model.ffn_hidden})")
-    if model.kv_heads % tp and tp % model.kv_heads:
-        raise InferenceConfigError(
-            f"tp: {tp} and kv_heads ({model.kv_heads}) must divide one another (KV heads are "
-            "split when kv_heads % tp == 0 and replicated when tp % kv_heads == 0)")
-    if pp > model.layers:
-        raise InferenceConfigError(f"pp: {pp} exceeds the number of layers ({model.layers})")
-    frac = cfg.kv_mem_frac
-    if isinstance(frac, bool) or not isinstance(frac, (int, float)) or not 0 < frac <= 1:
-        raise InferenceConfigError(f"kv_mem_frac: must be a number in (0, 1] (got {frac!r})")
-    w, a, kv = resolve_dtypes(cfg)
-    _check_quantization(hw, w, a, kv)
-    return dataclasses.replace(cfg, batch=batch, input_len=s_in, output_len=s_out, tp=tp,
-                               pp=pp, num_gpus=n, max_num_tokens=mnt, kv_mem_frac=float(frac),
-                               weight_dtype=w, act_dtype=a, kv_dtype=kv,
-                               flash_attention=bool(cfg.flash_attention),
-                               kv_on_demand=bool(cfg.kv_on_demand))
-
-
-# ----------------------------------------------------------------------------- bindings
-def inference_hardware_bindings(hw, act_dtype: str) -> dict[str, float]:
-    """Hardware symbol values for GEMMs computing in ``act_dtype``: ``peak_flops_8`` is the
-    fp8 or int8 peak for an 8-bit compute dtype, ``peak_flops_16`` the 16-bit peak (attention
-    and the LM head run in it))."""
-    out = hardware_bindings(hw, act_dtype if act_dtype in ("bf16", "fp16") else "bf16")
-    if act_dtype in ("fp8", "int8"):
-        out[S.peak_flops_8.name] = hw.peak(act_dtype)
-    return out
-
-
-def inference_parallel_bindings(cfg: InferenceConfig) -> dict[str, float]:
-    """Values of the parallel and inference symbols for a resolved ``cfg``."""
-    w, a, kv = cfg.weight_dtype, cfg.act_dtype, cfg.kv_dtype
-    return {
-        S.tp.name: cfg.tp, S.pp.name: cfg.pp, S.dp.name: cfg.dp,
-        S.flash_attn.name: float(cfg.flash_attention),
-        S.fp8.name: float(a in ("fp8", "int8")),
-        S.batch.name: cfg.batch, S.input_len.name: cfg.input_len,
-        S.output_len.name: cfg.output_len, S.max_num_tokens.name: cfg.max_num_tokens,
-        S.w_bytes.name: DTYPE_BYTES[w], S.act_bytes.name: DTYPE_BYTES[a],
-        S.kv_bytes.name: DTYPE_BYTES[kv],
-        S.w_dequant.name: float(DTYPE_BYTES[w] < DTYPE_BYTES[a]),
-        S.kv_mem_frac.name: cfg.kv_mem_frac,
-        S.kv_on_demand.name: float(cfg.kv_on_demand),
-    }
+__all__ = ["ACT_DTYPES", "DTYPE_BYTES", "INT4_GROUP", "KV_DTYPES", "WEIGHT_DTYPES",
+           "InferenceConfig", "InferenceConfigError", "InferenceResult", "evaluate_inference",
+           "inference_hardware_bindings", "inference_inputs", "inference_model",
+           "inference_parallel_bindings", "predict_inference", "predict_inference_rows",
+           "resolve_dtypes", "resolve_inference"]
 
 
 @functools.lru_cache(maxsize=4)

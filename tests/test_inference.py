@@ -22,6 +22,7 @@ from typer.testing import CliRunner
 from hwspecs import load_hardware
 from symcost import symbols as S
 from symcost.cli import app
+from symcost.config import ConfigError, TrainingConfig, resolve
 from symcost.infer_api import (DTYPE_BYTES, InferenceConfig, InferenceConfigError,
                                evaluate_inference, inference_inputs, inference_model,
                                predict_inference, predict_inference_rows, resolve_inference,
@@ -108,16 +109,32 @@ def test_batch_that_does_not_fit_and_nothing_fits_are_one_line_errors():
 
 
 # ----------------------------------------------------------------------------- bad input
+def test_context_rule_is_the_training_rule():
+    """One rule, one outcome: learned positions bound the context in inference as in
+    training; RoPE models may run past max_position_embeddings in both."""
+    gpt, h100 = get_model("gpt3-175b"), load_hardware(H100)
+    with pytest.raises(InferenceConfigError,
+                       match=r"^context: input_len \+ output_len = 2100 tokens exceeds the "
+                             r"model's learned positions \(max_seq_len = 2048\)"):
+        resolve_inference(gpt, h100, InferenceConfig(input_len=2000, output_len=100, tp=8))
+    with pytest.raises(ConfigError, match=r"^seq_len: 2100 exceeds the model's learned"):
+        resolve(gpt, h100, TrainingConfig(seq_len=2100, tp=8))
+    llama = get_model(L70)
+    assert llama.position != "learned"
+    long = resolve_inference(llama, h100, InferenceConfig(input_len=4000, output_len=200))
+    assert long.input_len + long.output_len > llama.max_seq_len
+    assert resolve(llama, h100, TrainingConfig(seq_len=8192)).seq_len == 8192
+
+
 @pytest.mark.parametrize("fields, pattern", [
-    (dict(input_len=4000, output_len=200), r"^context: .* exceeds .*max_seq_len = 4096"),
-    (dict(dtype="fp4"), r"^dtype: unknown dtype 'fp4'"),
-    (dict(kv_dtype="int4"), r"^kv_dtype: int4 is only supported as a weight dtype"),
+    (dict(dtype="fp4"), r"^dtype: must be one of bf16, fp16, fp8, int8, int4 \(got 'fp4'\)"),
+    (dict(kv_dtype="int4"), r"^kv_dtype: must be one of bf16, fp16, fp8, int8 \(got 'int4'\)"),
     (dict(tp=3), r"^tp: 3 does not divide the number of attention heads"),
     (dict(batch=0), r"^batch: must be a positive integer"),
     (dict(weight_dtype="bf16", act_dtype="fp8"), r"^weight_dtype: bf16 weights are wider"),
     (dict(weight_dtype="fp8", act_dtype="int8"), r"^weight_dtype: fp8 weights with int8"),
     (dict(kv_mem_frac=1.5), r"^kv_mem_frac: must be a number in \(0, 1\]"),
-    (dict(num_gpus=3, tp=2), r"^num_gpus: 3 is not a multiple of tp\*pp = 2"),
+    (dict(num_gpus=3, tp=2), r"^num_gpus: 3 is not divisible by tp\*pp = 2"),
 ])
 def test_bad_input_is_a_one_line_error(fields, pattern):
     with pytest.raises(InferenceConfigError, match=pattern) as exc:
@@ -395,8 +412,8 @@ def test_cli_infer_table_and_errors():
                               "--batch", "4"])
     assert res.exit_code == 0, res.output
     assert "TTFT" in res.stdout and "TPOT" in res.stdout and "KV cache" in res.stdout
-    bad = RUNNER.invoke(app, ["infer", "--model", L70, "--hardware", H100, "--input-len",
-                              "5000"])
+    bad = RUNNER.invoke(app, ["infer", "--model", "gpt3-175b", "--hardware", H100,
+                              "--tp", "8", "--input-len", "5000"])
     assert bad.exit_code == 2
     assert bad.stderr.count("\n") == 1 and bad.stderr.startswith("error: context:")
     bad = RUNNER.invoke(app, ["infer", "--model", L70, "--hardware", H100, "--tp", "2",

@@ -10,6 +10,11 @@ and commit ``tests/regression/snapshot.json.gz``. It stores, in float64:
   error for a configuration that is rejected;
 * 300 inference configurations drawn the same way, with every output of the inference model.
 
+One intended change since (issue 10, "one rule, one outcome"): inference requests longer
+than a RoPE/ALiBi model's ``max_seq_len`` are no longer rejected (only learned positions
+bound the context, as in training); the 10 stored inference draws that changed were updated
+in place, every other value is as first written.
+
 The draws are described by plain field values (API keywords), so the test can replay them
 through the public API whatever the internals become.
 """

@@ -1,0 +1,343 @@
+"""The configuration vocabulary: one field table per workload.
+
+Each :class:`Field` is declared once, here, with its type, unit, default, allowed values and
+one-line doc. Its name is the API keyword (``predict_training(tp=8)``), the JSON key, the CSV
+column, the ``--vary``/``--fix`` name, and (with ``_`` written ``-``) the CLI flag. Fields
+that bind a model symbol name it (:attr:`Field.symbol`); :func:`encode` turns a field value
+into the number the symbol takes (``recompute='full'`` -> 2, ``sp=True`` -> 1).
+
+Tables:
+
+* :data:`TRAINING_FIELDS`: the parallel layout, batch and modes of a training job
+  (:class:`symcost.config.TrainingConfig` has exactly these attributes).
+* :data:`INFERENCE_FIELDS`: a serving request and layout
+  (:class:`symcost.config.InferenceConfig`).
+* :data:`MODEL_FIELDS`: the transformer shape fields a sweep may vary (their values come
+  from :class:`symcost.models.ModelSpec`, whose attributes have these names).
+
+Hardware and efficiency quantities are named by their symbols (:mod:`symcost.symbols`).
+
+Values are checked by :func:`coerce` (scalar: the one-line :class:`ConfigError`) and
+:func:`check_array` (a column of a sweep or a search constraint): the type, the allowed
+values and the range of each field are written once, in its :class:`Field`.
+
+Integer sizes are bounded by :data:`MAX_COUNT` (``2**24``): every count and size up to it is
+exact in float32, the precision sweeps evaluate in, and products of them stay finite.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from . import symbols as S
+
+#: largest integer size or count a field accepts: exact in float32 (sweeps), so a sequence of
+#: 1e30 tokens is refused rather than turned into a NaN step time.
+MAX_COUNT = 2**24
+#: recompute mode names -> code of the ``recompute`` symbol (Korthikanti et al. 2022, Sec. 5).
+RECOMPUTE_MODES: dict[str, int] = {"none": 0, "selective": 1, "full": 2}
+#: training GEMM dtypes -> code (fp8: Transformer-Engine style, 16-bit activations in memory).
+TRAIN_DTYPES: dict[str, int] = {"bf16": 0, "fp16": 1, "fp8": 2}
+#: storage dtypes of inference weights / activations / KV cache.
+#: bytes per element of each storage dtype (int4: 4-bit values + a 16-bit scale per group of
+#: 128, the AWQ/GPTQ default group size; Lin et al. 2024, Sec. 4; Frantar et al. 2023, Sec. 4).
+INT4_GROUP = 128
+DTYPE_BYTES: dict[str, float] = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0,
+                                 "int4": 0.5 + 2.0 / INT4_GROUP}
+WEIGHT_DTYPES = ("bf16", "fp16", "fp8", "int8", "int4")
+ACT_DTYPES = ("bf16", "fp16", "fp8", "int8")
+KV_DTYPES = ("bf16", "fp16", "fp8", "int8")
+#: spellings of on/off accepted from text (CLI, CSV, ``--vary``).
+_ON = frozenset({"true", "on", "yes", "1"})
+_OFF = frozenset({"false", "off", "no", "0"})
+
+
+class ConfigError(ValueError):
+    """An invalid configuration; the message names the field and the rule it breaks."""
+
+
+@dataclass(frozen=True)
+class Field:
+    """One configuration field.
+
+    Attributes:
+        name: the field's one name (API keyword, JSON key, CSV column, ``--vary`` name).
+        kind: ``int`` (a count or size), ``bool`` (on/off), ``enum`` (one of
+            :attr:`choices`), ``float``, or ``str`` (a dtype name).
+        unit: base unit of the value (``1`` for counts and flags, ``tokens``, ``sequences``).
+        default: value when not given (None: derived, see the config's docs).
+        doc: one-line meaning.
+        symbol: name of the model symbol the field binds, or None (derived bindings).
+        choices: allowed values; for ``enum`` a mapping name -> code (the symbol's value),
+            for ``str`` a tuple of names.
+        minimum, maximum: inclusive range of numeric values (``int`` fields: 1 to
+            :data:`MAX_COUNT` unless stated).
+        exclusive_minimum: True when ``minimum`` itself is not allowed.
+        sweepable: a sweep may vary it per row.
+    """
+
+    name: str
+    kind: str
+    unit: str
+    default: Any
+    doc: str
+    symbol: str | None = None
+    choices: Mapping[str, int] | tuple[str, ...] | None = None
+    minimum: float | None = None
+    maximum: float | None = None
+    exclusive_minimum: bool = False
+    sweepable: bool = True
+
+    @property
+    def flag(self) -> str:
+        """The CLI flag: ``--micro-batch`` for ``micro_batch``."""
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def codes(self) -> tuple[float, ...] | None:
+        """Allowed encoded values (enum codes, 0/1 for bools), or None when a range rules."""
+        if self.kind == "bool":
+            return (0.0, 1.0)
+        if self.kind == "enum" and isinstance(self.choices, Mapping):
+            return tuple(float(c) for c in self.choices.values())
+        return None
+
+    def describe(self) -> str:
+        """Allowed values as one phrase, for messages and ``--help``."""
+        if self.kind == "bool":
+            return "on/off (true/false or 1/0)"
+        if self.kind in ("enum", "str") and self.choices is not None:
+            return "one of " + ", ".join(str(c) for c in self.choices)
+        if self.kind == "int":
+            hi = int(self.maximum) if self.maximum is not None else MAX_COUNT
+            return f"a positive integer (at most {hi})"
+        lo_b = "(" if self.exclusive_minimum else "["
+        return f"a number in {lo_b}{self.minimum:g}, {self.maximum:g}]"
+
+
+def _int(name: str, doc: str, default: Any = 1, *, unit: str = "1", symbol: str | None = None,
+         minimum: int = 1, sweepable: bool = True) -> Field:
+    return Field(name, "int", unit, default, doc, symbol if symbol is not None else name,
+                 minimum=minimum, maximum=MAX_COUNT, sweepable=sweepable)
+
+
+def _bool(name: str, doc: str, default: bool, symbol: str | None) -> Field:
+    return Field(name, "bool", "1", default, doc, symbol)
+
+
+def _table(*fields: Field) -> dict[str, Field]:
+    return {f.name: f for f in fields}
+
+
+#: training configuration fields (Narayanan et al. 2021 for tp/pp/dp/vpp; Korthikanti et al.
+#: 2022 for sp and recompute; Rajbhandari et al. 2020 for zero).
+TRAINING_FIELDS: dict[str, Field] = _table(
+    Field("num_gpus", "int", "1", None, "GPUs in the job; tp*pp*dp when not given", None,
+          minimum=1, maximum=MAX_COUNT),
+    _int("tp", "tensor-parallel degree (Megatron)"),
+    _int("pp", "pipeline-parallel degree"),
+    Field("dp", "int", "1", None, "data-parallel degree; num_gpus/(tp*pp) when not given", "dp",
+          minimum=1, maximum=MAX_COUNT),
+    _bool("sp", "Megatron sequence parallelism (Korthikanti et al. 2022)", False, "sp_on"),
+    _int("vpp", "virtual pipeline stages per GPU (interleaved 1F1B when > 1)"),
+    _int("micro_batch", "sequences per micro-batch per GPU (b)", unit="sequences"),
+    Field("global_batch", "int", "sequences", None,
+          "sequences per optimizer step (B); dp*micro_batch when not given and pp == 1",
+          "global_batch", minimum=1, maximum=MAX_COUNT),
+    Field("seq_len", "int", "tokens", None, "tokens per sequence; the model's when not given",
+          "seq_len", minimum=1, maximum=MAX_COUNT),
+    Field("recompute", "enum", "1", "none", "activation recomputation", "recompute",
+          choices=RECOMPUTE_MODES),
+    Field("zero", "enum", "1", 0,
+          "ZeRO stage (1: distributed optimizer, 2: + gradients, 3: + parameters = FSDP)",
+          "zero_stage", choices={"0": 0, "1": 1, "2": 2, "3": 3}),
+    Field("dtype", "enum", "1", "bf16", "GEMM dtype (fp8: Transformer Engine, 16-bit "
+          "activations)", None, choices=TRAIN_DTYPES),
+    _bool("flash_attention", "FlashAttention for the attention core", True, "flash_attn"),
+    _bool("dp_overlap", "overlap data-parallel communication with compute", True, "dp_overlap"),
+)
+
+#: inference request and layout fields (TensorRT-LLM / vLLM terms where they exist).
+INFERENCE_FIELDS: dict[str, Field] = _table(
+    _int("batch", "sequences per model replica (decode batch)", unit="sequences"),
+    _int("input_len", "prompt tokens per request", 1024, unit="tokens"),
+    _int("output_len", "generated tokens per request", 128, unit="tokens"),
+    _int("tp", "tensor-parallel degree"),
+    _int("pp", "pipeline-parallel degree"),
+    Field("num_gpus", "int", "1", None, "GPUs; tp*pp (one replica) when not given", None,
+          minimum=1, maximum=MAX_COUNT),
+    Field("dtype", "str", "1", "bf16", "sets weight, activation and KV dtypes", None,
+          choices=WEIGHT_DTYPES, sweepable=False),
+    Field("weight_dtype", "str", "1", None, "linear-weight dtype (int4: AWQ/GPTQ groups of 128)",
+          None, choices=WEIGHT_DTYPES, sweepable=False),
+    Field("act_dtype", "str", "1", None, "activation and GEMM compute dtype", None,
+          choices=ACT_DTYPES, sweepable=False),
+    Field("kv_dtype", "str", "1", None, "KV-cache dtype", None, choices=KV_DTYPES,
+          sweepable=False),
+    _bool("flash_attention", "FlashAttention prefill and flash-decoding", True, "flash_attn"),
+    _int("max_num_tokens", "most tokens per forward step (TensorRT-LLM max_num_tokens)", 8192,
+         unit="tokens"),
+    Field("kv_mem_frac", "float", "1", 0.9, "fraction of free memory given to the KV cache",
+          "kv_mem_frac", minimum=0.0, maximum=1.0, exclusive_minimum=True),
+    _bool("kv_on_demand", "KV blocks allocated as tokens are generated (vLLM, TRT-LLM "
+          "MAX_UTILIZATION)", False, "kv_on_demand"),
+)
+
+#: transformer shape fields (:class:`symcost.models.ModelSpec` attributes) a sweep may vary.
+MODEL_FIELDS: dict[str, Field] = _table(
+    _int("layers", "transformer layers L", symbol=S.n_layers.name),
+    _int("hidden", "hidden size h", symbol=S.hidden.name),
+    _int("heads", "query heads a", symbol=S.n_heads.name),
+    _int("kv_heads", "key/value heads k", symbol=S.n_kv_heads.name),
+    _int("ffn_hidden", "MLP intermediate size f", symbol=S.ffn_hidden.name),
+    _int("vocab", "vocabulary size V", symbol=S.vocab.name),
+    _int("max_seq_len", "maximum positions", unit="tokens", symbol=S.max_seq_len.name),
+)
+
+
+def _fail(f: Field, value: object) -> ConfigError:
+    return ConfigError(f"{f.name}: must be {f.describe()} (got {value!r})")
+
+
+def coerce(f: Field, value: object) -> Any:
+    """``value`` as field ``f``'s canonical Python value (text from a CLI or CSV accepted).
+
+    Args:
+        f: the field.
+        value: a number, bool, name or text; None for a field whose default is None.
+
+    Returns:
+        ``int`` for ``int`` fields, ``bool``, the choice name (``enum``/``str``; ``zero`` as
+        ``int``), ``float``; None passes through for derived fields.
+
+    Raises:
+        ConfigError: ``"<field>: must be <allowed values> (got ...)"``.
+    """
+    if value is None:
+        if f.default is None:
+            return None
+        raise _fail(f, value)
+    if f.kind == "bool":
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, (int, float, np.integer, np.floating)) and value in (0, 1):
+            return bool(value)
+        if isinstance(value, str) and value.strip().lower() in _ON | _OFF:
+            return value.strip().lower() in _ON
+        raise _fail(f, value)
+    if f.kind in ("enum", "str"):
+        assert f.choices is not None
+        key = str(value).strip().lower() if not isinstance(value, bool) else None
+        if key is None or key not in f.choices:
+            raise _fail(f, value)
+        if f.name == "zero":
+            return int(key)
+        return key
+    if isinstance(value, bool):
+        raise _fail(f, value)
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            raise _fail(f, value) from None
+    try:
+        num = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
+        raise _fail(f, value) from None
+    if not math.isfinite(num):
+        raise _fail(f, value)
+    lo = f.minimum if f.minimum is not None else -math.inf
+    hi = f.maximum if f.maximum is not None else math.inf
+    if num < lo or num > hi or (f.exclusive_minimum and num == lo):
+        raise _fail(f, value)
+    if f.kind == "int":
+        if not num.is_integer():
+            raise _fail(f, value)
+        return int(num)
+    return num
+
+
+def encode(f: Field, value: Any) -> float:
+    """The number field ``f``'s symbol takes for a coerced ``value``: enum code, 0/1 for
+    bools, the value itself for numbers."""
+    if f.kind == "bool":
+        return float(bool(value))
+    if f.kind == "enum":
+        assert isinstance(f.choices, Mapping)
+        return float(f.choices[str(value)])
+    return float(value)
+
+
+def decode(f: Field, code: float) -> Any:
+    """Inverse of :func:`encode` for ``bool`` and ``enum`` fields (ints for the others)."""
+    if f.kind == "bool":
+        return bool(code)
+    if f.kind == "enum":
+        assert isinstance(f.choices, Mapping)
+        for name, c in f.choices.items():
+            if c == int(code):
+                return int(name) if f.name == "zero" else name
+        raise _fail(f, code)
+    return int(code) if f.kind == "int" else float(code)
+
+
+def text_value(f: Field, text: str) -> float:
+    """One ``--vary``/``--fix`` value as the encoded number (names accepted for enums/bools).
+
+    Raises:
+        ConfigError: as :func:`coerce`.
+    """
+    return encode(f, coerce(f, text))
+
+
+def check_array(f: Field, values: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """Encoded values of field ``f`` for many rows (a sweep axis, search bounds), checked.
+
+    Integer fields must hold integers (``tp=1.5`` is an error, not rounded); enums and bools
+    their codes; every value its range.
+
+    Raises:
+        ConfigError: the first offending value, as :func:`coerce` words it.
+    """
+    arr = np.asarray(values, dtype=np.float64).reshape(-1)
+    codes = f.codes
+    for v in arr:
+        if codes is not None:
+            if float(v) not in codes:
+                raise _fail(f, decode_or_raw(f, v))
+        else:
+            coerce(f, float(v))
+    return arr
+
+
+def decode_or_raw(f: Field, v: float) -> object:
+    """``v`` decoded for messages, or the raw number when it is no valid code."""
+    try:
+        return decode(f, v) if float(v).is_integer() else v
+    except ConfigError:
+        return v
+
+
+def lookup(name: str, *tables: Mapping[str, Field]) -> Field:
+    """The field called ``name`` in the first of ``tables`` that has it.
+
+    Raises:
+        ConfigError: unknown name, listing the known ones.
+    """
+    for t in tables:
+        if name in t:
+            return t[name]
+    known = sorted({n for t in tables for n in t})
+    raise ConfigError(f"{name}: unknown field; known: {', '.join(known)}")
+
+
+__all__ = ["ACT_DTYPES", "ConfigError", "DTYPE_BYTES", "INT4_GROUP", "Field", "INFERENCE_FIELDS", "KV_DTYPES", "MAX_COUNT",
+           "MODEL_FIELDS", "RECOMPUTE_MODES", "TRAINING_FIELDS", "TRAIN_DTYPES",
+           "WEIGHT_DTYPES", "check_array", "coerce", "decode", "encode", "lookup",
+           "text_value"]

@@ -1,0 +1,290 @@
+"""The validity rules of a configuration, each written once.
+
+A :class:`Rule` is a predicate over named values that works on Python scalars and on NumPy or
+JAX arrays alike (``xp`` is the array module). The same objects serve three uses:
+
+* :func:`check` raises the one-line :class:`~symcost.fields.ConfigError` for one
+  configuration (:func:`symcost.config.resolve`, :func:`symcost.config.resolve_inference`);
+* :func:`first_broken` gives, per row, the code of the first rule a row breaks, inside the
+  compiled sweep function (:mod:`symcost.sweep`: masks and their reasons);
+* :func:`rules_reading` hands the search space (:mod:`optimizers.space`) the rules it can
+  apply once the columns they read are enumerated (pruning, with counts).
+
+Value names a rule reads: configuration fields (:data:`symcost.fields.TRAINING_FIELDS`,
+:data:`~symcost.fields.INFERENCE_FIELDS`; enums and bools by their codes), model fields
+(:data:`~symcost.fields.MODEL_FIELDS` and ``learned_pos``), hardware facts ``hw_bf16``,
+``hw_fp16``, ``hw_fp8`` (1 when the GPU has that dense tensor-core peak), ``global_batch_given``
+(1 when the user gave the global batch), and model outputs for :data:`OUTPUT_RULES`.
+Integer values are integer-valued floats; a remainder test ``floor(a/b)*b != a`` is exact for
+integers below ``2**24`` in float32 (the field range, :data:`symcost.fields.MAX_COUNT`).
+
+Sources: divisibility of heads and FFN by TP, and KV-head replication, Shoeybi et al. 2019
+(Megatron-LM) Sec. 3 and Megatron-Core GQA; pipeline rules and the interleaved schedule,
+Narayanan et al. 2021, Sec. 2.2; ZeRO stages, Rajbhandari et al. 2020.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .fields import DTYPE_BYTES, ConfigError
+
+Values = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One validity rule.
+
+    Attributes:
+        code: stable identifier (``tp_divides_heads``).
+        field: the field a broken rule is reported on (first word of the message).
+        reads: value names the predicate reads.
+        ok: ``ok(values, xp) -> bool or bool array``: True where the rule holds.
+        reason: short text for sweep masks and search logs (without the field).
+        message: ``message(values) -> str``: the detailed scalar message (without the
+            field); defaults to :attr:`reason`.
+        vectorized: False for rules over text values (inference dtypes) that only
+            :func:`check` evaluates.
+    """
+
+    code: str
+    field: str
+    reads: tuple[str, ...]
+    ok: Callable[[Values, Any], Any]
+    reason: str
+    message: Callable[[Values], str] | None = None
+    vectorized: bool = True
+
+    @property
+    def text(self) -> str:
+        """``"<field>: <reason>"``, the label of a masked sweep row or a search rejection."""
+        return f"{self.field}: {self.reason}"
+
+    def error(self, values: Values, cls: type[ConfigError] = ConfigError) -> ConfigError:
+        """The error (a ``cls``, by default :class:`ConfigError`) for a configuration that
+        breaks this rule: ``"<field>: <detail>"``."""
+        detail = self.message(values) if self.message is not None else self.reason
+        return cls(f"{self.field}: {detail}")
+
+
+def indivisible(xp: Any, a: Any, b: Any) -> Any:
+    """True where ``b`` does not divide ``a`` (positive integer-valued floats or ints).
+
+    ``floor(a/b)*b`` is exact for integers below ``2**24`` in float32 (``2**53`` in float64):
+    the rounded quotient of a non-multiple stays more than half an ulp from an integer.
+    (``fmod`` is a scalar libm call in XLA:CPU, about 10x slower.)"""
+    return xp.floor(a / b) * b != a
+
+
+def _i(x: Any) -> str:
+    """A count for a message: ``8`` rather than ``8.0``."""
+    f = float(x)
+    return str(int(f)) if f.is_integer() else f"{f:g}"
+
+
+# ----------------------------------------------------------------------------- model shape
+HIDDEN_HEADS = Rule(
+    "hidden_divisible_by_heads", "hidden", ("hidden", "heads"),
+    lambda v, xp: ~indivisible(xp, v["hidden"], v["heads"]), "not divisible by heads",
+    lambda v: f"{_i(v['hidden'])} is not divisible by heads ({_i(v['heads'])})")
+HEADS_KV = Rule(
+    "heads_divisible_by_kv_heads", "heads", ("heads", "kv_heads"),
+    lambda v, xp: ~indivisible(xp, v["heads"], v["kv_heads"]), "not divisible by kv_heads",
+    lambda v: f"{_i(v['heads'])} is not divisible by kv_heads ({_i(v['kv_heads'])})")
+
+# ----------------------------------------------------------------------------- layout
+NUM_GPUS_DIVISIBLE = Rule(
+    "num_gpus_divisible_by_tp_pp", "num_gpus", ("num_gpus", "tp", "pp"),
+    lambda v, xp: ~indivisible(xp, v["num_gpus"], v["tp"] * v["pp"]),
+    "not divisible by tp*pp",
+    lambda v: f"{_i(v['num_gpus'])} is not divisible by tp*pp = "
+              f"{_i(v['tp'] * v['pp'])}")
+NUM_GPUS_PRODUCT = Rule(
+    "num_gpus_is_tp_pp_dp", "num_gpus", ("num_gpus", "tp", "pp", "dp"),
+    lambda v, xp: v["tp"] * v["pp"] * v["dp"] == v["num_gpus"], "tp*pp*dp != num_gpus",
+    lambda v: f"tp*pp*dp = {_i(v['tp'])}*{_i(v['pp'])}*{_i(v['dp'])} = "
+              f"{_i(v['tp'] * v['pp'] * v['dp'])} != num_gpus = {_i(v['num_gpus'])}")
+GLOBAL_BATCH_NEEDED = Rule(
+    "global_batch_given_with_pp", "global_batch", ("global_batch_given", "pp"),
+    lambda v, xp: (v["global_batch_given"] > 0.5) | (v["pp"] < 1.5),
+    "must be given when pp > 1",
+    lambda v: "must be given when pp > 1: the pipeline bubble, (pp-1)/(m+pp-1) of the step, "
+              "depends on the micro-batch count m = global_batch/(micro_batch*dp), so there "
+              "is no neutral default (Narayanan et al. 2021, Sec. 2.2)")
+GLOBAL_BATCH_DIVISIBLE = Rule(
+    "global_batch_divisible", "global_batch", ("global_batch", "micro_batch", "dp"),
+    lambda v, xp: ~indivisible(xp, v["global_batch"], v["micro_batch"] * v["dp"]),
+    "not divisible by micro_batch*dp",
+    lambda v: f"{_i(v['global_batch'])} is not divisible by micro_batch*dp = "
+              f"{_i(v['micro_batch'])}*{_i(v['dp'])} = {_i(v['micro_batch'] * v['dp'])}")
+
+
+def _position_rule(field: str, length: Callable[[Values], Any], what: str) -> Rule:
+    """Tokens beyond the model's learned position embeddings have no embedding (models with
+    RoPE or ALiBi may run longer contexts: context extension)."""
+    reads = ("seq_len",) if field == "seq_len" else ("input_len", "output_len")
+    return Rule(
+        f"{field}_within_learned_positions", field, reads + ("learned_pos", "max_seq_len"),
+        lambda v, xp: (v["learned_pos"] < 0.5) | (length(v) <= v["max_seq_len"]),
+        "exceeds max_seq_len with learned positions",
+        lambda v: f"{what}{_i(length(v))}{' tokens' if what else ''} exceeds the model's learned positions "
+                  f"(max_seq_len = {_i(v['max_seq_len'])})")
+
+
+SEQ_LEN_POSITIONS = _position_rule("seq_len", lambda v: v["seq_len"], "")
+CONTEXT_POSITIONS = _position_rule("context", lambda v: v["input_len"] + v["output_len"],
+                                   "input_len + output_len = ")
+TP_HEADS = Rule(
+    "tp_divides_heads", "tp", ("tp", "heads"),
+    lambda v, xp: ~indivisible(xp, v["heads"], v["tp"]), "does not divide heads",
+    lambda v: f"{_i(v['tp'])} does not divide the number of attention heads "
+              f"({_i(v['heads'])})")
+TP_FFN = Rule(
+    "tp_divides_ffn_hidden", "tp", ("tp", "ffn_hidden"),
+    lambda v, xp: ~indivisible(xp, v["ffn_hidden"], v["tp"]), "does not divide ffn_hidden",
+    lambda v: f"{_i(v['tp'])} does not divide ffn_hidden ({_i(v['ffn_hidden'])})")
+TP_KV_HEADS = Rule(
+    "tp_kv_heads_divide", "tp", ("tp", "kv_heads"),
+    lambda v, xp: ~(indivisible(xp, v["kv_heads"], v["tp"])
+                    & indivisible(xp, v["tp"], v["kv_heads"])),
+    "tp and kv_heads must divide one another",
+    lambda v: f"{_i(v['tp'])} and kv_heads ({_i(v['kv_heads'])}) must divide one another "
+              "(KV heads are split when kv_heads % tp == 0, replicated when "
+              "tp % kv_heads == 0)")
+PP_LAYERS = Rule(
+    "pp_at_most_layers", "pp", ("pp", "layers"),
+    lambda v, xp: v["pp"] <= v["layers"], "exceeds the number of layers",
+    lambda v: f"{_i(v['pp'])} exceeds the number of layers ({_i(v['layers'])})")
+VPP_NEEDS_PP = Rule(
+    "vpp_needs_pp", "vpp", ("vpp", "pp"),
+    lambda v, xp: (v["vpp"] < 1.5) | (v["pp"] > 1.5),
+    "interleaving (vpp > 1) needs pp > 1",
+    lambda v: "the interleaved schedule (vpp > 1) needs pp > 1")
+VPP_LAYERS = Rule(
+    "vpp_divides_layers", "vpp", ("vpp", "pp", "layers"),
+    lambda v, xp: (v["vpp"] < 1.5) | ~indivisible(xp, v["layers"], v["pp"] * v["vpp"]),
+    "layers not divisible by pp*vpp",
+    lambda v: f"layers ({_i(v['layers'])}) must be divisible by pp*vpp = "
+              f"{_i(v['pp'] * v['vpp'])} for the interleaved schedule")
+VPP_MICROBATCHES = Rule(
+    "vpp_microbatches_multiple_of_pp", "vpp",
+    ("vpp", "pp", "global_batch", "micro_batch", "dp"),
+    lambda v, xp: (v["vpp"] < 1.5) | ~indivisible(
+        xp, v["global_batch"] / (v["micro_batch"] * v["dp"]), v["pp"]),
+    "micro-batch count not a multiple of pp",
+    lambda v: "the interleaved schedule needs the micro-batch count "
+              f"({_i(v['global_batch'] / (v['micro_batch'] * v['dp']))}) to be a multiple of "
+              f"pp ({_i(v['pp'])})")
+ZERO_PP = Rule(
+    "zero_2_3_without_pp", "zero", ("zero", "pp"),
+    lambda v, xp: (v["zero"] < 1.5) | (v["pp"] < 1.5),
+    "ZeRO-2/3 cannot be combined with pp > 1",
+    lambda v: f"ZeRO-{_i(v['zero'])} shards gradients across micro-batches and cannot be "
+              "combined with pipeline parallelism (pp > 1); use zero <= 1")
+DTYPE_HARDWARE = Rule(
+    "dtype_supported_by_hardware", "dtype", ("dtype", "hw_bf16", "hw_fp16", "hw_fp8"),
+    lambda v, xp: (((v["dtype"] < 0.5) & (v["hw_bf16"] > 0.5))
+                   | ((v["dtype"] > 0.5) & (v["dtype"] < 1.5) & (v["hw_fp16"] > 0.5))
+                   | ((v["dtype"] > 1.5) & (v["hw_fp8"] > 0.5))),
+    "not supported by the hardware",
+    lambda v: f"{v.get('hw_name', 'this GPU')} has no {v.get('dtype_name', 'such')} "
+              f"tensor-core peak (it supports {', '.join(sorted(v.get('hw_dtypes', ())))})")
+
+# ----------------------------------------------------------------------------- inference dtypes
+def _fp8_rule(field: str) -> Rule:
+    return Rule(
+        f"{field}_fp8_supported", field, (field, "hw_dtypes"),
+        lambda v, xp: v[field] != "fp8" or "fp8" in v["hw_dtypes"],
+        "fp8 needs fp8 support on the GPU",
+        lambda v: f"fp8 needs fp8 support on the GPU; {v.get('hw_name', 'this GPU')} has none "
+                  f"(supports {', '.join(sorted(v['hw_dtypes']))})", vectorized=False)
+
+
+ACT_DTYPE_PEAK = Rule(
+    "act_dtype_has_peak", "act_dtype", ("act_dtype", "hw_dtypes"),
+    lambda v, xp: v["act_dtype"] in v["hw_dtypes"], "no tensor-core peak for this dtype",
+    lambda v: f"{v.get('hw_name', 'this GPU')} has no {v['act_dtype']} tensor-core peak, so "
+              f"GEMMs cannot compute in {v['act_dtype']} (supports "
+              f"{', '.join(sorted(v['hw_dtypes']))})", vectorized=False)
+WEIGHT_NOT_WIDER = Rule(
+    "weight_dtype_not_wider_than_act", "weight_dtype", ("weight_dtype", "act_dtype"),
+    lambda v, xp: DTYPE_BYTES[v["weight_dtype"]] <= DTYPE_BYTES[v["act_dtype"]],
+    "weights wider than the activations",
+    lambda v: f"{v['weight_dtype']} weights are wider than the {v['act_dtype']} activations; "
+              "quantize the weights to the activation width or narrower", vectorized=False)
+ONE_8BIT_FORMAT = Rule(
+    "one_8bit_format", "weight_dtype", ("weight_dtype", "act_dtype"),
+    lambda v, xp: not (DTYPE_BYTES[v["weight_dtype"]] == DTYPE_BYTES[v["act_dtype"]] == 1.0
+                       and v["weight_dtype"] != v["act_dtype"]),
+    "two different 8-bit formats",
+    lambda v: f"{v['weight_dtype']} weights with {v['act_dtype']} activations mix two 8-bit "
+              "formats; use the same one", vectorized=False)
+
+# ----------------------------------------------------------------------------- outputs
+MEMORY_FITS = Rule(
+    "memory_fits", "memory", ("mem_headroom",),
+    lambda v, xp: v["mem_headroom"] >= 0, "does not fit in HBM (mem_headroom < 0)")
+
+#: the training rules, in the order they are checked (the first broken one is reported).
+TRAINING_RULES: tuple[Rule, ...] = (
+    HIDDEN_HEADS, HEADS_KV, NUM_GPUS_DIVISIBLE, NUM_GPUS_PRODUCT, GLOBAL_BATCH_DIVISIBLE,
+    SEQ_LEN_POSITIONS, TP_HEADS, TP_FFN, TP_KV_HEADS, PP_LAYERS, GLOBAL_BATCH_NEEDED,
+    VPP_NEEDS_PP, VPP_LAYERS, VPP_MICROBATCHES, ZERO_PP, DTYPE_HARDWARE)
+#: the inference rules, in order.
+INFERENCE_RULES: tuple[Rule, ...] = (
+    NUM_GPUS_DIVISIBLE, CONTEXT_POSITIONS, TP_HEADS, TP_FFN, TP_KV_HEADS, PP_LAYERS,
+    _fp8_rule("weight_dtype"), _fp8_rule("act_dtype"), _fp8_rule("kv_dtype"), ACT_DTYPE_PEAK,
+    WEIGHT_NOT_WIDER, ONE_8BIT_FORMAT)
+#: rules on model outputs, checked after evaluation.
+OUTPUT_RULES: tuple[Rule, ...] = (MEMORY_FITS,)
+
+
+def check(rules: Iterable[Rule], values: Values,
+          error: type[ConfigError] = ConfigError) -> None:
+    """Raise for the first rule of ``rules`` that ``values`` (one configuration) breaks.
+
+    Raises:
+        ConfigError: (an ``error``) ``"<field>: <detail>"``.
+    """
+    for rule in rules:
+        if not bool(rule.ok(values, np)):
+            raise rule.error(values, error)
+
+
+def broken(rules: Iterable[Rule], values: Values) -> list[Rule]:
+    """Every rule of ``rules`` that one configuration breaks, in order."""
+    return [r for r in rules if not bool(r.ok(values, np))]
+
+
+def first_broken(rules: Sequence[Rule], values: Values, xp: Any, shape: Any) -> Any:
+    """Per row, ``i + 1`` for the first of ``rules`` the row breaks, 0 when none.
+
+    Args:
+        rules: vectorized rules.
+        values: name -> array (or scalar, broadcast) for every name the rules read.
+        xp: ``numpy`` or ``jax.numpy``.
+        shape: shape of the result.
+
+    Returns:
+        int8 array of ``shape``.
+    """
+    code = xp.zeros(shape, dtype=xp.int8)
+    for i in range(len(rules) - 1, -1, -1):
+        code = xp.where(rules[i].ok(values, xp), code, xp.int8(i + 1))
+    return code
+
+
+def rules_reading(rules: Iterable[Rule], available: Iterable[str]) -> list[Rule]:
+    """The rules whose every read value is in ``available``."""
+    have = set(available)
+    return [r for r in rules if set(r.reads) <= have]
+
+
+__all__ = ["CONTEXT_POSITIONS", "INFERENCE_RULES", "MEMORY_FITS", "OUTPUT_RULES", "Rule",
+           "TRAINING_RULES", "broken", "check", "first_broken", "indivisible",
+           "rules_reading"]
