@@ -46,7 +46,7 @@ SPACE = {
     "num_gpus": [64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384],
     "tp": [1, 2, 4, 8], "pp": [1, 2, 4, 8, 16, 32], "micro_batch": [1, 2, 4],
     "global_batch": [512, 1024, 1536, 2048, 4096], "recompute": [0, 1, 2],
-    "zero_stage": [0, 1], "n_layers": SW.Range(32, 128), "seq_len": [1024, 2048, 4096],
+    "zero": [0, 1], "layers": SW.Range(32, 128), "seq_len": [1024, 2048, 4096],
     "hbm_bw": SW.Range(1e12, 8e12, log=True), "peak_flops_16": SW.Range(3e14, 2.5e15, log=True),
     "inter_bw": SW.Range(1.25e10, 1e11, log=True),
 }
@@ -192,7 +192,8 @@ def scalar_loop(n: int, cols: dict) -> tuple[float, np.ndarray]:
         v = dict(base)
         v.update({k: float(c[i]) for k, c in cols.items()})
         v["dp"] = v["num_gpus"] / (v["tp"] * v["pp"])
-        rows.append([v[k] for k in names])
+        args = SW.model_arguments(v, np)
+        rows.append([float(args[k]) for k in names])
     out = np.empty((n, len(SW.DEFAULT_OUTPUTS)))
     t = time.perf_counter()
     for i, r in enumerate(rows):

@@ -37,7 +37,7 @@ from symcost.training import BREAKDOWN, MEMORY
 from .evaluate import (base_inputs, candidate_inputs, evaluate_chunked,
                        evaluate_float64)
 from .space import (FIELDS, Constraints, Context, SearchError, Space, _divisors, columns_frame,
-                    enumerate_space, make_constraints, raise_if_empty, row_config, stage_rules,
+                    enumerate_space, make_constraints, make_context, raise_if_empty, row_config, stage_rules,
                     structural_ok, violations)
 
 OBJECTIVES = ("step_time", "tokens_per_s", "tokens_per_dollar")
@@ -478,8 +478,8 @@ def search_scipy(model, hardware, num_gpus: int | Sequence[int], global_batch: i
     counts = _as_int_list("num_gpus", num_gpus)
     seq = check_inputs(model, hw, global_batch, seq_len, dtype)
     cons = make_constraints(fix, minimum, maximum, max_tp, max_vpp)
-    ctx = Context(model.layers, model.heads, model.kv_heads, model.ffn_hidden, int(global_batch),
-                  bool(flash_attention), bool(keep_duplicates), cons)
+    ctx = make_context(model, hw, int(global_batch), seq, dtype, flash_attention,
+                       keep_duplicates, cons)
     B = ctx.global_batch
     codec = layout_codec(ctx, counts)
     base = base_inputs(model, hw, dtype, seq, B, flash_attention, params)

@@ -5,23 +5,24 @@ builds every valid :class:`~symcost.config.TrainingConfig` as integer column arr
 stage, so that no Python loop runs over candidates:
 
 ====================  ==========================================================================
-stage                 domain (structural, not counted) and rules (each rejection counted)
+stage                 domain (structural, not counted)
 ====================  ==========================================================================
-``tp``                divisors of ``num_gpus``; user constraints, ``heads % tp == 0``,
-                      ``ffn_hidden % tp == 0``, ``kv_heads % tp == 0 or tp % kv_heads == 0``
-``pp``                divisors of ``num_gpus / tp``; user constraints, ``pp <= layers`` (uneven
-                      splits allowed: the largest stage holds ``ceil(layers/pp)`` layers,
-                      the extra layers on the first stages, see
+``tp``                divisors of ``num_gpus``
+``pp``                divisors of ``num_gpus / tp`` (uneven splits allowed: the largest stage
+                      holds ``ceil(layers/pp)`` layers, see
                       :func:`symcost.training.layers_per_stage`)
-``dp``                ``num_gpus / (tp*pp)``; user constraints, ``global_batch % dp == 0``
-``micro_batch``       divisors of ``global_batch / dp``; user constraints
-``vpp``               ``{1}`` without pipelining, else ``1 .. layers // pp``; user constraints,
-                      ``layers % (pp*vpp) == 0`` and micro-batch count ``% pp == 0`` when
-                      ``vpp > 1`` (Narayanan et al. 2021, Sec. 2.2.2; as in
-                      :func:`symcost.config.resolve`)
-``modes``             recompute x SP x ZeRO x DP-overlap; user constraints, ZeRO-2/3 needs
-                      ``pp == 1``, and duplicates removed (see below)
+``dp``                ``num_gpus / (tp*pp)``
+``micro_batch``       divisors of ``global_batch / dp``
+``vpp``               ``{1}`` without pipelining, else ``1 .. layers // pp``
+``modes``             recompute x SP x ZeRO x DP-overlap
 ====================  ==========================================================================
+
+At each stage the user constraints on its fields are applied first, then every validity rule
+of :data:`symcost.rules.TRAINING_RULES` whose columns the stage completes (the same rule
+objects :func:`symcost.config.resolve` raises with and sweeps mask with: ``tp`` dividing the
+heads, ``pp <= layers``, ``global_batch`` divisible by ``micro_batch*dp``, the interleaved
+schedule's conditions, ZeRO-2/3 without ``pp``, ...), each rejection counted; rules that read
+no candidate column (sequence length, dtype) are checked once by :func:`check_inputs`.
 
 Duplicates (configurations the cost model cannot tell apart from one that is kept, so
 counting them would pad the space): SP with ``tp == 1`` (nothing to split); selective
@@ -45,7 +46,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from symcost.config import RECOMPUTE_MODES, ConfigError, TrainingConfig
+from symcost import rules as R
+from symcost.config import (RECOMPUTE_MODES, ConfigError, TrainingConfig, hardware_facts,
+                            model_facts, resolve)
+from symcost.fields import TRAINING_FIELDS, encode
 
 #: configuration fields of a candidate, in column order.
 FIELDS: tuple[str, ...] = ("num_gpus", "tp", "pp", "dp", "micro_batch", "vpp", "recompute",
@@ -189,6 +193,9 @@ class Context:
         flash_attention: FlashAttention on (makes selective recomputation a duplicate).
         keep_duplicates: keep configurations the model cannot distinguish.
         constraints: user constraints.
+        fixed: the other values the rules of :data:`symcost.rules.TRAINING_RULES` read that
+            every candidate shares (model facts, hardware facts, ``seq_len``, ``dtype``), as
+            :func:`make_context` fills them in.
     """
 
     layers: int
@@ -199,45 +206,27 @@ class Context:
     flash_attention: bool = True
     keep_duplicates: bool = False
     constraints: Constraints = field(default_factory=Constraints)
+    fixed: Mapping[str, float] = field(default_factory=dict)
+
+    def values(self, columns: Mapping[str, np.ndarray]) -> dict[str, object]:
+        """The values the rules read: the shared ones and the candidate ``columns``."""
+        out: dict[str, object] = dict(self.fixed)
+        out.update(layers=self.layers, heads=self.heads, kv_heads=self.kv_heads,
+                   ffn_hidden=self.ffn_hidden, global_batch=self.global_batch,
+                   global_batch_given=1.0)
+        out.update(columns)
+        return out
 
 
-def _model_rules(stage: str, ctx: Context) -> list[tuple[str, object]]:
-    """Rules (text, keep-predicate on the column dict) of ``stage``, after user constraints."""
-    L, a, k, f, B = ctx.layers, ctx.heads, ctx.kv_heads, ctx.ffn_hidden, ctx.global_batch
-    if stage == "tp":
-        return [
-            (f"tp must divide heads ({a})", lambda c: a % c["tp"] == 0),
-            (f"tp must divide ffn_hidden ({f})", lambda c: f % c["tp"] == 0),
-            (f"tp and kv_heads ({k}) must divide one another",
-             lambda c: (k % c["tp"] == 0) | (c["tp"] % k == 0)),
-        ]
-    if stage == "pp":
-        return [(f"pp must not exceed layers ({L})", lambda c: c["pp"] <= L)]
-    if stage == "dp":
-        return [(f"dp must divide global_batch ({B})", lambda c: B % c["dp"] == 0)]
-    if stage == "micro_batch":
-        return []
-    if stage == "vpp":
-        return [
-            (f"vpp > 1 needs layers ({L}) divisible by pp*vpp",
-             lambda c: (c["vpp"] == 1) | (L % (c["pp"] * c["vpp"]) == 0)),
-            ("vpp > 1 needs the micro-batch count to be a multiple of pp",
-             lambda c: (c["vpp"] == 1) | ((B // (c["dp"] * c["micro_batch"])) % c["pp"] == 0)),
-        ]
-    if stage == "modes":
-        rules = [("ZeRO-2/3 needs pp == 1", lambda c: (c["zero"] <= 1) | (c["pp"] == 1))]
-        if not ctx.keep_duplicates:
-            rules += [
-                ("duplicate: sp with tp == 1", lambda c: (c["sp"] == 0) | (c["tp"] > 1)),
-                ("duplicate: ZeRO with dp == 1", lambda c: (c["zero"] == 0) | (c["dp"] > 1)),
-                ("duplicate: dp_overlap off with dp == 1",
-                 lambda c: (c["dp_overlap"] == 1) | (c["dp"] > 1)),
-            ]
-            if ctx.flash_attention:
-                rules.append(("duplicate: selective recompute with FlashAttention",
-                              lambda c: c["recompute"] != RECOMPUTE_MODES["selective"]))
-        return rules
-    raise KeyError(stage)
+def make_context(model, hw, global_batch: int, seq_len: int, dtype: str,
+                 flash_attention: bool = True, keep_duplicates: bool = False,
+                 constraints: Constraints | None = None) -> Context:
+    """The rule :class:`Context` of a search over ``model`` on ``hw``."""
+    fixed = {**model_facts(model), **hardware_facts(hw), "seq_len": float(seq_len),
+             "dtype": encode(TRAINING_FIELDS["dtype"], dtype)}
+    return Context(model.layers, model.heads, model.kv_heads, model.ffn_hidden,
+                   int(global_batch), bool(flash_attention), bool(keep_duplicates),
+                   constraints or Constraints(), fixed)
 
 
 _STAGE_FIELDS = {"tp": ("num_gpus", "tp"), "pp": ("pp",), "dp": ("dp",),
@@ -246,36 +235,80 @@ _STAGE_FIELDS = {"tp": ("num_gpus", "tp"), "pp": ("pp",), "dp": ("dp",),
 STAGES: tuple[str, ...] = tuple(_STAGE_FIELDS)
 
 
+@functools.lru_cache(maxsize=1)
+def _table_rules_by_stage() -> dict[str, tuple[R.Rule, ...]]:
+    """Each rule of :data:`symcost.rules.TRAINING_RULES` that reads a candidate column, at
+    the first stage after which every column it reads is enumerated. (Rules reading no
+    column, such as the sequence length or the dtype, are checked once for the whole space
+    by :func:`check_inputs`.)"""
+    columns = {f for fs in _STAGE_FIELDS.values() for f in fs}
+    out: dict[str, list[R.Rule]] = {st: [] for st in STAGES}
+    have: set[str] = set()
+    placed: set[str] = set()
+    for st in STAGES:
+        have |= set(_STAGE_FIELDS[st])
+        for rule in R.TRAINING_RULES:
+            reads = set(rule.reads) & columns
+            if reads and reads <= have and rule.code not in placed:
+                out[st].append(rule)
+                placed.add(rule.code)
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def _keep(rule: R.Rule, ctx: Context):
+    return lambda c: np.asarray(rule.ok(ctx.values(c), np), dtype=bool)
+
+
+def _duplicate_rules(ctx: Context) -> list[tuple[str, object]]:
+    """Configurations the cost model cannot tell apart from one that is kept (see the module
+    docstring): not validity rules, so they live here and not in :mod:`symcost.rules`."""
+    if ctx.keep_duplicates:
+        return []
+    rules: list[tuple[str, object]] = [
+        ("duplicate: sp with tp == 1", lambda c: (c["sp"] == 0) | (c["tp"] > 1)),
+        ("duplicate: ZeRO with dp == 1", lambda c: (c["zero"] == 0) | (c["dp"] > 1)),
+        ("duplicate: dp_overlap off with dp == 1",
+         lambda c: (c["dp_overlap"] == 1) | (c["dp"] > 1)),
+    ]
+    if ctx.flash_attention:
+        rules.append(("duplicate: selective recompute with FlashAttention",
+                      lambda c: c["recompute"] != RECOMPUTE_MODES["selective"]))
+    return rules
+
+
 def stage_rules(stage: str, ctx: Context) -> list[tuple[str, object]]:
-    """All rules of ``stage`` in application order: user constraints, then model rules.
+    """All rules of ``stage`` in application order: user constraints, the validity rules of
+    :data:`symcost.rules.TRAINING_RULES` that the stage's columns complete, then (stage
+    ``modes``) the duplicate rules.
 
     Returns:
         List of ``(text, keep)`` where ``keep(columns) -> bool array``.
     """
-    rules = []
+    rules: list[tuple[str, object]] = []
     for name in _STAGE_FIELDS[stage]:
         rules += [(t, lambda c, p=p, n=name: p(c[n])) for t, p in ctx.constraints.rules_for(name)]
-    return rules + _model_rules(stage, ctx)
+    rules += [(r.text, _keep(r, ctx)) for r in _table_rules_by_stage()[stage]]
+    if stage == "modes":
+        rules += _duplicate_rules(ctx)
+    return rules
 
 
 def structural_ok(c: Mapping[str, np.ndarray], ctx: Context) -> np.ndarray:
-    """Domain conditions the enumeration builds in (not counted as rejections):
-    ``tp*pp*dp == num_gpus``, ``micro_batch*dp`` divides ``global_batch``, ``1 <= vpp`` and
-    ``vpp == 1`` without pipelining, mode values in range. Used to check arbitrary points
-    (e.g. SciPy search populations).
-    """
-    B = ctx.global_batch
-    ok = (c["tp"] >= 1) & (c["pp"] >= 1) & (c["dp"] >= 1) & (c["micro_batch"] >= 1)
-    ok &= c["tp"] * c["pp"] * c["dp"] == c["num_gpus"]
-    ok &= B % np.maximum(c["micro_batch"] * c["dp"], 1) == 0
-    ok &= (c["vpp"] >= 1) & ((c["pp"] > 1) | (c["vpp"] == 1))
-    ok &= (c["recompute"] >= 0) & (c["recompute"] <= 2) & (c["zero"] >= 0) & (c["zero"] <= 3)
-    ok &= np.isin(c["sp"], (0, 1)) & np.isin(c["dp_overlap"], (0, 1))
+    """Each column within its field's domain (:data:`symcost.fields.TRAINING_FIELDS`:
+    positive integers, mode codes). Used with :func:`violations` to check arbitrary points
+    (e.g. SciPy search populations); the enumeration builds the domains in."""
+    n = len(next(iter(c.values())))
+    ok = np.ones(n, dtype=bool)
+    for name in FIELDS:
+        f = TRAINING_FIELDS[name]
+        codes = f.codes
+        col = np.asarray(c[name])
+        ok &= np.isin(col, codes) if codes is not None else (col >= 1)
     return ok
 
 
 def violations(c: Mapping[str, np.ndarray], ctx: Context) -> np.ndarray:
-    """Number of rules (structural and counted, user constraints included) each point breaks.
+    """Number of rules (field domains, validity rules and user constraints) each point breaks.
 
     Args:
         c: column arrays for every field in :data:`FIELDS` (same length ``n``).
@@ -449,8 +482,6 @@ def check_inputs(model, hw, global_batch: int, seq_len: int | None, dtype: str) 
     Raises:
         ConfigError: as :func:`symcost.config.resolve` would for every configuration.
     """
-    from symcost.config import resolve
-
     _as_int_list("global_batch", global_batch)
     cfg = resolve(model, hw, TrainingConfig(num_gpus=1, global_batch=int(global_batch),
                                             seq_len=seq_len, dtype=dtype))
@@ -488,8 +519,8 @@ def enumerate_space(model, hardware, num_gpus: int | Sequence[int], global_batch
     if counts[-1] >= 2**21:
         raise ConfigError(f"num_gpus: at most {2**21 - 1} GPUs (got {counts[-1]})")
     seq = check_inputs(model, hw, global_batch, seq_len, dtype)
-    ctx = Context(model.layers, model.heads, model.kv_heads, model.ffn_hidden, int(global_batch),
-                  bool(flash_attention), bool(keep_duplicates), constraints or Constraints())
+    ctx = make_context(model, hw, int(global_batch), seq, dtype, flash_attention,
+                       keep_duplicates, constraints)
     B = ctx.global_batch
     log: list[dict] = []
 
@@ -511,7 +542,7 @@ def enumerate_space(model, hardware, num_gpus: int | Sequence[int], global_batch
     cols["dp"] = cols["num_gpus"] // (cols["tp"] * cols["pp"])
     cols = apply("dp", cols)
     # micro-batch: divisors of global_batch / dp
-    cols = _cross_ragged(cols, "micro_batch", B // cols["dp"], _divisors)
+    cols = _cross_ragged(cols, "micro_batch", np.maximum(B // cols["dp"], 1), _divisors)
     cols = apply("micro_batch", cols)
     # vpp: 1 without pipelining, else 1 .. layers // pp
     L = ctx.layers

@@ -55,8 +55,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import rules as R
 from . import symbols as S
-from .config import DTYPES, RECOMPUTE_MODES, ConfigError, TrainingConfig
+from .config import (TrainingConfig, hardware_bindings, hardware_facts, model_bindings)
+from .fields import (MODEL_FIELDS, TRAINING_FIELDS, ConfigError, Field, check_array, coerce,
+                     encode, text_value)
 
 #: outputs a sweep returns unless told otherwise.
 DEFAULT_OUTPUTS = ("step_time", "tokens_per_s", "mfu", "mem_total", "mem_headroom")
@@ -79,46 +82,14 @@ LARGER_IS_BETTER = frozenset({"mfu", "hfu", "tokens_per_s", "mem_headroom"})
 #: under ``mixed`` precision (float32 relative error of mem_total is below 1e-6).
 RECHECK_HEADROOM_REL = 1e-4
 
-#: other names accepted for sweep variables -> canonical name (symbol name, or ``num_gpus``).
-ALIASES = {
-    "layers": "n_layers", "heads": "n_heads", "kv_heads": "n_kv_heads",
-    "zero": "zero_stage", "sp": "sp_on", "flash_attention": "flash_attn",
-}
-#: variables whose values are names or booleans on the command line.
-_NAMED_VALUES = {
-    "recompute": RECOMPUTE_MODES,
-    "sp_on": {"true": 1, "false": 0, "on": 1, "off": 0, "yes": 1, "no": 0},
-    "flash_attn": {"true": 1, "false": 0, "on": 1, "off": 0, "yes": 1, "no": 0},
-    "dp_overlap": {"true": 1, "false": 0, "on": 1, "off": 0, "yes": 1, "no": 0},
-    "fp8": {"true": 1, "false": 0, "on": 1, "off": 0, "yes": 1, "no": 0},
-}
-#: allowed values of the mode flags.
-_DOMAINS = {"recompute": (0, 1, 2), "zero_stage": (0, 1, 2, 3), "sp_on": (0, 1),
-            "flash_attn": (0, 1), "dp_overlap": (0, 1), "fp8": (0, 1), "gated_mlp": (0, 1),
-            "has_bias": (0, 1), "tied_embed": (0, 1), "learned_pos": (0, 1),
-            "has_dropout": (0, 1)}
-
-#: masking reasons, in the order the rules are checked (ModelSpec, then config.resolve, then
-#: memory); code 0 is valid, code i is ``REASONS[i - 1]``.
-REASONS = (
-    "hidden: not divisible by heads",
-    "heads: not divisible by kv_heads",
-    "seq_len: exceeds max_seq_len with learned positions",
-    "num_gpus: not divisible by tp*pp",
-    "num_gpus: tp*pp*dp != num_gpus",
-    "global_batch: not divisible by micro_batch*dp",
-    "tp: does not divide heads",
-    "tp: does not divide ffn_hidden",
-    "tp: tp and kv_heads must divide one another",
-    "pp: exceeds the number of layers",
-    "vpp: interleaving (vpp > 1) needs pp > 1",
-    "vpp: layers not divisible by pp*vpp",
-    "vpp: micro-batch count not a multiple of pp",
-    "zero: ZeRO-2/3 cannot be combined with pp > 1",
-    "dtype: fp8 not supported by the hardware",
-    "memory: does not fit in HBM (mem_headroom < 0)",
-)
+#: the rules a sweep row is checked against, in order: :data:`symcost.rules.TRAINING_RULES`,
+#: then memory fit. Code 0 is valid, code ``i`` is ``SWEEP_RULES[i - 1]``.
+SWEEP_RULES: tuple[R.Rule, ...] = R.TRAINING_RULES + R.OUTPUT_RULES
+#: masking reasons (``"<field>: <rule>"``), by code - 1.
+REASONS: tuple[str, ...] = tuple(r.text for r in SWEEP_RULES)
 _MEMORY_CODE = len(REASONS)
+#: symbols bound by a derived quantity rather than one variable: ``fp8`` follows ``dtype``.
+_DERIVED_SYMBOLS = frozenset({S.fp8.name})
 
 
 class SweepError(ValueError):
@@ -143,24 +114,49 @@ class Range:
 
 
 # ----------------------------------------------------------------------------- specs
+@functools.lru_cache(maxsize=1)
+def variables() -> dict[str, str | None]:
+    """Every variable a sweep can vary -> the model symbol it binds (None for ``num_gpus``
+    and ``dtype``, which bind through derived values).
+
+    Names are the field vocabulary (:mod:`symcost.fields`): configuration fields
+    (``tp``, ``sp``, ``zero``, ``flash_attention``, ``dtype``, ...), model shape fields
+    (``layers``, ``heads``, ``kv_heads``, ...), and, for quantities that are no field, the
+    symbol name (``hbm_bw``, ``eff_gemm``, ``gated_mlp``, ...).
+    """
+    by_symbol = {f.symbol: f.name for f in (*TRAINING_FIELDS.values(), *MODEL_FIELDS.values())
+                 if f.symbol is not None and f.sweepable}
+    out: dict[str, str | None] = {}
+    for sym in training_inputs_symbols():
+        if sym.name in _DERIVED_SYMBOLS:
+            continue
+        out[by_symbol.get(sym.name, sym.name)] = sym.name
+    out["num_gpus"] = None
+    out["dtype"] = None
+    return out
+
+
+def field_of(name: str) -> Field | None:
+    """The :class:`~symcost.fields.Field` of a sweep variable (None for symbol variables)."""
+    return TRAINING_FIELDS.get(name) or MODEL_FIELDS.get(name)
+
+
 def canonical_name(name: str) -> str:
-    """Canonical sweep-variable name (symbol name or ``num_gpus``) for ``name`` or an alias.
+    """Check that ``name`` is a sweep variable (see :func:`variables`) and return it.
 
     Raises:
         SweepError: unknown variable (lists the known ones).
     """
-    known = sweepable_names()
-    n = ALIASES.get(name, name)
+    known = variables()
+    n = name.strip()
     if n not in known:
-        raise SweepError(f"vary: unknown variable {name!r}; known: {', '.join(sorted(known))}"
-                         f" (aliases: {', '.join(sorted(ALIASES))})")
+        raise SweepError(f"vary: unknown variable {name!r}; known: {', '.join(sorted(known))}")
     return n
 
 
-@functools.lru_cache(maxsize=1)
 def sweepable_names() -> frozenset[str]:
-    """Every variable a sweep can vary: the training model's input symbols and ``num_gpus``."""
-    return frozenset(s.name for s in training_inputs_symbols()) | {"num_gpus"}
+    """Every variable a sweep can vary (the keys of :func:`variables`)."""
+    return frozenset(variables())
 
 
 @functools.lru_cache(maxsize=1)
@@ -174,38 +170,48 @@ def training_inputs_symbols() -> tuple:
 
 
 def _is_discrete(name: str) -> bool:
-    return name == "num_gpus" or S.REGISTRY[name].discrete
+    f = field_of(name)
+    if f is not None:
+        return f.kind != "float"
+    return S.REGISTRY[name].discrete
 
 
 def _convert_value(name: str, v) -> float:
-    if isinstance(v, str):
-        key = v.strip().lower()
-        named = _NAMED_VALUES.get(name, {})
-        if key in named:
-            return float(named[key])
-        try:
-            return float(key)
-        except ValueError:
-            hint = f" (one of {', '.join(named)})" if named else ""
-            raise SweepError(f"vary {name}: {v!r} is not a number{hint}") from None
-    if isinstance(v, bool):
-        return float(v)
+    """One listed value of variable ``name`` as its encoded number."""
+    f = field_of(name)
     try:
+        if f is not None:
+            return text_value(f, v) if isinstance(v, str) else encode(f, coerce(f, v))
+        if isinstance(v, str):
+            return float(v.strip())
         return float(v)
+    except ConfigError as exc:
+        raise SweepError(f"vary {exc}") from None
     except (TypeError, ValueError):
         raise SweepError(f"vary {name}: {v!r} is not a number") from None
 
 
-def _check_values(name: str, arr: np.ndarray) -> np.ndarray:
-    """Round discrete values and check finiteness, sign, the physical range of efficiency
-    parameters (:data:`symcost.params.BOUNDS`) and mode domains."""
+def _check_values(name: str, arr: np.ndarray, generated: bool = False) -> np.ndarray:
+    """Check the values of one variable: a field's type, choices and range
+    (:func:`symcost.fields.check_array`: ``tp=1.5`` is an error); a symbol's finiteness,
+    sign and, for efficiency parameters, physical range (:data:`symcost.params.BOUNDS`).
+    Values ``generated`` from a range are rounded first for integer variables."""
     from .params import BOUNDS
 
     if not np.all(np.isfinite(arr)):
         raise SweepError(f"vary {name}: values must be finite")
-    if _is_discrete(name):
+    if generated and _is_discrete(name):
         arr = np.rint(arr)
-    positive = name == "num_gpus" or bool(S.REGISTRY[name].symbol.is_positive)
+    f = field_of(name)
+    if f is not None:
+        try:
+            return check_array(f, arr)
+        except ConfigError as exc:
+            raise SweepError(f"vary {exc}") from None
+    info = S.REGISTRY[name]
+    if info.discrete and not np.all(arr == np.rint(arr)):
+        raise SweepError(f"vary {name}: values must be integers (got {arr[arr != np.rint(arr)][0]:g})")
+    positive = bool(info.symbol.is_positive)
     if np.any(arr <= 0) if positive else np.any(arr < 0):
         rule = "positive" if positive else "non-negative"
         raise SweepError(f"vary {name}: values must be {rule} (got {arr.min():g})")
@@ -215,8 +221,9 @@ def _check_values(name: str, arr: np.ndarray) -> np.ndarray:
         if out.size:
             raise SweepError(f"vary {name}: values must be in its physical range [{lo:g}, "
                              f"{hi:g}] (symcost.params.BOUNDS; got {out[0]:g})")
-    if name in _DOMAINS and not np.all(np.isin(arr, _DOMAINS[name])):
-        raise SweepError(f"vary {name}: values must be in {_DOMAINS[name]}")
+    if info.discrete and info.symbol.is_nonnegative and not info.symbol.is_positive:
+        if not np.all(np.isin(arr, (0.0, 1.0))):
+            raise SweepError(f"vary {name}: values must be 0 or 1")
     return arr
 
 
@@ -241,7 +248,7 @@ def grid_values(name: str, spec) -> np.ndarray:
             vals = np.geomspace(spec.lo, spec.hi, spec.num)
         else:
             vals = np.linspace(spec.lo, spec.hi, spec.num)
-        vals = _check_values(name, vals)
+        vals = _check_values(name, vals, generated=True)
         _, idx = np.unique(vals, return_index=True)
         vals = vals[np.sort(idx)]
     else:
@@ -331,12 +338,11 @@ class _Plan:
     """Static description of a sweep (hashable: it keys the compiled chunk function)."""
 
     outputs: tuple[str, ...]
-    varied: tuple[str, ...]          # canonical names passed as per-row arrays
+    varied: tuple[str, ...]          # variable names passed as per-row arrays
     fixed: tuple[str, ...]           # names passed as scalars
     dp_mode: str                     # 'value' | 'num_gpus' (dp = num_gpus/(tp*pp))
-    check_num_gpus: bool             # dp and num_gpus both given: tp*pp*dp == num_gpus
     gb_mode: str                     # 'value' | 'derived' (global_batch = dp*micro_batch)
-    hw_has_fp8: bool
+    hw_facts: tuple[tuple[str, float], ...]   # hardware values the rules read
     derived: tuple[str, ...] = ()    # derived columns that vary per row ('dp', 'global_batch')
 
     @property
@@ -346,35 +352,28 @@ class _Plan:
 
 
 def _base_values(model, hw, cfg: TrainingConfig, params) -> dict[str, float]:
-    """Symbol values of the base configuration (and ``num_gpus``); fields left None are left
-    out. Divisibility is not checked (sweep rows are masked instead); enums are.
+    """Encoded values of every variable for the base configuration (variable names of
+    :func:`variables`); configuration fields left None (``dp``, ``num_gpus``,
+    ``global_batch``) are left out. Rules are not checked (sweep rows are masked instead);
+    each field's type, choices and range are.
 
     Raises:
-        ConfigError: unknown recompute mode, ZeRO stage or dtype.
+        ConfigError: a field value outside its type, choices or range.
     """
-    from .config import hardware_bindings, model_bindings
-
-    if cfg.recompute not in RECOMPUTE_MODES:
-        raise ConfigError(f"recompute: {cfg.recompute!r} is not one of "
-                          f"{', '.join(RECOMPUTE_MODES)}")
-    if isinstance(cfg.zero, bool) or cfg.zero not in (0, 1, 2, 3):
-        raise ConfigError(f"zero: ZeRO stage must be 0, 1, 2 or 3 (got {cfg.zero!r})")
-    if cfg.dtype not in DTYPES:
-        raise ConfigError(f"dtype: {cfg.dtype!r} is not one of {', '.join(DTYPES)}")
-    v = model_bindings(model)
-    v.update(hardware_bindings(hw, cfg.dtype))
-    v.update(params.for_generation(hw.generation))
-    v.update({
-        "tp": cfg.tp, "pp": cfg.pp, "vpp": cfg.vpp, "micro_batch": cfg.micro_batch,
-        "sp_on": float(cfg.sp), "recompute": float(RECOMPUTE_MODES[cfg.recompute]),
-        "zero_stage": float(cfg.zero), "flash_attn": float(cfg.flash_attention),
-        "fp8": float(cfg.dtype == "fp8"), "dp_overlap": float(cfg.dp_overlap),
-        "seq_len": cfg.seq_len if cfg.seq_len is not None else model.seq_len,
-    })
-    for f in ("dp", "num_gpus", "global_batch"):
-        if getattr(cfg, f) is not None:
-            v[f] = getattr(cfg, f)
-    return {k: float(x) for k, x in v.items()}
+    names = variables()
+    sym_to_var = {sym: var for var, sym in names.items() if sym is not None}
+    v: dict[str, float] = {}
+    for sym, x in {**model_bindings(model), **hardware_bindings(hw, cfg.dtype),
+                   **params.for_generation(hw.generation)}.items():
+        if sym in sym_to_var:
+            v[sym_to_var[sym]] = float(x)
+    for name, f in TRAINING_FIELDS.items():
+        value = coerce(f, getattr(cfg, name))
+        if value is not None:
+            v[name] = encode(f, value)
+    if "seq_len" not in v:
+        v["seq_len"] = float(model.seq_len)
+    return v
 
 
 def _make_plan(base: dict, varied: Sequence[str], outputs: Sequence[str], hw) -> _Plan:
@@ -396,54 +395,31 @@ def _make_plan(base: dict, varied: Sequence[str], outputs: Sequence[str], hw) ->
         have_dp = True
     dp_mode = "value" if have_dp else "num_gpus"
     gb_mode = "value" if ("global_batch" in varied or "global_batch" in base) else "derived"
-    names = [s.name for s in training_inputs_symbols()] + ["num_gpus"]
-    fixed = tuple(n for n in names if n not in varied and n in base)
+    fixed = tuple(n for n in variables() if n not in varied and n in base)
     derived = []
     if dp_mode == "num_gpus" and {"tp", "pp", "num_gpus"} & set(varied):
         derived.append("dp")
     if gb_mode == "derived" and ("micro_batch" in varied or "dp" in varied or "dp" in derived):
         derived.append("global_batch")
-    return _Plan(tuple(outputs), varied, fixed, dp_mode, have_dp and have_n, gb_mode,
-                 "fp8" in hw.peak_flops, tuple(derived))
+    return _Plan(tuple(outputs), varied, fixed, dp_mode, gb_mode,
+                 tuple(sorted(hardware_facts(hw).items())), tuple(derived))
 
 
-def _mod(xp, a, b):
-    """True where the positive integer ``b`` does not divide ``a``. ``floor(a/b)*b`` is exact
-    for integers below ``2**24`` in float32 (``2**53`` in float64): the rounded quotient of a
-    non-multiple stays more than half an ulp away from an integer. (``fmod`` is a scalar
-    libm call in XLA:CPU, ~10x slower.)"""
-    return xp.floor(a / b) * b != a
+def rule_values(v: Mapping, plan: _Plan, like) -> dict:
+    """The values :data:`SWEEP_RULES` read, from the row values ``v`` (variable names, with
+    ``dp``/``num_gpus``/``global_batch`` filled in): hardware facts and
+    ``global_batch_given`` added."""
+    out = dict(v)
+    out.update(plan.hw_facts)
+    out["global_batch_given"] = 1.0 if plan.gb_mode == "value" else 0.0
+    return out
 
 
-def rule_codes(xp, v: Mapping, plan: _Plan, dp, gb):
-    """Reason code of the first broken rule (0: none), per row; ``xp`` is numpy or jax.numpy.
-
-    Mirrors :class:`~symcost.models.ModelSpec` validation and :func:`symcost.config.resolve`
-    in their order (see :data:`REASONS`); inputs are integer-valued floats (remainders of
-    floats are exact for integers below ``2**24`` in float32)."""
-    tp, pp, vpp, mb = v["tp"], v["pp"], v["vpp"], v["micro_batch"]
-    L, a, k, f = v["n_layers"], v["n_heads"], v["n_kv_heads"], v["ffn_hidden"]
-    rules = [
-        _mod(xp, v["hidden"], a),
-        _mod(xp, a, k),
-        (v["learned_pos"] > 0.5) & (v["seq_len"] > v["max_seq_len"]),
-        _mod(xp, v["num_gpus"], tp * pp) if plan.dp_mode == "num_gpus" else False,
-        (tp * pp * dp != v["num_gpus"]) if plan.check_num_gpus else False,
-        _mod(xp, gb, mb * dp),
-        _mod(xp, a, tp),
-        _mod(xp, f, tp),
-        _mod(xp, k, tp) & _mod(xp, tp, k),
-        pp > L,
-        (vpp > 1.5) & (pp < 1.5),
-        (vpp > 1.5) & _mod(xp, L, pp * vpp),
-        (vpp > 1.5) & _mod(xp, gb / (mb * dp), pp),
-        (v["zero_stage"] > 1.5) & (pp > 1.5),
-        (v["fp8"] > 0.5) & (not plan.hw_has_fp8),
-    ]
-    code = xp.zeros(xp.shape(dp), dtype=xp.int8)
-    for i in range(len(rules) - 1, -1, -1):
-        code = xp.where(rules[i], xp.int8(i + 1), code)
-    return code
+def model_arguments(v: Mapping, xp) -> dict:
+    """Symbol name -> value for the compiled model, from the row values ``v``."""
+    out = {sym: v[var] for var, sym in variables().items() if sym is not None}
+    out[S.fp8.name] = (v["dtype"] > 1.5) * 1.0
+    return out
 
 
 @functools.lru_cache(maxsize=32)
@@ -461,19 +437,27 @@ def _chunk_function(plan: _Plan, dtype: str):
     cm = lower({k: exprs[k] for k in plan.evaluated}, inputs, dtype)
     names = [s.name for s in inputs]
     i_head = plan.evaluated.index("mem_headroom")
+    ftype = jnp.float64 if dtype == "float64" else jnp.float32
 
     def run(varied, fixed):
         v = dict(zip(plan.varied, varied))
         v.update(zip(plan.fixed, fixed))
         tp, pp, mb = v["tp"], v["pp"], v["micro_batch"]
-        dp = v["num_gpus"] / (tp * pp) if plan.dp_mode == "num_gpus" else v["dp"]
-        gb = v["global_batch"] if plan.gb_mode == "value" else dp * mb
         like = jnp.zeros(jnp.shape(varied[0]), varied[0].dtype)
-        dp, gb = dp + like, gb + like
-        v["dp"], v["global_batch"] = dp, gb
-        res = tuple(cm.call_jax(*(v[n] for n in names)))
-        code = rule_codes(jnp, v, plan, dp, gb)
-        code = jnp.where((code == 0) & (res[i_head] < 0), jnp.int8(_MEMORY_CODE), code)
+        if plan.dp_mode == "num_gpus":
+            v["dp"] = v["num_gpus"] / (tp * pp) + like
+        else:
+            v["dp"] = v["dp"] + like
+            if "num_gpus" not in v:
+                v["num_gpus"] = tp * pp * v["dp"]
+        gb = v["global_batch"] if plan.gb_mode == "value" else v["dp"] * mb
+        v["global_batch"] = gb + like
+        args = model_arguments(v, jnp)
+        args[S.fp8.name] = jnp.asarray(args[S.fp8.name], ftype) + like
+        res = tuple(cm.call_jax(*(args[n] for n in names)))
+        vals = rule_values(v, plan, like)
+        vals["mem_headroom"] = res[i_head]
+        code = R.first_broken(SWEEP_RULES, vals, jnp, jnp.shape(like))
         return res + (code,) + tuple(v[d] for d in plan.derived)
 
     return jax.jit(run)
@@ -578,7 +562,7 @@ def sweep(model, hardware, config: TrainingConfig | None = None, params=None, *,
             if isinstance(s, Range):
                 _check_range(n, s)
                 # check the bounds as values of the variable (rounding, domain, sign)
-                _check_values(n, np.array([s.lo, s.hi], dtype=np.float64))
+                _check_values(n, np.array([s.lo, s.hi], dtype=np.float64), generated=True)
                 prepared[n] = s
             else:
                 prepared[n] = grid_values(n, s)

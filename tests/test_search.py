@@ -242,8 +242,9 @@ def test_gpu_count_no_configuration_can_use():
     with pytest.raises(SearchError) as e:
         search(model, HW, 7, 8)
     msg = str(e.value)
-    assert "no valid configuration" in msg and "dp must divide global_batch (8)" in msg
-    assert "stage 'dp'" in msg
+    assert "no valid configuration" in msg
+    assert "global_batch: not divisible by micro_batch*dp" in msg
+    assert "stage 'micro_batch'" in msg
 
 
 def test_model_that_fits_nowhere():
@@ -261,9 +262,9 @@ def test_model_that_fits_nowhere():
 def test_contradictory_constraints():
     with pytest.raises(SearchError, match=r"user: max tp=4"):
         search("gpt3-175b", HW, 1024, 1536, fix={"tp": 8}, max_tp=4)
-    with pytest.raises(SearchError, match=r"ZeRO-2/3 needs pp == 1"):
+    with pytest.raises(SearchError, match=r"zero: ZeRO-2/3 cannot be combined with pp > 1"):
         search("gpt3-175b", HW, 1024, 1536, fix=["pp=8", "zero=3"])
-    with pytest.raises(SearchError, match=r"tp must divide heads \(96\)"):
+    with pytest.raises(SearchError, match=r"tp: does not divide heads"):
         search("gpt3-175b", HW, 1024, 1536, fix={"tp": 64})
 
 

@@ -20,20 +20,16 @@ from symcost.sweep import (CHUNK_SIZES, REASONS, Range, SweepError, grid_values,
 
 GPT = dict(model="gpt-1.7b", hardware="a100-sxm4-40gb")
 CHUNK = 256  # small fixed chunk: several chunks and a padded last one, one compile per plan
-MODEL_FIELDS = {"n_layers": "layers", "n_heads": "heads", "hidden": "hidden",
-                "n_kv_heads": "kv_heads", "ffn_hidden": "ffn_hidden"}
-CONFIG_FIELDS = ("tp", "pp", "dp", "num_gpus", "micro_batch", "global_batch", "vpp")
-ZERO = {"zero_stage": "zero"}
+MODEL_FIELDS = ("layers", "heads", "hidden", "kv_heads", "ffn_hidden")
+CONFIG_FIELDS = ("tp", "pp", "dp", "num_gpus", "micro_batch", "global_batch", "vpp", "zero")
 # caching off inside the test process: the app callback then leaves JAX's config alone
 RUNNER = CliRunner(env={"SYMCOST_CACHE_DIR": "off"})
 
 
 def _resolve_row(model, base: TrainingConfig, row: dict, varied):
     """Independent check of one sweep row: ModelSpec + config.resolve (+ memory fit)."""
-    mfields = {MODEL_FIELDS[k]: int(row[k]) for k in varied if k in MODEL_FIELDS}
+    mfields = {k: int(row[k]) for k in varied if k in MODEL_FIELDS}
     cfields = {k: int(row[k]) for k in varied if k in CONFIG_FIELDS}
-    if "zero_stage" in varied:
-        cfields["zero"] = int(row["zero_stage"])
     if "dp" in varied:
         cfields["num_gpus"] = None       # documented: varying dp moves the GPU count
     if "num_gpus" in varied:
@@ -70,14 +66,14 @@ def grid():
 def test_grid_is_the_cartesian_product(grid):
     _, vary, df = grid
     assert len(df) == math.prod(len(v) for v in vary.values())
-    assert len(df.drop_duplicates(["tp", "pp", "micro_batch", "vpp", "zero_stage",
-                                   "n_layers", "global_batch"])) == len(df)
+    assert len(df.drop_duplicates(["tp", "pp", "micro_batch", "vpp", "zero",
+                                   "layers", "global_batch"])) == len(df)
     assert {"valid", "reason", "step_time", "mem_headroom"} <= set(df.columns)
 
 
 def test_sweep_masks_exactly_the_points_resolve_rejects(grid):
     base, vary, df = grid
-    varied = ["tp", "pp", "micro_batch", "vpp", "zero_stage", "n_layers", "global_batch"]
+    varied = ["tp", "pp", "micro_batch", "vpp", "zero", "layers", "global_batch"]
     mismatches = []
     for row in df.to_dict("records"):
         ok, field, ref = _resolve_row(GPT["model"], base, row, varied)
@@ -104,7 +100,7 @@ def test_model_shape_and_num_gpus_rules():
             "tp": [1, 2, 8], "hidden": [2304, 2400]}
     df = sweep(GPT["model"], GPT["hardware"], base, vary=vary, precision="float64",
                chunk_size=CHUNK)
-    varied = ["n_heads", "n_kv_heads", "num_gpus", "tp", "hidden"]
+    varied = ["heads", "kv_heads", "num_gpus", "tp", "hidden"]
     for row in df.to_dict("records"):
         ok, field, _ = _resolve_row(GPT["model"], base, row, varied)
         assert ok == row["valid"], row
@@ -170,7 +166,13 @@ def test_grid_values_and_parse_vary():
     np.testing.assert_allclose(grid_values("hbm_bw", Range(1e12, 2e12, 3)),
                                [1e12, 1.5e12, 2e12])
     assert list(grid_values("recompute", ["none", "full"])) == [0, 2]
-    assert parse_vary("layers=24,32") == ("n_layers", ["24", "32"])
+    assert parse_vary("layers=24,32") == ("layers", ["24", "32"])
+    with pytest.raises(SweepError, match="unknown variable 'n_layers'"):
+        parse_vary("n_layers=24")   # one name per quantity: the field's
+    with pytest.raises(SweepError, match=r"tp: must be a positive integer .*got 1.5"):
+        grid_values("tp", [1.5, 2])  # not rounded to a duplicate row
+    assert list(grid_values("dtype", ["bf16", "fp8"])) == [0, 2]
+    assert list(grid_values("sp", ["on", "off"])) == [1, 0]
     assert parse_vary("hbm_bw=1e12:4e12:7:log") == ("hbm_bw", Range(1e12, 4e12, 7, True))
     assert parse_vary("hbm_bw=1e12:4e12:log") == ("hbm_bw", Range(1e12, 4e12, None, True))
     assert parse_vary("pp=1:8") == ("pp", Range(1, 8))
@@ -179,8 +181,8 @@ def test_grid_values_and_parse_vary():
 @pytest.mark.parametrize("vary, samples, match", [
     ({"nope": [1]}, None, "unknown variable"),
     ({"tp": [0, 1]}, None, "positive"),
-    ({"recompute": [3]}, None, "values must be in"),
-    ({"recompute": ["sometimes"]}, None, "not a number"),
+    ({"recompute": [3]}, None, "recompute: must be one of none, selective, full"),
+    ({"recompute": ["sometimes"]}, None, "recompute: must be one of"),
     ({"hbm_bw": Range(1e12, 2e12)}, None, "needs a number of points"),
     ({"hbm_bw": Range(2e12, 1e12)}, 10, "lo <= hi"),
     ({"hbm_bw": Range(0, 1e12, log=True)}, 10, "log range"),
