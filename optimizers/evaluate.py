@@ -12,63 +12,30 @@ The top candidates are re-checked in float64 by :func:`evaluate_float64`, which 
 same generated source (``CompiledModel.source``) with numpy: exact same expressions, no
 compilation (~1 ms for a hundred rows).
 
-(The chunk sizes are :data:`symcost.sweep.CHUNK_SIZES`; when ``symcost/sweep.py`` grows a public
-chunked evaluator this module should delegate to it.)
+Chunked evaluation is :func:`symcost.evaluate.evaluate_model`, the evaluator every command
+shares.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from symcost.sweep import CHUNK_SIZES, pick_chunk
+from symcost.api import training_model
+from symcost.evaluate import CHUNK_SIZES, evaluate_model, split_columns
 
 #: chunk sizes (rows per compiled call): small for populations and re-checks, large for sweeps
-#: (the fixed set of :data:`symcost.sweep.CHUNK_SIZES`, shared with sweeps).
+#: (the fixed set of :data:`symcost.evaluate.CHUNK_SIZES`, shared with sweeps).
 CHUNK_SMALL, CHUNK_LARGE = CHUNK_SIZES
-
-
-@functools.lru_cache(maxsize=32)
-def _selected(precision: str, outputs: tuple[str, ...]):
-    import jax
-
-    from symcost.api import training_model
-
-    cm = training_model(precision)
-    unknown = [o for o in outputs if o not in cm.outputs]
-    if unknown:
-        raise KeyError(f"unknown training outputs: {', '.join(unknown)}")
-    idx = tuple(cm.outputs.index(o) for o in outputs)
-    fn = cm.call_jax
-
-    def select(*args):
-        out = fn(*args)
-        return tuple(out[i] for i in idx)
-
-    return cm, jax.jit(select)
-
-
-def _columns(inputs: Mapping[str, object], names: Sequence[str]) -> tuple[dict, int]:
-    missing = [n for n in names if n not in inputs]
-    if missing:
-        raise KeyError(f"missing model inputs: {', '.join(missing)}")
-    arrays = {n: np.asarray(inputs[n], dtype=np.float64) for n in names}
-    lengths = {a.shape[0] for a in arrays.values() if a.ndim == 1}
-    bad = [n for n, a in arrays.items() if a.ndim > 1]
-    if bad or len(lengths) > 1:
-        two_d = f", 2-D: {', '.join(bad)}" if bad else ""
-        raise ValueError("inputs must be scalars or 1-D arrays of one common length "
-                         f"(got lengths {sorted(lengths)}{two_d})")
-    return arrays, (lengths.pop() if lengths else 1)
 
 
 def evaluate_chunked(inputs: Mapping[str, object],
                      outputs: Sequence[str] = ("step_time", "mem_headroom"),
                      precision: str = "float32", chunk: int | None = None
                      ) -> dict[str, np.ndarray]:
-    """Evaluate selected training outputs for ``n`` configurations in fixed-size chunks.
+    """Evaluate selected training outputs for ``n`` configurations in fixed-size chunks
+    (:func:`symcost.evaluate.evaluate_model`, the one evaluator).
 
     Args:
         inputs: symbol name -> scalar or 1-D array of length ``n`` for every input of
@@ -85,31 +52,8 @@ def evaluate_chunked(inputs: Mapping[str, object],
         KeyError: a missing input or unknown output.
         ValueError: inputs of different lengths.
     """
-    import jax
-    import jax.numpy as jnp
-
-    cm, fn = _selected(precision, tuple(outputs))
-    arrays, n = _columns(inputs, cm.input_names)
-    size = chunk or pick_chunk(n)
-    dt = np.float64 if precision == "float64" else np.float32
-    result = {o: np.empty(n, dtype=np.float64) for o in outputs}
-    with jax.enable_x64(precision == "float64"):
-        const = {k: jnp.asarray(a.astype(dt)) for k, a in arrays.items() if a.ndim == 0}
-        for start in range(0, n, size):
-            stop = min(start + size, n)
-            args = []
-            for k in cm.input_names:
-                if k in const:
-                    args.append(const[k])
-                    continue
-                block = np.empty(size, dtype=dt)
-                block[:stop - start] = arrays[k][start:stop]
-                block[stop - start:] = arrays[k][stop - 1]   # pad with the last row
-                args.append(block)
-            vals = fn(*args)
-            for o, v in zip(outputs, vals):
-                result[o][start:stop] = np.asarray(v)[:stop - start]
-    return result
+    out = evaluate_model(training_model(precision), inputs, tuple(outputs), chunk)
+    return {k: v.astype(np.float64) for k, v in out.items()}
 
 
 def evaluate_float64(inputs: Mapping[str, object],
@@ -127,11 +71,9 @@ def evaluate_float64(inputs: Mapping[str, object],
     Returns:
         Output name -> float64 array ``(n,)``.
     """
-    from symcost.api import training_model
-
     cm = training_model("float64")
-    arrays, n = _columns(inputs, cm.input_names)
-    out = cm.call_numpy(**{k: arrays[k] for k in cm.input_names})
+    cols, scalars, n = split_columns(inputs, cm.input_names)
+    out = cm.call_numpy(**cols, **scalars)
     names = cm.outputs if outputs is None else tuple(outputs)
     return {k: np.broadcast_to(np.asarray(out[k], dtype=np.float64), (n,)).copy()
             for k in names}

@@ -12,6 +12,7 @@ import sympy as sp
 from . import symbols as S
 from .config import (TrainingConfig, hardware_bindings, model_bindings, parallel_bindings,
                      resolve)
+from .evaluate import evaluate_broadcast
 from .lower import CompiledModel, lower
 from .params import Params, load_params
 from .training import BREAKDOWN, MEMORY, training_expressions
@@ -232,6 +233,9 @@ def evaluate_training(inputs: Mapping[str, np.ndarray | float],
                       precision: str = "float32") -> dict[str, np.ndarray]:
     """Evaluate the compiled training model on broadcast arrays (no validation).
 
+    Rows stream through :func:`symcost.evaluate.evaluate_broadcast` in bucketed chunks, so a
+    new array length does not recompile.
+
     Args:
         inputs: symbol name -> array or scalar, for every symbol the training model uses
             (``training_model().input_names``); extra names are ignored.
@@ -243,8 +247,4 @@ def evaluate_training(inputs: Mapping[str, np.ndarray | float],
     Raises:
         KeyError: an input is missing.
     """
-    cm = training_model(precision)
-    missing = [n for n in cm.input_names if n not in inputs]
-    if missing:
-        raise KeyError(f"evaluate_training: missing inputs {', '.join(missing)}")
-    return cm(**{n: inputs[n] for n in cm.input_names})
+    return evaluate_broadcast(training_model(precision), inputs)

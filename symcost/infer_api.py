@@ -47,6 +47,7 @@ from .config import (ACT_DTYPES, DTYPE_BYTES, INT4_GROUP, KV_DTYPES, WEIGHT_DTYP
                      resolve_dtypes, resolve_inference)
 from .inference import (DECODE_BREAKDOWN, PREFILL_BREAKDOWN, STAGE_TERMS, TTFT_ITERATIONS,
                         inference_expressions)
+from .evaluate import evaluate_broadcast
 from .lower import CompiledModel, lower
 from .params import Params, load_params
 
@@ -293,11 +294,7 @@ def evaluate_inference(inputs: Mapping[str, np.ndarray | float],
     Raises:
         KeyError: an input is missing.
     """
-    cm = inference_model(precision)
-    missing = [n for n in cm.input_names if n not in inputs]
-    if missing:
-        raise KeyError(f"evaluate_inference: missing inputs {', '.join(missing)}")
-    return cm(**{n: inputs[n] for n in cm.input_names})
+    return evaluate_broadcast(inference_model(precision), inputs)
 
 
 # ----------------------------------------------------------------------------- measurements

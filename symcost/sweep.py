@@ -58,17 +58,16 @@ import numpy as np
 from . import rules as R
 from . import symbols as S
 from .config import (TrainingConfig, hardware_bindings, hardware_facts, model_bindings)
+from .evaluate import CHUNK_SIZES, Progress, evaluate_chunks, pick_chunk
 from .fields import (MODEL_FIELDS, TRAINING_FIELDS, ConfigError, Field, check_array, coerce,
                      encode, text_value)
 
 #: outputs a sweep returns unless told otherwise.
 DEFAULT_OUTPUTS = ("step_time", "tokens_per_s", "mfu", "mem_total", "mem_headroom")
-#: rows per compiled call, chosen from this fixed set (the same sizes as
-#: :mod:`optimizers.evaluate`): the small one when the rows fit in it (a 2-row sweep or the
-#: float64 re-check of ~110 rows), else the large one (fits the per-core L2 working set best on
-#: the reference CPU). Each size compiles once per plan and precision, so a new sweep size
-#: never recompiles.
-CHUNK_SIZES = (2**12, 2**16)
+#: rows per compiled call: :data:`symcost.evaluate.CHUNK_SIZES` (the small one when the rows
+#: fit in it, e.g. the float64 re-check of ~110 rows; else the large one, which fits the
+#: per-core L2 working set best on the reference CPU). Each size compiles once per plan and
+#: precision, so a new sweep size never recompiles.
 DEFAULT_CHUNK = CHUNK_SIZES[-1]
 #: rows per random-number stream of a sampled sweep: the rows drawn do not depend on the
 #: chunk size.
@@ -468,7 +467,8 @@ def sweep(model, hardware, config: TrainingConfig | None = None, params=None, *,
           vary: Mapping[str, object], samples: int | None = None,
           outputs: Sequence[str] = DEFAULT_OUTPUTS, precision: str = DEFAULT_PRECISION,
           rank_by: str = "step_time", recheck_top: int = 100, seed: int = 0,
-          chunk_size: int | None = None, progress: bool = False, **config_fields):
+          chunk_size: int | None = None, progress: Progress | bool | None = None,
+          **config_fields):
     """Evaluate the training model over a grid or a random sample of configurations.
 
     Args:
@@ -496,7 +496,9 @@ def sweep(model, hardware, config: TrainingConfig | None = None, params=None, *,
             seeded by ``(seed, block index)``).
         chunk_size: rows per compiled call; None picks from :data:`CHUNK_SIZES` by the
             number of rows (also for the float64 re-check).
-        progress: show a rich progress bar (for more than 4 chunks).
+        progress: called with the number of rows done after each chunk (the CLI draws its
+            progress bar from it; the core draws nothing). ``True``/``False`` are accepted
+            and mean no callback.
 
     Returns:
         pandas DataFrame with one row per configuration: the varied variables (canonical
@@ -573,7 +575,8 @@ def sweep(model, hardware, config: TrainingConfig | None = None, params=None, *,
     t0 = time.perf_counter()
     inputs, outs, codes, derived = _evaluate(
         plan, base, total, chunk_inputs, chunk_size or pick_chunk(total),
-        "float64" if precision == "float64" else "float32", progress)
+        "float64" if precision == "float64" else "float32",
+        progress if callable(progress) else None)
     mixed = precision == "mixed"
     headroom = outs["mem_headroom"]
     out_cols = {o: outs[o].astype(np.float64) if mixed else outs[o] for o in outputs}
@@ -616,12 +619,6 @@ def sweep(model, hardware, config: TrainingConfig | None = None, params=None, *,
     return df
 
 
-def pick_chunk(rows: int) -> int:
-    """Rows per compiled call for a sweep of ``rows`` rows: the smallest of
-    :data:`CHUNK_SIZES` that holds them all, else the largest."""
-    return next((c for c in CHUNK_SIZES if rows <= c), CHUNK_SIZES[-1])
-
-
 def _sample_rows(prepared: Mapping, seed: int, start: int, n: int) -> list[np.ndarray]:
     """Rows ``start .. start+n-1`` of a random sweep, one array per variable: block ``j`` of
     :data:`SAMPLE_BLOCK` rows is drawn from the stream seeded ``(seed, j)``, so the rows do
@@ -659,72 +656,41 @@ def _recheck_rows(inputs, outs, codes, headroom, base, rank_by, top):
 
 
 def _evaluate(plan: _Plan, base: dict, total: int, chunk_inputs, chunk_size: int, dtype: str,
-              progress: bool):
-    """Stream ``total`` rows through the compiled chunk function.
+              progress: Progress | None):
+    """Stream ``total`` rows through the compiled chunk function
+    (:func:`symcost.evaluate.evaluate_chunks`).
 
     Args:
         chunk_inputs: ``(start, n, chunk_index) -> list of arrays`` (one per varied
             variable, ``n`` values each, float64).
+        progress: called with the rows done after each chunk.
 
     Returns:
         ``(inputs, outputs, codes, derived)``: float64 input columns by name, output columns
         (``plan.evaluated``, in ``dtype``) by name, reason codes (int8) and derived columns
         (``plan.derived``) by name.
     """
-    import jax
-
     fn = _chunk_function(plan, dtype)
     np_dt = np.float64 if dtype == "float64" else np.float32
-    chunk = chunk_size  # one of a few fixed shapes: a new sweep size never recompiles
-    n_chunks = -(-total // chunk)
     inputs = {n: np.empty(total, np.float64) for n in plan.varied}
+
+    def rows(start: int, n: int) -> list[np.ndarray]:
+        out = []
+        for name, arr in zip(plan.varied, chunk_inputs(start, n, start // chunk_size)):
+            col = inputs[name][start:start + n]
+            col[:] = arr
+            out.append(col)
+        return out
+
     names_out = plan.evaluated + ("_code",) + plan.derived
-    cols = {o: np.empty(total, np_dt) for o in names_out}
-    cols["_code"] = np.empty(total, np.int8)
-
-    with jax.enable_x64(dtype == "float64"):
-        import jax.numpy as jnp
-
-        fixed = tuple(jnp.asarray(np.asarray(base[n], dtype=np_dt)) for n in plan.fixed)
-        bar = _progress(progress and n_chunks > 4, total)
-        pending = None
-        try:
-            for k in range(n_chunks + 1):
-                if k < n_chunks:
-                    start = k * chunk
-                    n = min(chunk, total - start)
-                    args = []
-                    for name, arr in zip(plan.varied, chunk_inputs(start, n, k)):
-                        col = inputs[name][start:start + n]
-                        col[:] = arr
-                        a = col if np_dt is np.float64 else col.astype(np_dt)
-                        args.append(a if n == chunk else np.pad(a, (0, chunk - n), mode="edge"))
-                    res = fn(tuple(args), fixed)   # dispatched asynchronously
-                if pending is not None:            # collect the previous chunk meanwhile
-                    p_start, p_n, p_res = pending
-                    for o, r in zip(names_out, p_res):
-                        cols[o][p_start:p_start + p_n] = np.asarray(r)[:p_n]
-                    if bar is not None:
-                        bar[0].update(bar[1], advance=p_n)
-                pending = (start, n, res) if k < n_chunks else None
-        finally:
-            if bar is not None:
-                bar[0].stop()
+    dtypes = [np_dt] * len(plan.evaluated) + [np.int8] + [np_dt] * len(plan.derived)
+    res = evaluate_chunks(fn, rows, len(plan.varied), [base[n] for n in plan.fixed], total,
+                          len(names_out), dtype, chunk_size,
+                          progress if callable(progress) else None, dtypes)
+    cols = dict(zip(names_out, res))
     codes = cols.pop("_code")
     derived = {d: cols.pop(d) for d in plan.derived}
     return inputs, cols, codes, derived
-
-
-def _progress(show: bool, total: int):
-    if not show:
-        return None
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                               TimeRemainingColumn)
-
-    bar = Progress(TextColumn("sweep"), BarColumn(), MofNCompleteColumn(),
-                   TimeRemainingColumn(), transient=True)
-    bar.start()
-    return bar, bar.add_task("sweep", total=total)
 
 
 def write_table(df, path) -> None:

@@ -177,8 +177,11 @@ def test_every_shared_row_is_prepared_or_skipped_with_a_reason(shared):
     for cid, reason in reasons.items():
         if workloads[cid] in ("serve", "prefill"):
             assert reason == INFERENCE_REASON
-    assert {r.case_id for r in prepared} == set(
-        shared[(shared.workload == "train")].case_id) - {"NAR21-S5.1-GPT3-175B-1024gpu"}
+    # every train row of the sources the model was built on is predicted; rows of newer
+    # sources (MoE, context parallelism, consumer GPUs, ...) may be skipped, with a reason
+    old = shared[(shared.workload == "train")
+                 & shared.case_id.str.match(r"^(NAR21|MLM22|MPT)")].case_id
+    assert set(old) - {"NAR21-S5.1-GPT3-175B-1024gpu"} <= {r.case_id for r in prepared}
 
 
 def test_tiny_csv_good_bad_unknown_metric(tmp_path):
