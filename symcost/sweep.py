@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -513,8 +514,6 @@ def sweep(model, hardware, config: TrainingConfig | None = None, params=None, *,
             vary.
         ConfigError, ModelSpecError, HardwareSpecError, ParamsError: bad base inputs.
     """
-    import pandas as pd
-
     from .api import _as_hardware, _as_model
     from .params import load_params
     from .training import training_expressions
@@ -539,38 +538,10 @@ def sweep(model, hardware, config: TrainingConfig | None = None, params=None, *,
     params = params or load_params()
     base = _base_values(m, hw, config, params)
 
-    specs = {}
-    for raw, spec in vary.items():
-        name = canonical_name(raw)
-        if name in specs:
-            raise SweepError(f"vary: {raw!r} given twice")
-        specs[name] = spec
+    specs = _specs(vary)
     plan = _make_plan(base, list(specs), outputs, hw)
-
-    if samples is None:
-        axes = {n: grid_values(n, s) for n, s in specs.items()}
-        total = math.prod(a.size for a in axes.values())
-        shape = tuple(a.size for a in axes.values())
-
-        def chunk_inputs(start, n, _k):
-            idx = np.unravel_index(np.arange(start, start + n), shape)
-            return [axes[name][i] for name, i in zip(axes, idx)]
-    else:
-        if int(samples) != samples or samples < 1:
-            raise SweepError(f"samples: must be a positive integer (got {samples!r})")
-        total = int(samples)
-        prepared = {}
-        for n, s in specs.items():
-            if isinstance(s, Range):
-                _check_range(n, s)
-                # check the bounds as values of the variable (rounding, domain, sign)
-                _check_values(n, np.array([s.lo, s.hi], dtype=np.float64), generated=True)
-                prepared[n] = s
-            else:
-                prepared[n] = grid_values(n, s)
-
-        def chunk_inputs(start, n, _k):
-            return _sample_rows(prepared, seed, start, n)
+    total, chunk_inputs = _row_source(specs, samples, seed)
+    check_memory(total, plan)
 
     t0 = time.perf_counter()
     inputs, outs, codes, derived = _evaluate(
@@ -578,45 +549,135 @@ def sweep(model, hardware, config: TrainingConfig | None = None, params=None, *,
         "float64" if precision == "float64" else "float32",
         progress if callable(progress) else None)
     mixed = precision == "mixed"
-    headroom = outs["mem_headroom"]
     out_cols = {o: outs[o].astype(np.float64) if mixed else outs[o] for o in outputs}
     rechecked = np.zeros(total, dtype=bool)
     if mixed:
-        rows = _recheck_rows(inputs, out_cols, codes, headroom, base, rank_by, recheck_top)
-        if rows.size:
-            sub = {n: inputs[n][rows] for n in plan.varied}
-            _, sub_outs, sub_codes, _ = _evaluate(
-                plan, base, rows.size,
-                lambda s, n, _k: [sub[name][s:s + n] for name in plan.varied],
-                chunk_size or pick_chunk(rows.size), "float64", False)
-            for o in outputs:
-                out_cols[o][rows] = sub_outs[o]
-            codes[rows] = sub_codes
-            rechecked[rows] = True
+        _recheck(plan, base, inputs, out_cols, codes, outs["mem_headroom"], rechecked,
+                 rank_by, recheck_top, chunk_size)
     broken = (codes > 0) & (codes < _MEMORY_CODE)
     if broken.any():
         for o in outputs:
             out_cols[o][broken] = np.nan
-    valid = codes == 0
-    data = dict(inputs)
-    data.update({d: col.astype(np.float64) for d, col in derived.items()})
-    # an output named like a varied column (num_gpus) repeats it: the input column stays
-    data.update({o: c for o, c in out_cols.items() if o not in data})
-    data["valid"] = valid
-    data["reason"] = pd.Categorical.from_codes(codes.astype(np.int16),
-                                               categories=("",) + REASONS)
-    if mixed:
-        data["rechecked"] = rechecked
-    df = pd.DataFrame(data, copy=False)
+    df = _frame(inputs, derived, out_cols, codes, rechecked if mixed else None)
     seconds = time.perf_counter() - t0
     counts = np.bincount(codes.astype(np.int64), minlength=len(REASONS) + 1)
     df.attrs.update({
         "invalid_counts": {REASONS[i - 1]: int(c) for i, c in enumerate(counts) if i and c},
         "seconds": seconds, "configs_per_s": total / seconds if seconds > 0 else float("inf"),
-        "precision": precision, "rows": total, "valid_rows": int(valid.sum()),
+        "precision": precision, "rows": total, "valid_rows": int((codes == 0).sum()),
         "varied": list(plan.varied), "outputs": list(outputs),
     })
     return df
+
+
+def _specs(vary: Mapping[str, object]) -> dict[str, object]:
+    """``vary`` keyed by checked variable names.
+
+    Raises:
+        SweepError: an unknown variable, or one given twice.
+    """
+    specs: dict[str, object] = {}
+    for raw, spec in vary.items():
+        name = canonical_name(raw)
+        if name in specs:
+            raise SweepError(f"vary: {raw!r} given twice")
+        specs[name] = spec
+    return specs
+
+
+def _row_source(specs: Mapping[str, object], samples: int | None, seed: int):
+    """``(total rows, chunk_inputs)``: the Cartesian grid of ``specs`` (``samples`` None) or
+    ``samples`` random rows; ``chunk_inputs(start, n, k)`` gives their columns.
+
+    Raises:
+        SweepError: bad values or ranges, or a non-positive ``samples``.
+    """
+    if samples is None:
+        axes = {n: grid_values(n, s) for n, s in specs.items()}
+        total = math.prod(a.size for a in axes.values())
+        shape = tuple(a.size for a in axes.values())
+
+        def grid_rows(start, n, _k):
+            idx = np.unravel_index(np.arange(start, start + n), shape)
+            return [axes[name][i] for name, i in zip(axes, idx)]
+        return total, grid_rows
+    if isinstance(samples, bool) or int(samples) != samples or samples < 1:
+        raise SweepError(f"samples: must be a positive integer (got {samples!r})")
+    prepared = {}
+    for n, s in specs.items():
+        if isinstance(s, Range):
+            _check_range(n, s)
+            # check the bounds as values of the variable (rounding, domain, sign)
+            _check_values(n, np.array([s.lo, s.hi], dtype=np.float64), generated=True)
+            prepared[n] = s
+        else:
+            prepared[n] = grid_values(n, s)
+
+    def sample_rows(start, n, _k):
+        return _sample_rows(prepared, seed, start, n)
+    return int(samples), sample_rows
+
+
+def memory_needed(total: int, plan: _Plan) -> int:
+    """Bytes a sweep of ``total`` rows holds in memory: float64 input, output and derived
+    columns, codes and flags, and the DataFrame built from them (about twice the columns)."""
+    columns = len(plan.varied) + len(plan.evaluated) + len(plan.derived)
+    return int(total) * (2 * 8 * columns + 3)
+
+
+def available_memory() -> int | None:
+    """Physical memory of this machine in bytes (None where the OS does not say)."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_memory(total: int, plan: _Plan) -> None:
+    """Refuse, before computing, a sweep whose result cannot fit in this machine's memory.
+
+    Raises:
+        SweepError: naming the rows, the memory they need and the memory there is.
+    """
+    need, have = memory_needed(total, plan), available_memory()
+    if have is not None and need > 0.8 * have:
+        raise SweepError(f"samples: {total:,} rows need about {need / 2**30:.1f} GiB in memory "
+                         f"and this machine has {have / 2**30:.1f} GiB; sweep fewer rows or "
+                         f"fewer outputs (or split the sweep)")
+
+
+def _recheck(plan: _Plan, base: dict, inputs, out_cols, codes, headroom, rechecked, rank_by,
+             recheck_top, chunk_size) -> None:
+    """The ``mixed`` precision re-check: re-evaluate in float64 the rows a reader acts on
+    and replace their outputs and codes in place."""
+    rows = _recheck_rows(inputs, out_cols, codes, headroom, base, rank_by, recheck_top)
+    if not rows.size:
+        return
+    sub = {n: inputs[n][rows] for n in plan.varied}
+    _, sub_outs, sub_codes, _ = _evaluate(
+        plan, base, rows.size, lambda s, n, _k: [sub[name][s:s + n] for name in plan.varied],
+        chunk_size or pick_chunk(rows.size), "float64", None)
+    for o in out_cols:
+        out_cols[o][rows] = sub_outs[o]
+    codes[rows] = sub_codes
+    rechecked[rows] = True
+
+
+def _frame(inputs, derived, out_cols, codes, rechecked):
+    """The sweep's DataFrame: varied and derived columns, outputs, ``valid``, ``reason``
+    (categorical) and ``rechecked`` (``mixed`` only)."""
+    import pandas as pd
+
+    data = dict(inputs)
+    data.update({d: col.astype(np.float64) for d, col in derived.items()})
+    # an output named like a varied column (num_gpus) repeats it: the input column stays
+    data.update({o: c for o, c in out_cols.items() if o not in data})
+    data["valid"] = codes == 0
+    data["reason"] = pd.Categorical.from_codes(codes.astype(np.int16),
+                                               categories=("",) + REASONS)
+    if rechecked is not None:
+        data["rechecked"] = rechecked
+    return pd.DataFrame(data, copy=False)
 
 
 def _sample_rows(prepared: Mapping, seed: int, start: int, n: int) -> list[np.ndarray]:

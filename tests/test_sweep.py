@@ -297,3 +297,14 @@ def test_random_rows_do_not_depend_on_the_chunk_size():
               precision="float32")
     np.testing.assert_array_equal(c["hbm_bw"], a["hbm_bw"][:300])
     np.testing.assert_array_equal(c["tp"], a["tp"][:300])
+
+
+def test_sweep_too_large_for_memory_is_refused_before_computing(monkeypatch):
+    """`sweep --samples 1e9` used to die with MemoryError after allocating: now a one-line
+    error names the rows and the memory they need, before anything is evaluated."""
+    import symcost.sweep as SW
+
+    monkeypatch.setattr(SW, "available_memory", lambda: 24 * 2**30)
+    with pytest.raises(SweepError, match=r"samples: 1,000,000,000 rows need about \d+\.\d GiB "
+                                         r"in memory and this machine has 24\.0 GiB"):
+        sweep(GPT["model"], GPT["hardware"], vary={"tp": [1, 2]}, samples=10**9)
