@@ -489,20 +489,8 @@ def search_scipy(model, hardware, num_gpus: int | Sequence[int], global_batch: i
     n_modes = len(_MODE_GRID)
 
     def evaluate_rows(cols):
-        nv = violations(cols, ctx)
-        viol[0] += int((nv > 0).sum())
-        viol[1] += int((nv == 0).sum())
-        valid = nv == 0
-        val = 1e9 * (1.0 + nv.astype(np.float64))
-        if valid.any():
-            sub = {k: v[valid] for k, v in cols.items()}
-            f32 = evaluate_chunked(candidate_inputs(base, sub))
-            sc = score(f32["step_time"], sub["num_gpus"], B, seq, objective, price_per_gpu_hour)
-            head = f32["mem_headroom"]
-            for j, key in enumerate(zip(*(sub[k].tolist() for k in FIELDS))):
-                seen.setdefault(key, (float(sc[j]), float(head[j])))
-            val[valid] = np.where(head >= 0, sc, 1e8 * (1.0 + np.minimum(-head / usable, 10.0)))
-        return val
+        return _score_points(cols, ctx, base, seq, objective, price_per_gpu_hour, usable, seen,
+                             viol)
 
     def objective_fn(x: np.ndarray) -> np.ndarray:
         val = evaluate_rows(codec.decode(x))
@@ -513,22 +501,81 @@ def search_scipy(model, hardware, num_gpus: int | Sequence[int], global_batch: i
                                  updating="deferred", seed=seed, popsize=popsize,
                                  maxiter=maxiter, tol=1e-6, polish=False, strategy=strategy)
     t1 = time.perf_counter()
-    # discrete polish: enumerate the best layouts in full
-    if seen and polish_layouts > 0:
-        keys = np.asarray(list(seen), dtype=np.int64)
-        sc = np.array([v[0] if v[1] >= 0 else np.inf for v in seen.values()])
-        lay = pd.DataFrame({"n": keys[:, 0], "tp": keys[:, 1], "pp": keys[:, 2], "sc": sc})
-        best = lay.groupby(["n", "tp", "pp"])["sc"].min().sort_values()
-        best = best[np.isfinite(best.to_numpy())].head(int(polish_layouts))
-        for (n, tp, pp), _ in best.items():
-            fixed = dict(cons.fix, tp=int(tp), pp=int(pp))
-            sub = enumerate_space(model, hw, int(n), B, seq_len=seq, dtype=dtype,
-                                  flash_attention=flash_attention,
-                                  constraints=Constraints(fixed, cons.minimum, cons.maximum),
-                                  keep_duplicates=keep_duplicates)
-            if len(sub):
-                evaluate_rows(sub.columns)
+    for sub in _polish_spaces(seen, polish_layouts, model, hw, B, seq, dtype, flash_attention,
+                              cons, keep_duplicates):
+        evaluate_rows(sub.columns)
     t2 = time.perf_counter()
+    table, why, rejected, n_valid, n_fit = _scipy_table(
+        seen, viol, ctx, base, int(top), objective, price_per_gpu_hour, usable, seq, dtype,
+        flash_attention, hw.name)
+    t3 = time.perf_counter()
+    return SearchResult(table, rejected, why, n_valid, n_fit, objective,
+                        "differential_evolution",
+                        {"evolve": t1 - t0, "polish": t2 - t1, "recheck": t3 - t2,
+                         "total": t3 - t0},
+                        model, hw, B, seq, dtype, bool(flash_attention), price_per_gpu_hour,
+                        {"nfev": int(res.nfev), "nit": int(res.nit),
+                         "points": viol[0] + viol[1]})
+
+
+def _score_points(cols: Mapping[str, np.ndarray], ctx: Context, base: Mapping[str, float],
+                  seq: int, objective: str, price_per_gpu_hour: float | None, usable: float,
+                  seen: dict[tuple, tuple[float, float]], viol: list[int]) -> np.ndarray:
+    """Objective of each point of a SciPy population (smaller is better): the score of a
+    valid configuration that fits; ``1e8 * (1 + memory deficit)`` for one that does not fit;
+    ``1e9 * (1 + broken rules)`` for an invalid one. Valid points are recorded in ``seen``
+    (configuration -> (score, headroom)) and ``viol`` counts ``[invalid, valid]`` points."""
+    nv = violations(cols, ctx)
+    viol[0] += int((nv > 0).sum())
+    viol[1] += int((nv == 0).sum())
+    valid = nv == 0
+    val = 1e9 * (1.0 + nv.astype(np.float64))
+    if valid.any():
+        sub = {k: v[valid] for k, v in cols.items()}
+        f32 = evaluate_chunked(candidate_inputs(base, sub))
+        sc = score(f32["step_time"], sub["num_gpus"], ctx.global_batch, seq, objective,
+                   price_per_gpu_hour)
+        head = f32["mem_headroom"]
+        for j, key in enumerate(zip(*(sub[k].tolist() for k in FIELDS))):
+            seen.setdefault(key, (float(sc[j]), float(head[j])))
+        val[valid] = np.where(head >= 0, sc, 1e8 * (1.0 + np.minimum(-head / usable, 10.0)))
+    return val
+
+
+def _polish_spaces(seen: Mapping[tuple, tuple[float, float]], polish_layouts: int, model, hw,
+                   B: int, seq: int, dtype: str, flash_attention: bool, cons: Constraints,
+                   keep_duplicates: bool) -> list[Space]:
+    """The discrete polish after the evolution: the full spaces of the ``polish_layouts``
+    best (GPU count, TP, PP) layouts seen."""
+    if not seen or polish_layouts <= 0:
+        return []
+    keys = np.asarray(list(seen), dtype=np.int64)
+    sc = np.array([v[0] if v[1] >= 0 else np.inf for v in seen.values()])
+    lay = pd.DataFrame({"n": keys[:, 0], "tp": keys[:, 1], "pp": keys[:, 2], "sc": sc})
+    best = lay.groupby(["n", "tp", "pp"])["sc"].min().sort_values()
+    best = best[np.isfinite(best.to_numpy())].head(int(polish_layouts))
+    out = []
+    for (n, tp, pp), _ in best.items():
+        fixed = dict(cons.fix, tp=int(tp), pp=int(pp))
+        sub = enumerate_space(model, hw, int(n), B, seq_len=seq, dtype=dtype,
+                              flash_attention=flash_attention,
+                              constraints=Constraints(fixed, cons.minimum, cons.maximum),
+                              keep_duplicates=keep_duplicates)
+        if len(sub):
+            out.append(sub)
+    return out
+
+
+def _scipy_table(seen: Mapping[tuple, tuple[float, float]], viol: list[int], ctx: Context,
+                 base: Mapping[str, float], top: int, objective: str,
+                 price_per_gpu_hour: float | None, usable: float, seq: int, dtype: str,
+                 flash_attention: bool, hw_name: str):
+    """``(table, why, rejected, valid configurations, fitting ones)`` of a SciPy search:
+    the ``top`` configurations seen, re-checked in float64.
+
+    Raises:
+        SearchError: no valid configuration was seen, or none fits in memory.
+    """
     valid_keys = list(seen)
     if not valid_keys:
         raise SearchError(f"differential evolution found no valid configuration in "
@@ -541,11 +588,10 @@ def search_scipy(model, hardware, num_gpus: int | Sequence[int], global_batch: i
     fits = head32 >= 0
     if not fits.any():
         _raise_no_fit(cols, head32, usable, ctx, seq, dtype, flash_attention, len(valid_keys),
-                      hw.name)
-    rows = _recheck_rows(sc32, head32, usable, int(top))
-    table, why = _finish({k: v[rows] for k, v in cols.items()}, base, int(top), objective,
-                         price_per_gpu_hour, B, seq)
-    t3 = time.perf_counter()
+                      hw_name)
+    rows = _recheck_rows(sc32, head32, usable, top)
+    table, why = _finish({k: v[rows] for k, v in cols.items()}, base, top, objective,
+                         price_per_gpu_hour, ctx.global_batch, seq)
     rejected = pd.DataFrame([
         {"stage": "differential_evolution", "rule": "points breaking >= 1 rule",
          "removed": viol[0], "remaining": viol[1], "level": "points evaluated"},
@@ -553,13 +599,7 @@ def search_scipy(model, hardware, num_gpus: int | Sequence[int], global_batch: i
                                     f"({format_bytes(usable, 1)})",
          "removed": int((~fits).sum()), "remaining": int(fits.sum()),
          "level": "distinct configurations"}])
-    return SearchResult(table, rejected, why, len(valid_keys), int(fits.sum()), objective,
-                        "differential_evolution",
-                        {"evolve": t1 - t0, "polish": t2 - t1, "recheck": t3 - t2,
-                         "total": t3 - t0},
-                        model, hw, B, seq, dtype, bool(flash_attention), price_per_gpu_hour,
-                        {"nfev": int(res.nfev), "nit": int(res.nit),
-                         "points": viol[0] + viol[1]})
+    return table, why, rejected, len(valid_keys), int(fits.sum())
 
 
 def _passes(ctx: Context, stage: str, cols: Mapping[str, np.ndarray]) -> np.ndarray:

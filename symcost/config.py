@@ -250,7 +250,7 @@ class InferenceConfig:
     kv_mem_frac: float = 0.9
     kv_on_demand: bool = False
 
-    def replace(self, **changes) -> "InferenceConfig":
+    def replace(self, **changes: Any) -> "InferenceConfig":
         """A copy with ``changes`` applied (not validated until :func:`resolve_inference`)."""
         return dataclasses.replace(self, **changes)
 
