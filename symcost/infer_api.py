@@ -544,102 +544,139 @@ def predict_inference_rows(df, params: Params | None = None, *,
     """
     import pandas as pd
 
-    from hwspecs import HardwareSpecError, list_hardware, load_hardware
-
-    from .models import ModelSpecError
-    from .validate import RowError, _float, _get, _int, source_of
-
     params = params or load_params()
     mlperf_in = MLPERF_OPENORCA_INPUT_MEAN if input_mean_mlperf is None else input_mean_mlperf
     skipped: list[dict] = []
     prepared = []
     for rec in df.to_dict("records"):
-        workload = str(_get(rec, "workload") or "").lower()
-        if workload not in ("serve", "prefill"):
+        item = _prepare_serve_row(rec, params, mlperf_in)
+        if item is None:
             continue
-        case_id = str(_get(rec, "case_id") or "")
-        source = source_of(case_id)
-        metric = str(_get(rec, "metric") or "")
+        if isinstance(item, dict):
+            skipped.append(item)
+        else:
+            prepared.append(item)
+    rows = _predict_serve_rows(prepared, skipped) if prepared else []
+    frame = pd.DataFrame(rows, columns=["case_id", "source", "metric", "measured",
+                                        "predicted", "error_pct", "hardware", "serve_batch"])
+    frame.attrs["skipped"] = skipped
+    return frame
 
-        def skip(reason, case_id=case_id, source=source, metric=metric):
-            skipped.append({"case_id": case_id, "source": source, "metric": metric,
-                            "reason": reason})
 
-        if metric not in ROW_METRICS:
-            skip(f"metric {metric!r} is not modelled (tail percentiles and unknown "
-                 "metrics are not predicted)")
-            continue
+@dataclass
+class ServeRow:
+    """A ``serve``/``prefill`` measurement ready to predict.
+
+    Attributes:
+        case_id, source, metric: the row's identity.
+        measured: its value.
+        hardware: hardware id.
+        config: the resolved serving configuration.
+        inputs: symbol bindings (base units).
+        size_max_num_tokens: size ``max_num_tokens`` as ``trtllm-bench`` does (TRT017).
+        rate: offered request rate in requests/s (MLPerf Server), or None.
+    """
+
+    case_id: str
+    source: str
+    metric: str
+    measured: float
+    hardware: str
+    config: InferenceConfig
+    inputs: dict[str, float]
+    size_max_num_tokens: bool
+    rate: float | None
+
+
+def _prepare_serve_row(rec: Mapping, params: Params, mlperf_in: float
+                       ) -> ServeRow | dict | None:
+    """One record as a :class:`ServeRow`; a dict ``{case_id, source, metric, reason}`` when
+    it cannot be predicted; None when it is not a serve/prefill row."""
+    from hwspecs import HardwareSpecError, list_hardware, load_hardware
+
+    from .models import ModelSpecError
+    from .validate import RowError, _float, _get, _int, source_of
+
+    workload = str(_get(rec, "workload") or "").lower()
+    if workload not in ("serve", "prefill"):
+        return None
+    case_id = str(_get(rec, "case_id") or "")
+    source = source_of(case_id)
+    metric = str(_get(rec, "metric") or "")
+
+    def skip(reason: str) -> dict:
+        return {"case_id": case_id, "source": source, "metric": metric, "reason": reason}
+
+    if metric not in ROW_METRICS:
+        return skip(f"metric {metric!r} is not modelled (tail percentiles and unknown "
+                    "metrics are not predicted)")
+    try:
+        measured = _float(rec, "value")
+        if measured is None or measured <= 0:
+            raise RowError(f"value: must be a positive number (got {_get(rec, 'value')!r})")
+        m = _row_model(rec)
+        hw_id = _get(rec, "hardware")
+        if hw_id is None:
+            raise RowError("hardware: blank (a canonical hardware id is needed)")
         try:
-            measured = _float(rec, "value")
-            if measured is None or measured <= 0:
-                raise RowError(f"value: must be a positive number (got {_get(rec, 'value')!r})")
-            m = _row_model(rec)
-            hw_id = _get(rec, "hardware")
-            if hw_id is None:
-                raise RowError("hardware: blank (a canonical hardware id is needed)")
-            try:
-                hw = load_hardware(str(hw_id))
-            except HardwareSpecError:
-                raise RowError(f"hardware: unknown id {hw_id!r} (known: "
-                               f"{', '.join(list_hardware())})") from None
-            tp, pp, n = _int(rec, "tp"), _int(rec, "pp"), _int(rec, "n_gpus")
-            tp = 1 if tp is None else tp
-            pp = 1 if pp is None else pp
-            n = tp * pp if n is None else n
-            dtype = str(_get(rec, "dtype") or "bf16").lower()
-            s_in, s_out, settings = _row_request(rec, source, metric, measured, mlperf_in)
-            cfg = InferenceConfig(batch=settings["batch_cap"], input_len=s_in,
-                                  output_len=s_out, tp=tp, pp=pp, num_gpus=n, dtype=dtype,
-                                  max_num_tokens=settings.get("max_num_tokens", 8192),
-                                  kv_mem_frac=settings["kv_mem_frac"],
-                                  kv_on_demand=settings.get("kv_on_demand", False))
-            cfg = resolve_inference(m, hw, cfg)
-            inputs = _bind_inputs(m, hw, cfg, params)
-        except (ValueError, HardwareSpecError, ModelSpecError) as exc:
-            # RowError, InferenceConfigError and the spec errors all name the field
-            skip(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
-            continue
-        prepared.append((case_id, source, metric, measured, hw.name, cfg, inputs,
-                         "max_num_tokens" not in settings, settings.get("arrival_rate")))
-    if not prepared:
-        frame = pd.DataFrame(columns=["case_id", "source", "metric", "measured",
-                                      "predicted", "error_pct", "hardware", "serve_batch"])
-        frame.attrs["skipped"] = skipped
-        return frame
-    # pass 1: KV capacity -> trtllm-bench's max_num_tokens for TRT017 rows
-    first = evaluate_inference(_stack([p[6] for p in prepared]), "float64")
+            hw = load_hardware(str(hw_id))
+        except HardwareSpecError:
+            raise RowError(f"hardware: unknown id {hw_id!r} (known: "
+                           f"{', '.join(list_hardware())})") from None
+        tp, pp, n = _int(rec, "tp"), _int(rec, "pp"), _int(rec, "n_gpus")
+        tp = 1 if tp is None else tp
+        pp = 1 if pp is None else pp
+        n = tp * pp if n is None else n
+        dtype = str(_get(rec, "dtype") or "bf16").lower()
+        s_in, s_out, settings = _row_request(rec, source, metric, measured, mlperf_in)
+        cfg = InferenceConfig(batch=settings["batch_cap"], input_len=s_in,
+                              output_len=s_out, tp=tp, pp=pp, num_gpus=n, dtype=dtype,
+                              max_num_tokens=settings.get("max_num_tokens", 8192),
+                              kv_mem_frac=settings["kv_mem_frac"],
+                              kv_on_demand=settings.get("kv_on_demand", False))
+        cfg = resolve_inference(m, hw, cfg)
+        inputs = _bind_inputs(m, hw, cfg, params)
+    except (ValueError, HardwareSpecError, ModelSpecError) as exc:
+        # RowError, InferenceConfigError and the spec errors all name the field
+        return skip(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+    return ServeRow(case_id, source, metric, measured, hw.name, cfg, inputs,
+                    "max_num_tokens" not in settings, settings.get("arrival_rate"))
+
+
+def _predict_serve_rows(prepared: list[ServeRow], skipped: list[dict]) -> list[dict]:
+    """Predictions of prepared rows (two vectorized evaluations: the first sizes
+    ``max_num_tokens`` as ``trtllm-bench`` does); rows whose model does not fit go to
+    ``skipped``."""
+    first = evaluate_inference(_stack([p.inputs for p in prepared]), "float64")
     for i, p in enumerate(prepared):
-        if p[7]:
+        if p.size_max_num_tokens:
             _, tok = trtllm_bench_max_num_tokens(float(first["serve_max_batch"][i]),
-                                                 p[5].input_len, p[5].output_len,
-                                                 p[5].pp)
-            p[6][S.max_num_tokens.name] = float(tok)
-    out = evaluate_inference(_stack([p[6] for p in prepared]), "float64")
+                                                 p.config.input_len, p.config.output_len,
+                                                 p.config.pp)
+            p.inputs[S.max_num_tokens.name] = float(tok)
+    out = evaluate_inference(_stack([p.inputs for p in prepared]), "float64")
     rows = []
     at_rate = {"throughput": "throughput_tokens_per_s", "serve_ttft": "ttft_s",
                "serve_iteration": "iteration_s"}
-    for i, (case_id, source, metric, measured, hw_name, cfg, inputs, _, rate) in enumerate(
-            prepared):
+    for i, p in enumerate(prepared):
         if float(out["serve_max_batch"][i]) < 1:
-            skipped.append({"case_id": case_id, "source": source, "metric": metric,
+            skipped.append({"case_id": p.case_id, "source": p.source, "metric": p.metric,
                             "reason": "the model does not fit in memory in this layout"})
             continue
-        name = ROW_METRICS[metric]
-        if rate is not None and name in at_rate:
-            steady = solve_arrival_rate(inputs, rate)
+        name = ROW_METRICS[p.metric]
+        if p.rate is not None and name in at_rate:
+            steady = solve_arrival_rate(p.inputs, p.rate)
             pred = steady[at_rate[name]]
             batch_used = steady["concurrency"]
         else:
             pred = float(out[name][i])
             batch_used = float(out["serve_batch"][i])
-        pred *= 1e3 if metric in _MS else 1.0
-        rows.append({"case_id": case_id, "source": source, "metric": metric,
-                     "measured": measured, "predicted": pred,
-                     "error_pct": 100.0 * (pred - measured) / measured,
-                     "hardware": hw_name, "serve_batch": batch_used})
-    frame = pd.DataFrame(rows)
-    frame.attrs["skipped"] = skipped
-    return frame
+        pred *= 1e3 if p.metric in _MS else 1.0
+        rows.append({"case_id": p.case_id, "source": p.source, "metric": p.metric,
+                     "measured": p.measured, "predicted": pred,
+                     "error_pct": 100.0 * (pred - p.measured) / p.measured,
+                     "hardware": p.hardware, "serve_batch": batch_used})
+    return rows
 
 
 def mape_by_source(frame) -> dict[str, float]:
