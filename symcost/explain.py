@@ -11,7 +11,6 @@ a :class:`Formula` that prints as text, LaTeX, or displays itself in a notebook
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -20,7 +19,9 @@ import sympy as sp
 
 from . import symbols as S
 
-if TYPE_CHECKING:  # annotations only: importing these at run time would close a cycle
+if TYPE_CHECKING:  # for annotations only; not imported at run time
+    import os
+
     from hwspecs import HardwareSpec
 
     from .config import TrainingConfig
