@@ -13,10 +13,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import sympy as sp
 
 from . import symbols as S
+
+if TYPE_CHECKING:  # for annotations only; not imported at run time
+    import os
+
+    from hwspecs import HardwareSpec
+
+    from .config import TrainingConfig
+    from .models import ModelSpec
+    from .params import Params
 
 #: other names accepted in ``keep`` -> symbol name.
 KEEP_ALIASES = {"layers": "n_layers", "heads": "n_heads", "kv_heads": "n_kv_heads",
@@ -119,7 +129,7 @@ class Formula:
         return (f"**{self.name}**{val}, free symbols: {kept}\n\n"
                 f"$$ {self.latex()} $$")
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """JSON-ready: name, text (``sstr``), latex, keep, value, unit."""
         return {"name": self.name, "formula": sp.sstr(self.expr), "latex": self.latex(),
                 "keep": list(self.keep), "value": self.value, "unit": self.unit}
@@ -169,8 +179,10 @@ def substitute(expr: sp.Expr, values: dict[str, float], keep: Sequence[str] = ()
                          if float(f).is_integer() and abs(f) < 1e4})
 
 
-def explain(name: str, model, hardware, config=None, params=None,
-            keep: Sequence[str] = (), **config_fields) -> Formula:
+def explain(name: str, model: ModelSpec | str | os.PathLike[str],
+            hardware: HardwareSpec | str | os.PathLike[str],
+            config: TrainingConfig | None = None, params: Params | None = None,
+            keep: Sequence[str] = (), **config_fields: Any) -> Formula:
     """The formula of ``name`` at one configuration with only ``keep`` left symbolic.
 
     Args:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import sympy as sp
 
 
-class CeilDiv(sp.Function):
+# SymPy ships no type information, so its classes are ``Any`` to mypy.
+class CeilDiv(sp.Function):  # type: ignore[misc]  # subclassing Any: sympy is untyped
     """Exact integer ceiling division ``ceil(a / b)`` for positive integer-valued ``a``, ``b``.
 
     SymPy's ``cse`` rewrites ``ceiling(a/b)`` as ``ceiling(a*b**-1)``, which in floating point
@@ -18,31 +19,31 @@ class CeilDiv(sp.Function):
     is_positive = True
 
     @classmethod
-    def eval(cls, a, b):
+    def eval(cls, a: sp.Expr, b: sp.Expr) -> sp.Expr | None:
         if a.is_Integer and b.is_Integer:
             return sp.Integer(-(-int(a) // int(b)))
         if b == 1:
             return a
         return None
 
-    def _eval_evalf(self, prec):
+    def _eval_evalf(self, prec: int) -> sp.Expr | None:
         a, b = (x.evalf(prec) for x in self.args)
         if a.is_Number and b.is_Number:
             return sp.ceiling(a / b).evalf(prec)
         return None
 
 
-def flag(cond) -> sp.Piecewise:
+def flag(cond: sp.Basic | bool) -> sp.Piecewise:
     """1 where the SymPy condition ``cond`` holds, else 0."""
     return sp.Piecewise((sp.Integer(1), cond), (sp.Integer(0), True))
 
 
-def smax(*args) -> sp.Expr:
+def smax(*args: sp.Expr) -> sp.Expr:
     """``Max`` without SymPy's zero-finding simplification (which costs seconds on large
     arguments); it evaluates normally once numbers are substituted."""
     return sp.Max(*args, evaluate=False)
 
 
-def smin(*args) -> sp.Expr:
+def smin(*args: sp.Expr) -> sp.Expr:
     """``Min`` without SymPy's simplification; see :func:`smax`."""
     return sp.Min(*args, evaluate=False)

@@ -81,6 +81,7 @@ All times are in s, memory in bytes, FLOPs in FLOP, throughputs in tokens/s.
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 
 import sympy as sp
 
@@ -112,11 +113,12 @@ STAGE_TERMS = ("gemm", "attention", "memory_ops", "tp_comm", "lm_head", "pp_p2p"
 MEMORY = ("mem_weights", "mem_activations", "mem_kv_cache", "mem_logits")
 
 
-def replace_symbols(expr: sp.Expr, mapping: dict, _memo: dict | None = None) -> sp.Expr:
+def replace_symbols(expr: sp.Expr, mapping: Mapping[sp.Basic, sp.Expr],
+                    _memo: dict[sp.Basic, sp.Expr] | None = None) -> sp.Expr:
     """``expr`` with the symbols of ``mapping`` replaced, rebuilding ``Max``/``Min`` with
     ``evaluate=False`` (``xreplace`` re-evaluates them, and SymPy's zero-finding on large
     arguments takes tens of seconds; see :func:`symcost.functions.smax`)."""
-    memo = {} if _memo is None else _memo
+    memo: dict[sp.Basic, sp.Expr] = {} if _memo is None else _memo
     hit = memo.get(expr)
     if hit is not None:
         return hit
@@ -443,7 +445,7 @@ def inference_expressions() -> dict[str, sp.Expr]:
     out["serve_ttft"] = TTFT_ITERATIONS * t_iter
     out["throughput"] = S.dp * B_eff / t_iter
     out["num_gpus"] = S.tp * S.pp * S.dp
-    memo: dict = {}
+    memo: dict[sp.Basic, sp.Expr] = {}
     return {k: replace_symbols(sp.sympify(v), INFERENCE_EFFICIENCIES, memo)
             for k, v in out.items()}
 

@@ -27,111 +27,120 @@ import functools
 import hashlib
 import linecache
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, cast, overload
 
 import numpy as np
 import sympy as sp
+from numpy.typing import ArrayLike, NDArray
 from sympy.printing.numpy import JaxPrinter
 
 from .functions import CeilDiv
 
+if TYPE_CHECKING:  # JAX is imported lazily at run time (``call_numpy`` never imports it)
+    import jax
+
 DTYPES = ("float32", "float64")
+
+#: the generated function: one array per input -> a tuple of arrays, one per output.
+ModelFunction = Callable[..., tuple[Any, ...]]
 
 
 class LoweringError(ValueError):
     """An expression cannot be lowered (e.g. a free symbol that is not an input)."""
 
 
-class _Printer(JaxPrinter):
+class _Printer(JaxPrinter):  # type: ignore[misc]  # subclassing Any: sympy is untyped
     """JAX printer with exact, branch-safe forms for the constructs the cost model uses."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__({"fully_qualified_modules": False, "inline": True,
                           "allow_unknown_functions": False})
 
-    def _module(self, name):
+    def _module(self, name: str) -> str:
         return f"jnp.{name}"
 
-    def _module_format(self, fqn, register=True):
+    def _module_format(self, fqn: str, register: bool = True) -> str:
         # every numeric function is taken from ``jnp`` (``jax.numpy.exp`` -> ``jnp.exp``)
         return "jnp." + fqn.split(".")[-1] if fqn.startswith(("jax.numpy.", "numpy.")) else fqn
 
-    def _print_Integer(self, expr):
+    def _print_Integer(self, expr: sp.Basic) -> str:
         return repr(float(int(expr)))
 
-    def _print_Rational(self, expr):
+    def _print_Rational(self, expr: sp.Basic) -> str:
         return f"({float(expr.p)!r} / {float(expr.q)!r})"
 
-    def _print_Float(self, expr):
+    def _print_Float(self, expr: sp.Basic) -> str:
         return repr(float(expr))
 
-    def _print_Half(self, expr):
+    def _print_Half(self, expr: sp.Basic) -> str:
         return "0.5"
 
-    def _print_One(self, expr):
+    def _print_One(self, expr: sp.Basic) -> str:
         return "1.0"
 
-    def _print_Zero(self, expr):
+    def _print_Zero(self, expr: sp.Basic) -> str:
         return "0.0"
 
-    def _print_NegativeOne(self, expr):
+    def _print_NegativeOne(self, expr: sp.Basic) -> str:
         return "-1.0"
 
-    def _print_BooleanTrue(self, expr):
+    def _print_BooleanTrue(self, expr: sp.Basic) -> str:
         return "True"
 
-    def _print_BooleanFalse(self, expr):
+    def _print_BooleanFalse(self, expr: sp.Basic) -> str:
         return "False"
 
-    def _print_Piecewise(self, expr):
+    def _print_Piecewise(self, expr: sp.Basic) -> str:
         if expr.args[-1].cond != sp.true:
             raise LoweringError("Piecewise without a final True branch cannot be lowered "
                                 "safely (it would yield NaN where no branch matches)")
-        out = self._print(expr.args[-1].expr)
+        out: str = self._print(expr.args[-1].expr)
         for e, c in reversed(expr.args[:-1]):
             out = f"jnp.where({self._print(c)}, {self._print(e)}, {out})"
         return out
 
-    def _nest(self, fn, args):
-        it = [self._print(a) for a in args]
+    def _nest(self, fn: str, args: Sequence[sp.Basic]) -> str:
+        it: list[str] = [self._print(a) for a in args]
         out = it[0]
         for a in it[1:]:
             out = f"jnp.{fn}({out}, {a})"
         return out
 
-    def _print_Max(self, expr):
+    def _print_Max(self, expr: sp.Basic) -> str:
         return self._nest("maximum", expr.args)
 
-    def _print_Min(self, expr):
+    def _print_Min(self, expr: sp.Basic) -> str:
         return self._nest("minimum", expr.args)
 
-    def _print_CeilDiv(self, expr):
+    def _print_CeilDiv(self, expr: sp.Basic) -> str:
         a, b = expr.args
         return f"jnp.ceil(({self._print(a)}) / ({self._print(b)}))"
 
-    def _print_ceiling(self, expr):
+    def _print_ceiling(self, expr: sp.Basic) -> str:
         return f"jnp.ceil({self._print(expr.args[0])})"
 
-    def _print_floor(self, expr):
+    def _print_floor(self, expr: sp.Basic) -> str:
         return f"jnp.floor({self._print(expr.args[0])})"
 
-    def _print_Relational(self, expr):
+    def _print_Relational(self, expr: sp.Basic) -> str:
         ops = {"<": "jnp.less", "<=": "jnp.less_equal", ">": "jnp.greater",
                ">=": "jnp.greater_equal", "==": "jnp.equal", "!=": "jnp.not_equal"}
         return f"{ops[expr.rel_op]}({self._print(expr.lhs)}, {self._print(expr.rhs)})"
 
-    def _print_And(self, expr):
+    def _print_And(self, expr: sp.Basic) -> str:
         return self._nest("logical_and", expr.args)
 
-    def _print_Or(self, expr):
+    def _print_Or(self, expr: sp.Basic) -> str:
         return self._nest("logical_or", expr.args)
 
-    def _print_Not(self, expr):
+    def _print_Not(self, expr: sp.Basic) -> str:
         return f"jnp.logical_not({self._print(expr.args[0])})"
 
-    def _print_Pow(self, expr, rational=False):
+    def _print_Pow(self, expr: sp.Pow, rational: bool = False) -> str:
         base, e = expr.args
         if e.is_Integer:
             ei = int(e)
@@ -168,11 +177,11 @@ class CompiledModel:
     key: str = field(repr=False)
 
     @property
-    def _fn(self):
+    def _fn(self) -> ModelFunction:
         return _jax_functions(self.key, self.source)[0]
 
     @property
-    def _jitted(self):
+    def _jitted(self) -> ModelFunction:
         return _jax_functions(self.key, self.source)[1]
 
     @property
@@ -180,7 +189,7 @@ class CompiledModel:
         """Names of the input symbols, in positional order."""
         return tuple(s.name for s in self.inputs)
 
-    def _check_names(self, kwargs):
+    def _check_names(self, kwargs: Mapping[str, ArrayLike]) -> None:
         missing = [n for n in self.input_names if n not in kwargs]
         if missing:
             raise TypeError(f"missing inputs: {', '.join(missing)}")
@@ -188,7 +197,8 @@ class CompiledModel:
         if extra:
             raise TypeError(f"unknown inputs: {', '.join(sorted(extra))}")
 
-    def _ordered(self, args, kwargs) -> list:
+    def _ordered(self, args: Sequence[ArrayLike],
+                 kwargs: Mapping[str, ArrayLike]) -> list[ArrayLike]:
         """Inputs in positional order, from positional or keyword arguments."""
         if args and kwargs:
             raise TypeError("pass inputs either positionally or by name, not both")
@@ -199,14 +209,16 @@ class CompiledModel:
             raise TypeError(f"expected {len(self.inputs)} inputs, got {len(args)}")
         return list(args)
 
-    def _args(self, args, kwargs):
+    def _args(self, args: Sequence[ArrayLike],
+              kwargs: Mapping[str, ArrayLike]) -> list[jax.Array]:
         import jax.numpy as jnp
 
-        args = self._ordered(args, kwargs)
+        ordered = self._ordered(args, kwargs)
         dt = jnp.float64 if self.dtype == "float64" else jnp.float32
-        return [jnp.asarray(np.asarray(a, dtype=np.float64), dtype=dt) for a in args]
+        return [jnp.asarray(np.asarray(a, dtype=np.float64), dtype=dt) for a in ordered]
 
-    def __call__(self, *args, **kwargs) -> dict[str, np.ndarray]:
+    def __call__(self, *args: ArrayLike,
+                 **kwargs: ArrayLike) -> dict[str, NDArray[np.floating[Any]]]:
         """Evaluate; returns ``{output name: numpy array}`` (broadcast shape of the inputs)."""
         import jax
 
@@ -214,7 +226,8 @@ class CompiledModel:
             vals = self._jitted(*self._args(args, kwargs))
             return {k: np.asarray(v) for k, v in zip(self.outputs, vals)}
 
-    def call_numpy(self, *args, **kwargs) -> dict[str, np.ndarray]:
+    def call_numpy(self, *args: ArrayLike,
+                   **kwargs: ArrayLike) -> dict[str, NDArray[np.float64]]:
         """Evaluate the same generated source with NumPy in float64 (no JAX import, no compile).
 
         For single predictions: it answers in microseconds where the first jit call costs a
@@ -222,13 +235,13 @@ class CompiledModel:
         ``where`` evaluates both branches, so floating-point warnings of the branch not taken
         are silenced.
         """
-        args = self._ordered(args, kwargs)
+        ordered = self._ordered(args, kwargs)
         fn = _numpy_function(self.key, self.source)
         with np.errstate(all="ignore"):
-            vals = fn(*[np.asarray(a, dtype=np.float64) for a in args])
+            vals = fn(*[np.asarray(a, dtype=np.float64) for a in ordered])
         return {k: np.asarray(v) for k, v in zip(self.outputs, vals)}
 
-    def call_jax(self, *args):
+    def call_jax(self, *args: jax.Array) -> tuple[jax.Array, ...]:
         """Evaluate on JAX arrays without conversion (for ``jax.grad``/``vmap``); returns a tuple
         in :attr:`outputs` order. The caller manages ``jax.enable_x64``."""
         return self._fn(*args)
@@ -243,7 +256,7 @@ class CompiledModel:
         faster than ``subs`` on these expressions.
         """
         repl = {s: sp.Float(values[s], 30) for s in self.inputs}
-        out = {}
+        out: dict[str, float] = {}
         for k in names if names is not None else self.outputs:
             v = self.expressions[k].xreplace(repl)
             out[k] = float(v.evalf(30))
@@ -277,16 +290,16 @@ def _generate(exprs: Mapping[str, sp.Expr], inputs: Sequence[sp.Symbol]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _exec_source(key: str, source: str, module) -> object:
+def _exec_source(key: str, source: str, module: ModuleType) -> ModelFunction:
     filename = f"<symcost-lowered-{key[:12]}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    namespace: dict = {"jnp": module}
+    namespace: dict[str, Any] = {"jnp": module}
     exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - generated by _generate
-    return namespace["_model"]
+    return cast(ModelFunction, namespace["_model"])
 
 
 @functools.lru_cache(maxsize=64)
-def _jax_functions(key: str, source: str):
+def _jax_functions(key: str, source: str) -> tuple[ModelFunction, ModelFunction]:
     """(plain function, jitted function) of the generated source, built on first use."""
     import jax
     import jax.numpy as jnp
@@ -296,7 +309,7 @@ def _jax_functions(key: str, source: str):
 
 
 @functools.lru_cache(maxsize=64)
-def _numpy_function(key: str, source: str):
+def _numpy_function(key: str, source: str) -> ModelFunction:
     """The generated source bound to NumPy instead of ``jax.numpy``."""
     return _exec_source(key, source, np)
 
@@ -330,7 +343,8 @@ def lower(exprs: Mapping[str, sp.Expr], inputs: Sequence[sp.Symbol],
 
 
 @functools.lru_cache(maxsize=64)
-def _generate_cached(items: tuple, inputs: tuple) -> str:
+def _generate_cached(items: tuple[tuple[str, sp.Expr], ...],
+                     inputs: tuple[sp.Symbol, ...]) -> str:
     exprs = dict(items)
     directory = cache_dir()
     if directory is None:
@@ -371,6 +385,14 @@ def cache_dir() -> Path | None:
     return base / "symcost"
 
 
+@overload
+def cached_source_path(key: str, directory: Path) -> Path: ...
+
+
+@overload
+def cached_source_path(key: str, directory: Path | None = None) -> Path | None: ...
+
+
 def cached_source_path(key: str, directory: Path | None = None) -> Path | None:
     """Where the generated source for ``key`` (see :func:`expression_key`) is cached, or None
     when caching is disabled."""
@@ -386,7 +408,7 @@ def _lowerer_fingerprint() -> str:
         return "unknown"
 
 
-def _digest(expr, memo: dict) -> str:
+def _digest(expr: sp.Basic, memo: dict[sp.Basic, str]) -> str:
     """Structural digest of a SymPy tree; shared subtrees are hashed once (``srepr`` of the
     whole tree would print them again at every use: ~1 s for the training model)."""
     out = memo.get(expr)
@@ -415,7 +437,7 @@ def expression_key(exprs: Mapping[str, sp.Expr], inputs: Sequence[sp.Symbol]) ->
         expression (class names and atoms' ``srepr``, so any change of an expression changes
         the key), and the inputs' digests in order.
     """
-    memo: dict = {}
+    memo: dict[sp.Basic, str] = {}
     h = hashlib.sha256()
     h.update(f"symcost-lower/{_SOURCE_CACHE_VERSION}/sympy-{sp.__version__}/"
              f"{_lowerer_fingerprint()}\n".encode())

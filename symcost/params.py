@@ -11,9 +11,10 @@ from __future__ import annotations
 import functools
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
+from typing import Any
 
 import yaml
 
@@ -61,8 +62,8 @@ class Params:
     generations: Mapping[str, Mapping[str, float]]
     provenance: Mapping[str, object] = field(default_factory=dict)
     stderr: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
-    covariance: Mapping[str, list] = field(default_factory=dict)
-    fitted: Mapping[str, tuple] = field(default_factory=dict)
+    covariance: Mapping[str, Sequence[Sequence[float]]] = field(default_factory=dict)
+    fitted: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def for_generation(self, generation: str) -> dict[str, float]:
         """Parameter values for ``generation`` (by symbol name).
@@ -84,7 +85,7 @@ def validate_values(where: str, values: Mapping[str, float]) -> dict[str, float]
     Raises:
         ParamsError: naming ``where``, the parameter and the rule.
     """
-    out = {}
+    out: dict[str, float] = {}
     missing = [n for n in PARAM_NAMES if n not in values]
     if missing:
         raise ParamsError(f"params: {where}: missing {', '.join(missing)}")
@@ -105,7 +106,7 @@ def validate_values(where: str, values: Mapping[str, float]) -> dict[str, float]
     return out
 
 
-def params_from_dict(data: Mapping, where: str = "params") -> Params:
+def params_from_dict(data: Mapping[str, Any], where: str = "params") -> Params:
     """Build :class:`Params` from the parsed YAML layout (see ``symcost/data/params.yaml``).
 
     Raises:
@@ -122,9 +123,9 @@ def params_from_dict(data: Mapping, where: str = "params") -> Params:
                   {k: tuple(v) for k, v in (data.get("fitted") or {}).items()})
 
 
-def params_to_dict(params: Params) -> dict:
+def params_to_dict(params: Params) -> dict[str, Any]:
     """The YAML layout of ``params`` (inverse of :func:`params_from_dict`)."""
-    out: dict = {"provenance": dict(params.provenance),
+    out: dict[str, Any] = {"provenance": dict(params.provenance),
                  "generations": {g: {k: float(v) for k, v in vals.items()}
                                  for g, vals in params.generations.items()}}
     if params.stderr:
@@ -138,7 +139,7 @@ def params_to_dict(params: Params) -> dict:
     return out
 
 
-def load_params(path: str | os.PathLike | None = None) -> Params:
+def load_params(path: str | os.PathLike[str] | None = None) -> Params:
     """Load efficiency parameters: the shipped defaults when ``path`` is None.
 
     Raises:
@@ -156,7 +157,7 @@ def load_params(path: str | os.PathLike | None = None) -> Params:
     return params_from_dict(data, str(path))
 
 
-def save_params(params: Params, path: str | os.PathLike) -> None:
+def save_params(params: Params, path: str | os.PathLike[str]) -> None:
     """Write ``params`` as YAML; refuses non-finite values (never writes NaN).
 
     Raises:

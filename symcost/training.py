@@ -51,7 +51,7 @@ IS_PP = flag(S.pp > sp.Rational(3, 2))
 IS_INTERLEAVED = flag(S.vpp > sp.Rational(3, 2))
 
 
-def _select(cond, a: Cost, b: Cost) -> Cost:
+def _select(cond: sp.Basic, a: Cost, b: Cost) -> Cost:
     return Cost(*(sp.Piecewise((x, cond), (y, True)) for x, y in zip(a, b)))
 
 

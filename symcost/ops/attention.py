@@ -32,7 +32,8 @@ def flops_attention(b: sp.Expr, s: sp.Expr, heads: sp.Expr, d: sp.Expr) -> sp.Ex
     return 4 * b * s**2 * heads * d
 
 
-def gqa_expand(b, s, heads, kv_heads, d) -> Cost:
+def gqa_expand(b: sp.Expr, s: sp.Expr, heads: sp.Expr, kv_heads: sp.Expr,
+               d: sp.Expr) -> Cost:
     """Copy that repeats each key/value head for its query-head group before unfused attention.
 
     Grouped-query attention shares one K/V head among ``heads/kv_heads`` query heads. Unfused
@@ -54,7 +55,8 @@ def gqa_expand(b, s, heads, kv_heads, d) -> Cost:
     return Cost(sp.Integer(0), nbytes, time_memory_bound(nbytes, S.hbm_bw, S.eff_hbm))
 
 
-def attention_unfused(b, s, heads, kv_heads, d, peak, dropout) -> Cost:
+def attention_unfused(b: sp.Expr, s: sp.Expr, heads: sp.Expr, kv_heads: sp.Expr, d: sp.Expr,
+                      peak: sp.Expr, dropout: sp.Expr) -> Cost:
     """Unfused (Megatron "core attention") forward: QK^T GEMM, fused scale-mask-softmax,
     optional dropout on the probabilities, and the AV GEMM; the ``s x s`` scores go through HBM.
 
@@ -89,12 +91,14 @@ def attention_unfused_backward(fwd: Cost) -> Cost:
     return fwd.scale(2)
 
 
-def _flash_bytes(b, s, heads, kv_heads, d):
+def _flash_bytes(b: sp.Expr, s: sp.Expr, heads: sp.Expr, kv_heads: sp.Expr,
+                 d: sp.Expr) -> sp.Expr:
     # read Q, K, V and write O once; no s x s tensor in HBM (Dao et al. 2022, Theorem 2).
     return S.BYTES_ACT * b * s * d * (2 * heads + 2 * kv_heads)
 
 
-def attention_flash(b, s, heads, kv_heads, d, peak) -> Cost:
+def attention_flash(b: sp.Expr, s: sp.Expr, heads: sp.Expr, kv_heads: sp.Expr, d: sp.Expr,
+                    peak: sp.Expr) -> Cost:
     """FlashAttention forward: tiled, fused, causal-block skipping, no ``s x s`` HBM traffic.
 
     Returns:
@@ -111,7 +115,8 @@ def attention_flash(b, s, heads, kv_heads, d, peak) -> Cost:
     return Cost(f, nbytes, t)
 
 
-def attention_flash_backward(b, s, heads, kv_heads, d, peak) -> Cost:
+def attention_flash_backward(b: sp.Expr, s: sp.Expr, heads: sp.Expr, kv_heads: sp.Expr,
+                             d: sp.Expr, peak: sp.Expr) -> Cost:
     """FlashAttention backward: ``2x`` forward FLOP by convention; executes
     ``FLASH_BWD_RATIO`` x the forward math and reads/writes Q, K, V, O, dO, dQ, dK, dV."""
     f = 2 * flops_attention(b, s, heads, d)

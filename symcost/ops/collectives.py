@@ -44,7 +44,7 @@ def link_latency(n: sp.Expr, stride: sp.Expr) -> sp.Expr:
     return sp.Piecewise((S.intra_lat, n * stride <= S.gpus_per_node), (S.inter_lat, True))
 
 
-def _ring(nbytes, n, stride, passes: int) -> Cost:
+def _ring(nbytes: sp.Expr, n: sp.Expr, stride: sp.Expr, passes: int) -> Cost:
     sent = passes * (n - 1) / n * nbytes
     t = sent / link_bandwidth(n, stride) + passes * (n - 1) * link_latency(n, stride)
     return Cost(sp.Integer(0), sent, t)

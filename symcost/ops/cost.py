@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import NamedTuple
 
 import sympy as sp
@@ -33,7 +34,7 @@ class Cost(NamedTuple):
 ZERO = Cost(sp.Integer(0), sp.Integer(0), sp.Integer(0))
 
 
-def total(costs) -> Cost:
+def total(costs: Iterable[Cost]) -> Cost:
     """Sum of an iterable of :class:`Cost`."""
     out = ZERO
     for c in costs:
