@@ -335,3 +335,11 @@ def inference_parallel_bindings(cfg: InferenceConfig) -> dict[str, float]:
         S.w_dequant.name: float(DTYPE_BYTES[w] < DTYPE_BYTES[a]),
     })
     return out
+
+
+__all__ = ["ACT_DTYPES", "DTYPES", "DTYPE_BYTES", "INT4_GROUP", "KV_DTYPES", "RECOMPUTE_MODES",
+           "WEIGHT_DTYPES", "ConfigError", "InferenceConfig", "InferenceConfigError",
+           "TrainingConfig", "field_bindings", "hardware_bindings", "hardware_facts",
+           "inference_hardware_bindings", "inference_parallel_bindings", "model_bindings",
+           "model_facts", "parallel_bindings", "positive_int", "resolve", "resolve_dtypes",
+           "resolve_inference"]
