@@ -443,7 +443,8 @@ def calibrate_rows(prepared, start: Params | None = None, fit: Sequence[str] = D
     Args:
         prepared: :class:`~symcost.validate.PreparedRow` list (train rows).
         start: starting (and fixed) parameters; the shipped calibration when None.
-        fit: parameter names to fit (subset of :data:`symcost.params.PARAM_NAMES`).
+        fit: parameter names to fit (subset of :data:`symcost.params.PARAM_NAMES`), as a
+            sequence or one comma-separated string.
         generations: restrict to these generations (default: every generation in the rows).
 
     Returns:
@@ -457,6 +458,7 @@ def calibrate_rows(prepared, start: Params | None = None, fit: Sequence[str] = D
     from .validate import stack_inputs
 
     start = start or load_params()
+    fit = _names(fit)
     unknown = [p for p in fit if p not in PARAM_NAMES]
     if unknown or not fit:
         raise CalibrationError(f"calibrate: --fit: unknown parameter(s) {', '.join(unknown)} "
@@ -868,18 +870,20 @@ _HEADER = ("# Efficiency parameters per GPU generation (base units: fractions, s
            "# date and command; stderr/covariance/fitted describe the fit's uncertainty.\n")
 
 
-def calibrate(path: str | os.PathLike, start: Params | str | os.PathLike | None = None,
+def calibrate(path: str | os.PathLike | None = None, start: Params | str | os.PathLike | None = None,
               fit: Sequence[str] = DEFAULT_FIT, command: str | None = None,
               transfer_to: Sequence[str] = ()) -> CalibrationResult:
     """Calibrate on a measurements file (no file is written; see :func:`write_params`).
 
     Args:
-        path: measurements CSV (:func:`symcost.validate.load_measurements`).
+        path: measurements CSV (:func:`symcost.validate.load_measurements`); None fits the
+            built-in published measurements (:func:`symcost.validate.builtin_measurements`).
         start: starting parameters (object or file); the shipped calibration when None.
-        fit: parameters to fit per generation.
+        fit: parameters to fit per generation (a sequence, or one comma-separated string).
         command: command line recorded in the provenance.
         transfer_to: generations without data that should take a related generation's fitted
-            values (:func:`transfer_missing`), e.g. ``("blackwell", "cdna3")``.
+            values (:func:`transfer_missing`), e.g. ``("blackwell", "cdna3")`` or
+            ``"blackwell,cdna3"``.
 
     Returns:
         :class:`CalibrationResult` whose ``params.provenance`` records the data path, date,
@@ -889,10 +893,14 @@ def calibrate(path: str | os.PathLike, start: Params | str | os.PathLike | None 
         MeasurementsError: unusable file.
         CalibrationError: nothing predictable, too few rows, no convergence.
     """
-    from .validate import load_measurements, predict_rows, prepare_rows, split_by_params, summarize
+    from .validate import (builtin_measurements, load_measurements, predict_rows, prepare_rows,
+                           split_by_params, summarize)
 
+    if path is None:
+        path = builtin_measurements()
     if start is None or isinstance(start, (str, os.PathLike)):
         start = load_params(start)
+    fit, transfer_to = _names(fit), _names(transfer_to)
     bad = [g for g in transfer_to if g not in TRANSFER_FROM]
     if bad:
         raise CalibrationError(f"calibrate: --transfer: unknown generation(s) {', '.join(bad)} "
@@ -936,6 +944,14 @@ def calibrate(path: str | os.PathLike, start: Params | str | os.PathLike | None 
     prov["start_values"] = root
     params = Params(params.generations, prov, params.stderr, params.covariance, params.fitted)
     return CalibrationResult(params, res.fits, res.not_fitted, start)
+
+
+def _names(value: str | Sequence[str]) -> tuple[str, ...]:
+    """A list of names given as a sequence or as one comma-separated string (``"eff_gemm"``,
+    ``"eff_gemm,eff_attn"``); a bare string is never split into characters."""
+    if isinstance(value, str):
+        return tuple(x.strip() for x in value.split(",") if x.strip())
+    return tuple(value)
 
 
 def _mape_dict(summary: dict) -> dict:

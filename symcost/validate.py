@@ -48,6 +48,8 @@ from __future__ import annotations
 import math
 import os
 import re
+from importlib import resources
+from pathlib import Path
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -61,7 +63,7 @@ from .training import BREAKDOWN
 
 __all__ = [
     "KNOWN_METRICS", "INFERENCE_METRICS", "SOURCE_DEFAULTS", "MeasurementsError", "PreparedRow",
-    "SkippedRow", "ValidationReport", "evaluate_rows", "flash_attention_rule",
+    "SkippedRow", "ValidationReport", "builtin_measurements", "evaluate_rows", "flash_attention_rule",
     "llm_foundry_flops_per_token", "load_measurements", "mape", "metric_factor", "nar21_flops",
     "predict_rows", "prepare_rows", "preset_for_name", "source_of", "split_by_params",
     "predict_inference_hook", "stack_inputs", "summarize", "validate_file", "validate_frame",
@@ -109,6 +111,15 @@ GPT_DEFAULT_PRESET = "gpt3-175b"
 _SHAPE_COLUMNS = {"layers": "layers", "hidden": "hidden", "heads": "heads",
                   "kv_heads": "kv_heads", "ffn_hidden": "ffn_hidden", "vocab": "vocab",
                   "seq_len": "seq_len"}
+#: percent metrics: a published value above 100 is a data error.
+PERCENT_METRICS = ("MFU", "HFU", "pct_of_peak")
+#: plausible range of the measured step time a row implies (s): below a microsecond (a kernel
+#: launch) or above a million seconds (11.6 days per optimizer step) the value is a data-entry
+#: error (unit or exponent), and one such row would drag a calibration to a parameter bound.
+MEASURED_STEP_RANGE_S = (1e-6, 1e6)
+#: training-configuration field -> measurements column, for messages (the format's names).
+_CONFIG_FIELD_TO_COLUMN = {"zero": "zero_stage", "num_gpus": "n_gpus"}
+
 #: columns that describe one run (two rows equal on all of them measure the same run).
 RUN_COLUMNS = ("model", "n_params_b", "layers", "hidden", "heads", "kv_heads", "ffn_hidden",
                "seq_len", "vocab", "global_batch", "micro_batch", "hardware", "n_gpus", "tp",
@@ -263,19 +274,53 @@ def metric_factor(row: PreparedRow) -> tuple[float, float]:
 
 
 # ----------------------------------------------------------------------------- reading rows
-def load_measurements(path: str | os.PathLike) -> pd.DataFrame:
+#: package-relative location of the shipped measurements (a copy of
+#: ``shared/validation/published_measurements.csv`` and its ``README.md``, which documents every
+#: column, metric and source).
+BUILTIN_MEASUREMENTS = ("data", "validation", "published_measurements.csv")
+
+
+def builtin_measurements() -> Path:
+    """Path of the published measurements shipped with the package.
+
+    The file is a byte-identical copy of ``shared/validation/published_measurements.csv``
+    (sources: NAR21, MLM22, MPT, TRT017, MLPI40, NEMO2407, MLM24, MBRIDGE, ZHANG23; the
+    ``README.md`` next to it, also shipped, defines every column, metric convention and
+    source), installed as package data (``symcost/data/validation/``), so validation and
+    calibration work without the repository's ``shared/`` folder.
+
+    Returns:
+        Path to the CSV inside the installed package (found with :mod:`importlib.resources`).
+
+    Raises:
+        MeasurementsError: the installation does not contain the file (a broken install, or a
+            package imported from a zip archive).
+    """
+    res = resources.files("symcost").joinpath(*BUILTIN_MEASUREMENTS)
+    path = Path(str(res))
+    if not isinstance(res, Path) or not path.is_file():
+        raise MeasurementsError(f"measurements: the built-in file {'/'.join(BUILTIN_MEASUREMENTS)}"
+                                " is missing from the symcost installation")
+    return path
+
+
+def load_measurements(path: str | os.PathLike | None = None) -> pd.DataFrame:
     """Read a measurements CSV; every cell as text (parsed per row by :func:`prepare_rows`).
 
     Args:
-        path: CSV in the format of ``shared/validation/published_measurements.csv``.
+        path: CSV in the format of ``shared/validation/published_measurements.csv``; None
+            reads the built-in copy (:func:`builtin_measurements`).
 
     Returns:
-        DataFrame with one row per measurement, blank cells as NaN, and a ``source`` column
-        added (the ``case_id`` prefix) when the file has none.
+        DataFrame with one row per measurement, blank cells as NaN, and a ``source_id``
+        column added (the ``case_id`` prefix).
 
     Raises:
-        MeasurementsError: unreadable file, not CSV, or a required column missing.
+        MeasurementsError: unreadable file, not CSV, a required column missing, or no data
+            rows (``"<path>: no measurement rows"``).
     """
+    if path is None:
+        path = builtin_measurements()
     try:
         df = pd.read_csv(path, dtype=str, skipinitialspace=True)
     except FileNotFoundError:
@@ -291,6 +336,8 @@ def load_measurements(path: str | os.PathLike) -> pd.DataFrame:
         raise MeasurementsError(f"measurements: {path}: missing required column(s) "
                                 f"{', '.join(missing)} (the format needs "
                                 f"{', '.join(REQUIRED_COLUMNS)})")
+    if df.empty:
+        raise MeasurementsError(f"measurements: {path}: no measurement rows")
     df = df.copy()
     df["case_id"] = df["case_id"].fillna("").astype(str).str.strip()
     df["source_id"] = df["case_id"].map(source_of)
@@ -511,14 +558,40 @@ def _prepare_one(row: Mapping) -> PreparedRow:
     try:
         cfg = resolve(model, hw, cfg)
     except ConfigError as exc:
-        raise RowError(str(exc)) from None
+        raise RowError(_column_names(str(exc))) from None
     nb = _float(row, "n_params_b")
     n_params = nb * 1e9 if nb is not None and nb > 0 else None
     run = "|".join([source] + [str(_get(row, c)) for c in RUN_COLUMNS])
     prepared = PreparedRow(case_id, source, metric, value, model, hw, cfg, n_params, run,
                            defaults)
-    metric_factor(prepared)  # raises RowError for an unknown metric
+    _check_measured(prepared)
     return prepared
+
+
+def _column_names(message: str) -> str:
+    """A configuration error's leading field name as the measurements column it came from."""
+    field, sep, rest = message.partition(":")
+    return f"{_CONFIG_FIELD_TO_COLUMN[field]}{sep}{rest}" if field in _CONFIG_FIELD_TO_COLUMN \
+        else message
+
+
+def _check_measured(row: PreparedRow) -> None:
+    """Reject a value no real run can have: a percentage above 100 (:data:`PERCENT_METRICS`)
+    or an implied step time outside :data:`MEASURED_STEP_RANGE_S`.
+
+    Raises:
+        RowError: naming the ``value`` column, the metric and the implied step time.
+    """
+    if row.metric in PERCENT_METRICS and row.measured > 100.0:
+        raise RowError(f"value: {row.measured:g} % {row.metric} exceeds 100 %")
+    coef, power = metric_factor(row)  # raises RowError for an unknown metric
+    with np.errstate(all="ignore"):
+        step = float(np.float64(row.measured) / coef if power > 0 else coef / np.float64(
+            row.measured))
+    lo, hi = MEASURED_STEP_RANGE_S
+    if not (math.isfinite(step) and lo <= step <= hi):
+        raise RowError(f"value: {row.measured:g} {row.metric} implies a step time of "
+                       f"{step:.3g} s, outside the plausible range [{lo:g}, {hi:g}] s")
 
 
 def prepare_rows(df: pd.DataFrame) -> tuple[list[PreparedRow], list[SkippedRow]]:
@@ -818,13 +891,14 @@ def validate_frame(df: pd.DataFrame, params: Params, path: str = "",
     return ValidationReport(rows, skipped, summarize(rows, skipped), params, path, prepared)
 
 
-def validate_file(path: str | os.PathLike, params: Params | str | os.PathLike | None = None,
+def validate_file(path: str | os.PathLike | None = None, params: Params | str | os.PathLike | None = None,
                   intervals: bool = True, level: float = 0.9,
                   inference: bool = True) -> ValidationReport:
     """Validate the model against a measurements file.
 
     Args:
-        path: measurements CSV.
+        path: measurements CSV; None scores the built-in published measurements
+            (:func:`builtin_measurements`).
         params: :class:`Params`, a parameter file path, or None for the shipped calibration.
         intervals: compute ``pred_lo``/``pred_hi`` (``level`` prediction interval) where the
             parameters are a calibration of the row's GPU generation.
@@ -841,5 +915,7 @@ def validate_file(path: str | os.PathLike, params: Params | str | os.PathLike | 
     """
     if params is None or isinstance(params, (str, os.PathLike)):
         params = load_params(params)
+    if path is None:
+        path = builtin_measurements()
     return validate_frame(load_measurements(path), params, str(path), intervals, level,
                           inference)

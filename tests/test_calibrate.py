@@ -424,3 +424,42 @@ def test_collinear_parameters_fit_only_one(synthetic, base):
     assert np.isfinite(f.stderr[fitted]) and stuck not in f.stderr
     with pytest.raises(CalibrationError, match="duplicate"):
         calibrate_rows(rows, base, ("eff_gemm", "eff_gemm"))
+
+
+# ------------------------------------------------------------------------ inputs (issue 10)
+def test_fit_and_transfer_accept_one_comma_separated_string(tmp_path, synthetic, base):
+    # a bare string used to be split into characters ("unknown parameter(s) e, f, f, ...")
+    with pytest.raises(CalibrationError) as info:
+        calibrate_rows(synthetic, base, "eff_magic")
+    assert str(info.value).startswith("calibrate: --fit: unknown parameter(s) eff_magic (known:")
+    path = tmp_path / "m.csv"
+    pd.DataFrame(synthetic_rows()[:5]).to_csv(path, index=False)
+    with pytest.raises(CalibrationError) as info:
+        calibrate(path, base, transfer_to="volta")
+    assert str(info.value) == ("calibrate: --transfer: unknown generation(s) volta (known: "
+                               "ampere, hopper, blackwell, cdna3)")
+    res = calibrate_rows(synthetic, base, "eff_gemm, eff_attn")
+    assert set(res.fits["ampere"].values) >= {"eff_gemm", "eff_attn"}
+    assert set(res.fits["ampere"].fitted) | set(res.fits["ampere"].at_bound) == {
+        "eff_gemm", "eff_attn"}
+
+
+def test_calibrate_without_path_uses_the_builtin_measurements(tmp_path, monkeypatch, base):
+    from symcost import validate
+
+    tiny = tmp_path / "builtin.csv"
+    pd.DataFrame([dict(r, hardware="tpu-v9") for r in synthetic_rows()[:3]]).to_csv(
+        tiny, index=False)
+    monkeypatch.setattr(validate, "builtin_measurements", lambda: tiny)
+    with pytest.raises(CalibrationError, match=rf"^calibrate: no predictable train rows in "
+                                               rf"{tiny} \(3 skipped: unknown hardware"):
+        calibrate(start=base)
+
+
+def test_calibrate_header_only_file(tmp_path, base):
+    from symcost.validate import MeasurementsError
+
+    path = tmp_path / "m.csv"
+    path.write_text("case_id,workload,metric,value\n")
+    with pytest.raises(MeasurementsError, match=rf"^measurements: {path}: no measurement rows$"):
+        calibrate(path, base)
