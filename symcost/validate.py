@@ -32,8 +32,15 @@ tp, pp             both blank: unpredictable ("parallel config not stated"), unl
                    from ``n_gpus / (stated * dp)`` when dp is stated, else unpredictable
 global_batch       ``micro_batch * dp``
 dp_overlap         on
-flash_attention    see :data:`SOURCE_DEFAULTS` and :func:`flash_attention_rule`
+flash_attention    the column when stated (0/1); else see :data:`SOURCE_DEFAULTS` and
+                   :func:`flash_attention_rule`
+gated_mlp          the column when stated (1: SwiGLU, 0: GELU MLP); else the preset's flag
 =================  =====================================================================
+
+Rows the training model cannot represent are skipped with the column named, never predicted
+as something else (:func:`unmodelled_reason`): mixture of experts (``experts``/``top_k`` > 1,
+``shared_experts``, ``moe_ffn_hidden``), expert parallelism (``ep`` > 1), ``offload``,
+``quant`` (quantized base weights) and ``finetune``/``lora_rank`` (adapter fine-tuning).
 
 Architecture flags (MLP kind, norm, biases, tied embeddings, positions, dropout) come from the
 preset the row's model name maps to (see :func:`preset_for_name`), else from the preset of the
@@ -62,10 +69,11 @@ from .params import Params, load_params
 from .training import BREAKDOWN
 
 __all__ = [
-    "KNOWN_METRICS", "INFERENCE_METRICS", "SOURCE_DEFAULTS", "MeasurementsError", "PreparedRow",
+    "FLOPS_CONVENTIONS", "KNOWN_METRICS", "INFERENCE_METRICS", "SOURCE_DEFAULTS", "MeasurementsError", "PreparedRow",
     "SkippedRow", "ValidationReport", "builtin_measurements", "evaluate_rows", "flash_attention_rule",
     "llm_foundry_flops_per_token", "load_measurements", "mape", "metric_factor", "nar21_flops",
     "predict_rows", "prepare_rows", "preset_for_name", "source_of", "split_by_params",
+    "unmodelled_reason",
     "predict_inference_hook", "stack_inputs", "summarize", "validate_file", "validate_frame",
 ]
 
@@ -155,6 +163,8 @@ class PreparedRow:
         n_params: published parameter count (``n_params_b * 1e9``) or None.
         run: key shared by the rows that measure the same run (other metrics of it).
         defaults: the documented defaults this row used (field -> value), for the report.
+        flops_convention: the row's ``flops_convention`` column (``model``, ``hardware``,
+            ``megatron_sc21`` or ``""`` when blank), used by :func:`metric_factor`.
     """
 
     case_id: str
@@ -167,6 +177,11 @@ class PreparedRow:
     n_params: float | None
     run: str
     defaults: Mapping[str, object] = field(default_factory=dict)
+    flops_convention: str = ""
+
+
+#: values of the ``flops_convention`` column (README of the format).
+FLOPS_CONVENTIONS = ("model", "hardware", "megatron_sc21")
 
 
 # ----------------------------------------------------------------------------- metric formulas
@@ -226,10 +241,15 @@ def metric_factor(row: PreparedRow) -> tuple[float, float]:
     Conventions (README of the measurements format):
 
     * ``iteration_time_s``, ``train_step_time_s``: the step time (coef 1, power +1).
-    * ``achieved_tflops_per_gpu``: :func:`nar21_flops` / (step time * GPUs) / 1e12.
+    * ``achieved_tflops_per_gpu``: F / (step time * GPUs) / 1e12, where F, the FLOPs per
+      step, follows the row's ``flops_convention``: ``megatron_sc21`` or blank (NAR21,
+      MLM22): :func:`nar21_flops`; ``model`` (e.g. MLM24, whose TFLOP/s equal MFU x 989 TFLOP/s):
+      :func:`llm_foundry_flops_per_token` without recomputation times tokens per step, the
+      count of the ``MFU`` metric, so every metric of one run implies the same step time;
+      ``hardware``: the same with the row's recomputation counted (the ``HFU`` count).
     * ``pct_of_peak``: the same over the dense peak of the row's dtype (312 TFLOP/s on A100),
       in percent.
-    * ``aggregate_pflops``: :func:`nar21_flops` / step time / 1e15.
+    * ``aggregate_pflops``: F / step time / 1e15.
     * ``MFU`` / ``HFU`` (percent), ``model_tflops_per_gpu``:
       :func:`llm_foundry_flops_per_token` * tokens per step / (step time * GPUs) over the dense
       peak of the row's dtype (fp8 rows: the fp8 peak) / over 1e12. ``N`` is the published
@@ -255,7 +275,11 @@ def metric_factor(row: PreparedRow) -> tuple[float, float]:
     if metric in ("iteration_time_s", "train_step_time_s"):
         return 1.0, 1.0
     if metric in ("achieved_tflops_per_gpu", "pct_of_peak", "aggregate_pflops"):
-        F = float(nar21_flops(B, s, m.layers, m.hidden, m.vocab))
+        if row.flops_convention in ("model", "hardware"):
+            mode = cfg.recompute if row.flops_convention == "hardware" else "none"
+            F = float(llm_foundry_flops_per_token(N, m.layers, m.hidden, s, mode)) * tokens
+        else:
+            F = float(nar21_flops(B, s, m.layers, m.hidden, m.vocab))
         scale = {"achieved_tflops_per_gpu": 1.0 / (n * 1e12), "pct_of_peak": 100.0 / (n * peak),
                  "aggregate_pflops": 1e-15}[metric]
         return F * scale, -1.0
@@ -439,6 +463,46 @@ def flash_attention_rule(source: str, notes: str | None) -> tuple[bool, str]:
     return True, "default (FlashAttention)"
 
 
+def unmodelled_reason(row: Mapping) -> str | None:
+    """Why the training model cannot represent a measurement row, or None.
+
+    Checked columns (format of ``shared/validation/README.md``): ``experts`` or ``top_k`` > 1,
+    ``shared_experts`` > 0 or ``moe_ffn_hidden`` stated (mixture of experts: the dense shape
+    columns describe only the dense layers, and the published ``n_params_b`` counts every
+    expert, so a dense prediction is off by up to 100x); ``ep`` > 1 (expert parallelism);
+    ``offload`` other than ``none`` (ZeRO-Offload); ``quant`` (quantized base weights);
+    ``finetune`` or ``lora_rank`` (adapter fine-tuning).
+
+    Args:
+        row: one measurement row (column -> cell; blank cells None/NaN/empty).
+
+    Returns:
+        A one-line reason naming the column, or None when the row is a dense pre-training run.
+
+    Raises:
+        RowError: one of those columns holds a malformed number.
+    """
+    experts, top_k = _int(row, "experts"), _int(row, "top_k")
+    shared, moe_ffn = _int(row, "shared_experts"), _int(row, "moe_ffn_hidden")
+    if (experts or 0) > 1 or (top_k or 0) > 1 or (shared or 0) > 0 or moe_ffn is not None:
+        what = ", ".join(f"{k} = {v}" for k, v in (("experts", experts), ("top_k", top_k))
+                         if v is not None) or "moe columns stated"
+        return f"experts: mixture-of-experts models ({what}) are not modelled"
+    ep = _int(row, "ep")
+    if (ep or 0) > 1:
+        return f"ep: expert parallelism ({ep}) is not modelled"
+    offload = (_get(row, "offload") or "none").lower()
+    if offload != "none":
+        return f"offload: {offload!r} (host-memory offload) is not modelled"
+    quant = _get(row, "quant")
+    if quant is not None:
+        return f"quant: {quant!r} base-weight quantization is not modelled"
+    tune = _get(row, "finetune") or (None if _get(row, "lora_rank") is None else "lora")
+    if tune is not None:
+        return f"finetune: {tune!r} adapter fine-tuning is not modelled"
+    return None
+
+
 def _model_for_row(row: Mapping, source: str, seq: int | None) -> ModelSpec:
     exact, flags = preset_for_name(_get(row, "model"))
     shape = {}
@@ -455,6 +519,11 @@ def _model_for_row(row: Mapping, source: str, seq: int | None) -> ModelSpec:
     arch = {k: getattr(flags, k) for k in ("mlp", "norm", "bias", "tied_embeddings",
                                             "position", "dropout")}
     arch.update(extra.get("arch", {}))
+    gated = _int(row, "gated_mlp")
+    if gated is not None:
+        if gated not in (0, 1):
+            raise RowError(f"gated_mlp: must be 0 or 1 (got {gated})")
+        arch["mlp"] = "swiglu" if gated else "gelu"
     base_max = exact.max_seq_len if exact is not None else flags.max_seq_len
     max_seq = shape["seq_len"] if extra.get("max_seq_len_is_seq_len") else max(
         base_max, shape["seq_len"])
@@ -499,6 +568,9 @@ def _prepare_one(row: Mapping) -> PreparedRow:
     value = _float(row, "value")
     if value is None or value <= 0:
         raise RowError(f"value: must be a positive number (got {_get(row, 'value')!r})")
+    why_not = unmodelled_reason(row)
+    if why_not:
+        raise RowError(why_not)
     hw_id = _get(row, "hardware")
     if hw_id is None:
         raise RowError("hardware: blank (a canonical hardware id is needed)")
@@ -543,8 +615,14 @@ def _prepare_one(row: Mapping) -> PreparedRow:
         defaults["dtype"] = "bf16"
     seq = _int(row, "seq_len")
     notes = _get(row, "notes")
-    flash, why = flash_attention_rule(source, notes)
-    defaults["flash_attention"] = f"{flash} ({why})"
+    stated_flash = _int(row, "flash_attention")
+    if stated_flash is None:
+        flash, why = flash_attention_rule(source, notes)
+        defaults["flash_attention"] = f"{flash} ({why})"
+    elif stated_flash in (0, 1):
+        flash = bool(stated_flash)
+    else:
+        raise RowError(f"flash_attention: must be 0 or 1 (got {stated_flash})")
     model = _model_for_row(row, source, seq)
     gb = _int(row, "global_batch")
     if gb is None:
@@ -562,8 +640,12 @@ def _prepare_one(row: Mapping) -> PreparedRow:
     nb = _float(row, "n_params_b")
     n_params = nb * 1e9 if nb is not None and nb > 0 else None
     run = "|".join([source] + [str(_get(row, c)) for c in RUN_COLUMNS])
+    convention = str(_get(row, "flops_convention") or "").lower()
+    if convention and convention not in FLOPS_CONVENTIONS:
+        raise RowError(f"flops_convention: {convention!r} is not one of "
+                       f"{', '.join(FLOPS_CONVENTIONS)}")
     prepared = PreparedRow(case_id, source, metric, value, model, hw, cfg, n_params, run,
-                           defaults)
+                           defaults, convention)
     _check_measured(prepared)
     return prepared
 

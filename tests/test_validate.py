@@ -20,7 +20,7 @@ from symcost import get_model, load_params, predict_training
 from symcost.cli import app
 from symcost import validate as validate_mod
 from symcost.validate import (INFERENCE_REASON, MeasurementsError, builtin_measurements,
-                              flash_attention_rule, llm_foundry_flops_per_token,
+                              unmodelled_reason, flash_attention_rule, llm_foundry_flops_per_token,
                               load_measurements, metric_factor, nar21_flops, predict_rows,
                               prepare_rows, preset_for_name, validate_file)
 
@@ -32,7 +32,9 @@ COLUMNS = ["case_id", "workload", "model", "n_params_b", "layers", "hidden", "he
            "ffn_hidden", "seq_len", "vocab", "global_batch", "micro_batch", "gpu", "hardware",
            "n_gpus", "tp", "pp", "vpp", "dp", "cp", "sp", "recompute", "zero_stage",
            "precision", "dtype", "input_len", "output_len", "metric", "value", "unit",
-           "source", "notes"]
+           "source", "notes", "gated_mlp", "experts", "top_k", "shared_experts",
+           "moe_ffn_hidden", "ep", "flash_attention", "offload", "finetune", "lora_rank",
+           "quant", "flops_convention"]
 
 GPT3_ROW = dict(case_id="X-gpt3-itertime", workload="train", model="GPT-3 175B",
                 n_params_b=175, layers=96, hidden=12288, heads=96, kv_heads=96,
@@ -441,3 +443,95 @@ def test_shipped_rows_are_within_the_plausibility_checks():
     """The checks on values reject no published row (they catch data-entry errors only)."""
     _, skipped = prepare_rows(load_measurements())
     assert not [s for s in skipped if s.reason.startswith("value:")]
+
+
+# ------------------------------------------------------------------------ what the model is not
+@pytest.mark.parametrize(
+    ("changes", "reason"),
+    [
+        ({"experts": 128, "top_k": 8},
+         "experts: mixture-of-experts models (experts = 128, top_k = 8) are not modelled"),
+        ({"moe_ffn_hidden": 768}, "experts: mixture-of-experts models (moe columns stated) "
+                                  "are not modelled"),
+        ({"ep": 8}, "ep: expert parallelism (8) is not modelled"),
+        ({"offload": "optimizer"}, "offload: 'optimizer' (host-memory offload) is not modelled"),
+        ({"quant": "nf4"}, "quant: 'nf4' base-weight quantization is not modelled"),
+        ({"finetune": "lora", "lora_rank": 8}, "finetune: 'lora' adapter fine-tuning is not "
+                                                "modelled"),
+        ({"experts": "many"}, "experts: 'many' is not a number"),
+        ({"gated_mlp": 2}, "gated_mlp: must be 0 or 1 (got 2)"),
+        ({"flash_attention": 3}, "flash_attention: must be 0 or 1 (got 3)"),
+        ({"flops_convention": "vendor"},
+         "flops_convention: 'vendor' is not one of model, hardware, megatron_sc21"),
+    ],
+)
+def test_rows_the_model_cannot_represent_are_skipped(tmp_path, changes, reason):
+    """A mixture-of-experts run used to be predicted as the dense model of its shape columns
+    (MBRIDGE Qwen3-30B-A3B and gpt-oss-120b: errors of 1,000-16,000 %)."""
+    prepared, skipped = prepare_rows(pd.DataFrame([{**GPT3_ROW, **changes}]))
+    assert prepared == [] and [s.reason for s in skipped] == [reason]
+
+
+def test_dense_rows_pass_unmodelled_reason():
+    assert unmodelled_reason(GPT3_ROW) is None
+    assert unmodelled_reason({**GPT3_ROW, "experts": 1, "top_k": 1, "ep": 1,
+                              "offload": "none"}) is None
+
+
+def test_stated_gated_mlp_and_flash_attention_columns_take_precedence():
+    (plain,), _ = prepare_rows(pd.DataFrame([GPT3_ROW]))
+    assert plain.model.mlp == "gelu" and plain.config.flash_attention is False  # notes: unfused
+    (r,), _ = prepare_rows(pd.DataFrame([{**GPT3_ROW, "gated_mlp": 1, "flash_attention": 1}]))
+    assert r.model.mlp == "swiglu" and r.config.flash_attention is True
+    assert "flash_attention" not in r.defaults
+    assert r.model.num_params() > plain.model.num_params()  # three MLP matrices, not two
+
+
+def _implied_step(row) -> float:
+    coef, power = metric_factor(row)
+    return row.measured / coef if power > 0 else coef / row.measured
+
+
+def test_flops_convention_model_counts_the_mfu_flops():
+    """MLM24 publishes TFLOP/s = MFU x 989 TFLOP/s (model FLOPs): a ``model`` FLOP-rate row
+    must imply the step time its MFU row implies (it used to take NAR21's count, which adds
+    a recomputed forward: 29 % apart)."""
+    h100 = dict(hardware="h100-sxm5-80gb", dtype="bf16", recompute="none",
+                flops_convention="model", notes="")
+    rows = pd.DataFrame([
+        {**GPT3_ROW, **h100, "case_id": "A-mfu", "metric": "MFU", "value": 40},
+        {**GPT3_ROW, **h100, "case_id": "A-tflops", "metric": "achieved_tflops_per_gpu",
+         "value": 0.40 * 989.0},
+        {**GPT3_ROW, **h100, "case_id": "A-pflops", "metric": "aggregate_pflops",
+         "value": 0.40 * 989.0 * 1024 / 1000},
+        {**GPT3_ROW, **h100, "case_id": "A-pct", "metric": "pct_of_peak", "value": 40},
+        {**GPT3_ROW, **h100, "case_id": "A-sc21", "metric": "achieved_tflops_per_gpu",
+         "value": 0.40 * 989.0, "flops_convention": "megatron_sc21"},
+    ])
+    prepared, skipped = prepare_rows(rows)
+    assert not skipped
+    t = {r.case_id: _implied_step(r) for r in prepared}
+    for cid in ("A-tflops", "A-pflops", "A-pct"):
+        assert t[cid] == pytest.approx(t["A-mfu"], rel=2e-3), cid
+    assert t["A-sc21"] / t["A-mfu"] == pytest.approx(1.30, abs=0.03)
+
+
+def test_every_metric_of_a_shared_run_implies_the_same_step_time(shared):
+    """Within 2 % (the published values are rounded), for the sources whose FLOP counts this
+    module reproduces. NEMO2407 and MBRIDGE count model FLOPs with NeMo's / Megatron-Bridge's
+    own formulas (5-15 % apart from tokens/s; the README calls tokens/s the steadier metric)."""
+    prepared, _ = prepare_rows(shared)
+    runs: dict[str, list[tuple[str, float]]] = {}
+    for r in prepared:
+        if r.source in ("NAR21", "MLM22", "MLM24", "MPT"):
+            runs.setdefault(r.run, []).append((r.case_id, _implied_step(r)))
+    several = [v for v in runs.values() if len(v) > 1]
+    assert len(several) > 200
+    bad = [v for v in several if max(t for _, t in v) / min(t for _, t in v) > 1.02]
+    assert not bad, bad[:3]
+    assert {cid.split("-")[0] for v in several for cid, _ in v} == {"NAR21", "MLM22", "MLM24",
+                                                                   "MPT"}
+    # no mixture-of-experts row is predicted (as a dense model)
+    experts = shared.set_index("case_id")["experts"]
+    assert experts[[r.case_id for r in prepared]].isna().all()
+    assert experts.notna().sum() > 100
