@@ -54,7 +54,7 @@ if TYPE_CHECKING:  # pandas is imported where it is used (predict_interval does 
 
 __all__ = [
     "DEFAULT_FIT", "TRANSFER_FROM", "CalibrationError", "CalibrationResult", "GenerationFit",
-    "PRIOR_REL_SD", "bound_warnings", "calibrate", "calibrate_rows", "cross_validate",
+    "PRIOR_REL_SD", "bound_warnings", "calibrate", "calibrate_rows", "check_output_path", "cross_validate",
     "interval_sd", "log_step_time_gradient", "log_step_time_jacobian", "predict_interval",
     "row_intervals", "run_table",
     "start_params", "transfer_missing", "write_params",
@@ -828,12 +828,45 @@ def _only_generations(params: Params, keep: set[str]) -> Params:
 
 
 # ----------------------------------------------------------------------------- files
+def check_output_path(path: str | os.PathLike) -> None:
+    """Check, before any computation, that a parameter file can be written at ``path``.
+
+    Args:
+        path: the parameter YAML to write (a new or an existing regular file).
+
+    Raises:
+        CalibrationError: one line naming the path: it is a directory, its directory does not
+            exist (or is not a directory), or that directory is not writable.
+    """
+    target = os.path.abspath(os.fspath(path))
+    directory = os.path.dirname(target)
+    if os.path.isdir(target):
+        raise CalibrationError(f"output: {path} is a directory (give a file name, e.g. "
+                               f"{os.path.join(os.fspath(path), 'params.yaml')})")
+    if not os.path.isdir(directory):
+        raise CalibrationError(f"output: {path}: directory {directory} does not exist")
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise CalibrationError(f"output: {path}: directory {directory} is not writable")
+
+
+def _default_file_mode() -> int:
+    """``0o666`` minus the process umask: the mode ``open(path, "w")`` would give."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def write_params(params: Params, path: str | os.PathLike) -> None:
     """Write ``params`` atomically (temporary file, then rename): on any error the previous
     file at ``path`` is untouched.
 
+    The file gets the permissions of the file it replaces, or for a new file those of a file
+    created with ``open(path, "w")`` (``0o666`` minus the umask; not the ``0o600`` of the
+    temporary file).
+
     Raises:
-        CalibrationError: a value is not finite (never writes NaN).
+        CalibrationError: a value is not finite (never writes NaN), or ``path`` cannot be
+            written (:func:`check_output_path`).
         ParamsError: a value is out of range.
     """
     def finite(x) -> bool:
@@ -849,7 +882,12 @@ def write_params(params: Params, path: str | os.PathLike) -> None:
                  params.provenance.get("residual_sigma_log") or {}):
         if not finite(part):
             raise CalibrationError("calibrate: refusing to write non-finite values")
+    check_output_path(path)
     directory = os.path.dirname(os.path.abspath(path)) or "."
+    try:
+        mode = os.stat(path).st_mode & 0o7777
+    except OSError:
+        mode = _default_file_mode()
     fd, tmp = tempfile.mkstemp(prefix=".params-", suffix=".yaml", dir=directory)
     os.close(fd)
     try:
@@ -858,6 +896,7 @@ def write_params(params: Params, path: str | os.PathLike) -> None:
             body = fh.read()
         with open(tmp, "w", encoding="utf-8") as fh:
             fh.write(_HEADER + body)
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from symcost.api import training_inputs
 from symcost.calibrate import (DEFAULT_FIT, CalibrationError, bound_warnings, calibrate,
-                               calibrate_rows, cross_validate, interval_sd,
+                               calibrate_rows, check_output_path, cross_validate, interval_sd,
                                log_step_time_gradient, log_step_time_jacobian,
                                predict_interval, row_intervals, start_params,
                                transfer_missing, write_params)
@@ -463,3 +463,36 @@ def test_calibrate_header_only_file(tmp_path, base):
     path.write_text("case_id,workload,metric,value\n")
     with pytest.raises(MeasurementsError, match=rf"^measurements: {path}: no measurement rows$"):
         calibrate(path, base)
+
+
+def test_written_file_has_ordinary_permissions(tmp_path, fitted):
+    """The temporary file's 0600 used to survive the rename (issue 10, point 8)."""
+    import os
+    import stat
+
+    old = os.umask(0o022)
+    try:
+        new = tmp_path / "new.yaml"
+        write_params(fitted.params, new)
+        assert stat.S_IMODE(new.stat().st_mode) == 0o644
+        kept = tmp_path / "kept.yaml"
+        kept.write_text("previous\n")
+        kept.chmod(0o640)
+        write_params(fitted.params, kept)
+        assert stat.S_IMODE(kept.stat().st_mode) == 0o640
+        assert kept.read_text().startswith("# Efficiency parameters")
+    finally:
+        os.umask(old)
+
+
+def test_unwritable_output_is_a_one_line_error_before_writing(tmp_path, fitted):
+    missing = tmp_path / "no" / "such" / "p.yaml"
+    with pytest.raises(CalibrationError) as info:
+        check_output_path(missing)
+    assert str(info.value) == f"output: {missing}: directory {missing.parent} does not exist"
+    with pytest.raises(CalibrationError, match=r"^output: .* is a directory \(give a file name"):
+        write_params(fitted.params, tmp_path)
+    with pytest.raises(CalibrationError, match="does not exist"):
+        write_params(fitted.params, missing)
+    assert list(tmp_path.iterdir()) == []  # no temporary file left behind
+    check_output_path(tmp_path / "ok.yaml")  # a new file in an existing directory is fine
