@@ -52,9 +52,12 @@ unpredictable when there is no preset). Per-source overrides are in :data:`SOURC
 
 from __future__ import annotations
 
+import csv
+import io
 import math
 import os
 import re
+import warnings
 from importlib import resources
 from pathlib import Path
 from collections.abc import Mapping, Sequence
@@ -332,34 +335,60 @@ def load_measurements(path: str | os.PathLike | None = None) -> pd.DataFrame:
     """Read a measurements CSV; every cell as text (parsed per row by :func:`prepare_rows`).
 
     Args:
-        path: CSV in the format of ``shared/validation/published_measurements.csv``; None
-            reads the built-in copy (:func:`builtin_measurements`).
+        path: a local CSV file in the format of
+            ``shared/validation/published_measurements.csv`` (UTF-8, an optional byte-order
+            mark is ignored; no URLs, no compression), or an open text file; None reads the
+            built-in copy (:func:`builtin_measurements`).
 
     Returns:
         DataFrame with one row per measurement, blank cells as NaN, and a ``source_id``
         column added (the ``case_id`` prefix).
 
     Raises:
-        MeasurementsError: unreadable file, not CSV, a required column missing, or no data
-            rows (``"<path>: no measurement rows"``).
+        MeasurementsError: unreadable file, not CSV (including a row with more fields than
+            the header, which would otherwise shift every column), a duplicated or a
+            required column missing, or no data rows (``"<path>: no measurement rows"``).
     """
     if path is None:
         path = builtin_measurements()
     try:
-        df = pd.read_csv(path, dtype=str, skipinitialspace=True)
+        if hasattr(path, "read"):
+            text = path.read()
+            path = getattr(path, "name", "<file>")
+        else:
+            with open(path, encoding="utf-8-sig", newline="") as fh:
+                text = fh.read()
     except FileNotFoundError:
         raise MeasurementsError(f"measurements: {path}: no such file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise MeasurementsError(f"measurements: {path}: cannot read ({exc})") from None
+    header = next(csv.reader(io.StringIO(text)), [])
+    names = [c.strip() for c in header]
+    dup = sorted({c for c in names if names.count(c) > 1})
+    if dup:
+        raise MeasurementsError(f"measurements: {path}: duplicate column(s) {', '.join(dup)}")
+    try:
+        with warnings.catch_warnings():
+            # index_col=False: a row longer than the header is an error, not an index column
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            df = pd.read_csv(io.StringIO(text), dtype=str, skipinitialspace=True,
+                             index_col=False)
+    except pd.errors.ParserWarning:
+        line = next((i for i, rec in enumerate(csv.reader(io.StringIO(text)), start=1)
+                     if len(rec) > len(header)), "?")
+        raise MeasurementsError(f"measurements: {path}: not a valid CSV (line {line} has more "
+                                f"fields than the header's {len(header)})") from None
     except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else "empty file"
         raise MeasurementsError(f"measurements: {path}: not a valid CSV ({msg})") from None
     df.columns = [str(c).strip() for c in df.columns]
     missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
     if missing:
+        sep = next((c for c in (";", "\t", "|") if len(names) == 1 and c in names[0]), None)
+        hint = f"; the file seems to separate fields with {sep!r}, not ','" if sep else ""
         raise MeasurementsError(f"measurements: {path}: missing required column(s) "
                                 f"{', '.join(missing)} (the format needs "
-                                f"{', '.join(REQUIRED_COLUMNS)})")
+                                f"{', '.join(REQUIRED_COLUMNS)}{hint})")
     if df.empty:
         raise MeasurementsError(f"measurements: {path}: no measurement rows")
     df = df.copy()

@@ -535,3 +535,50 @@ def test_every_metric_of_a_shared_run_implies_the_same_step_time(shared):
     experts = shared.set_index("case_id")["experts"]
     assert experts[[r.case_id for r in prepared]].isna().all()
     assert experts.notna().sum() > 100
+
+
+# ------------------------------------------------------------------------ malformed files
+HEADER = "case_id,workload,metric,value\n"
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        # every row one field longer than the header: pandas used to take the first column
+        # as an index and shift the others ("workload: '3' is not train ...")
+        (HEADER + "A-1,train,iteration_time_s,3,9\n",
+         "not a valid CSV (line 2 has more fields than the header's 4)"),
+        # a duplicated column used to become "value.1" (the first one silently used)
+        ("case_id,workload,metric,value,value\nA-1,train,iteration_time_s,3,4\n",
+         "duplicate column(s) value"),
+        ("case_id;workload;metric;value\nA-1;train;iteration_time_s;3\n",
+         "missing required column(s) case_id, workload, metric, value (the format needs "
+         "case_id, workload, metric, value; the file seems to separate fields with ';', not "
+         "',')"),
+        (HEADER + '"A-1,train\n', "not a valid CSV (Error tokenizing data. C error: EOF "
+                                   "inside string starting at row 1)"),
+        ("\n\n", "not a valid CSV (No columns to parse from file)"),
+    ],
+)
+def test_malformed_file_is_a_one_line_error(tmp_path, body, message):
+    path = tmp_path / "m.csv"
+    path.write_text(body)
+    with pytest.raises(MeasurementsError) as info:
+        load_measurements(path)
+    assert str(info.value) == f"measurements: {path}: {message}"
+
+
+def test_file_encoding_and_sources(tmp_path):
+    bom = tmp_path / "bom.csv"
+    bom.write_bytes(b"\xef\xbb\xbf" + (HEADER + "A-1,train,iteration_time_s,3\n").encode())
+    assert list(load_measurements(bom)["case_id"]) == ["A-1"]
+    latin = tmp_path / "latin.csv"
+    latin.write_bytes((HEADER + "A-\xe9,train,iteration_time_s,3\n").encode("latin-1"))
+    with pytest.raises(MeasurementsError, match=r"latin\.csv: cannot read \('utf-8' codec"):
+        load_measurements(latin)
+    # a URL is not fetched (it used to go through pandas' URL reader)
+    with pytest.raises(MeasurementsError, match=r"^measurements: http://127\.0\.0\.1:9/m\.csv: "
+                                                 r"no such file$"):
+        load_measurements("http://127.0.0.1:9/m.csv")
+    with open(bom, encoding="utf-8-sig") as fh:  # an open file is accepted
+        assert list(load_measurements(fh)["case_id"]) == ["A-1"]
