@@ -461,6 +461,13 @@ def _one_line(exc: BaseException) -> str:
 # model_type values whose HF implementation uses a gated SiLU MLP (gate/up/down),
 # RMSNorm and rotary position embeddings.
 _LLAMA_LIKE: frozenset[str] = frozenset({"llama", "mistral", "qwen2"})
+#: model_type values whose HF MLP is always gated, ``down(act(gate(x)) * up(x))``, whatever
+#: ``hidden_act`` is (transformers ``LlamaMLP``, ``MistralMLP``, ``Qwen2MLP``, ``GemmaMLP``):
+#: a GELU activation there is GeGLU, which has SwiGLU's three matrices and FLOPs (``'swiglu'``).
+_GATED_MLP: frozenset[str] = _LLAMA_LIKE | {"gemma"}
+#: model_type values whose config class ties the embeddings by default
+#: (``GemmaConfig(tie_word_embeddings=True)``; Llama, Mistral and Qwen2 default to False).
+_TIED_BY_DEFAULT: frozenset[str] = frozenset({"gemma"})
 _DROPOUT_KEYS: tuple[str, ...] = ("attention_dropout", "hidden_dropout")
 _GPT2_DROPOUT_KEYS: tuple[str, ...] = ("resid_pdrop", "embd_pdrop", "attn_pdrop")
 _GPT2_DROPOUT_DEFAULT = 0.1  # transformers.GPT2Config default for resid/embd/attn_pdrop
@@ -486,8 +493,11 @@ def from_hf_config(
     heads), ``intermediate_size``, ``vocab_size``, ``max_position_embeddings``
     and ``tie_word_embeddings`` (default False) are read directly.
     ``hidden_act`` ``'silu'``/``'swish'`` maps to ``'swiglu'`` for the
-    llama/mistral/qwen2 model types (a plain SiLU MLP cannot be told apart
-    otherwise, so it is an error), and ``'gelu*'`` to ``'gelu'``. The norm is
+    llama/mistral/qwen2/gemma model types (a plain SiLU MLP cannot be told apart
+    otherwise, so it is an error); ``'gelu*'`` maps to ``'swiglu'`` for those
+    types too (their HF MLP is always gated: GeGLU, SwiGLU's three matrices)
+    and to ``'gelu'`` (two matrices) for any other type. ``tie_word_embeddings``
+    defaults to True for ``gemma`` (its config class default). The norm is
     RMSNorm if ``rms_norm_eps`` is present (LayerNorm if ``layer_norm_eps`` /
     ``layer_norm_epsilon`` is). Positions are RoPE for those model types or
     when ``rope_theta``/``rope_scaling`` is present. ``bias`` is
@@ -633,6 +643,8 @@ def _llama_fields(cfg: Mapping[str, Any], label: str) -> dict[str, Any]:
     max_pos = _get_int(cfg, "max_position_embeddings", label)
 
     head_dim = cfg.get("head_dim")
+    if head_dim is not None and _size_problem(head_dim):
+        raise ModelSpecError(f"{label}: 'head_dim' {_size_problem(head_dim)}")
     if head_dim is not None and heads and head_dim * heads != hidden:
         raise ModelSpecError(
             f"{label}: 'head_dim' ({_show(head_dim)}) must equal hidden_size / "
@@ -646,15 +658,16 @@ def _llama_fields(cfg: Mapping[str, Any], label: str) -> dict[str, Any]:
         act = "silu"
     if not isinstance(act, str):
         raise ModelSpecError(f"{label}: 'hidden_act' must be a string (got {act!r})")
+    gated = model_type in _GATED_MLP
     if act in ("silu", "swish"):
-        if not llama_like:
+        if not gated:
             raise ModelSpecError(
                 f"{label}: hidden_act {act!r} with model_type {model_type!r} is ambiguous "
-                f"(gated SwiGLU is assumed only for model_type {', '.join(sorted(_LLAMA_LIKE))})"
+                f"(gated SwiGLU is assumed only for model_type {', '.join(sorted(_GATED_MLP))})"
             )
         mlp = "swiglu"
     elif act.startswith("gelu"):
-        mlp = "gelu"
+        mlp = "swiglu" if gated else "gelu"
     else:
         raise ModelSpecError(
             f"{label}: unsupported 'hidden_act' {act!r} (expected silu, swish or gelu*)"
@@ -699,7 +712,8 @@ def _llama_fields(cfg: Mapping[str, Any], label: str) -> dict[str, Any]:
         mlp=mlp,
         norm=norm,
         bias=attention_bias,
-        tied_embeddings=_get_bool(cfg, "tie_word_embeddings", label, False),
+        tied_embeddings=_get_bool(cfg, "tie_word_embeddings", label,
+                                  model_type in _TIED_BY_DEFAULT),
         position=position,
         dropout=_has_dropout(cfg, _DROPOUT_KEYS + _GPT2_DROPOUT_KEYS, label),
     )

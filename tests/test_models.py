@@ -470,8 +470,46 @@ def test_hf_gpt2_n_inner_and_no_dropout():
 
 
 def test_hf_gelu_mlp():
+    # LlamaMLP is always gated (down(act(gate(x)) * up(x))): GELU there is GeGLU, three
+    # matrices like SwiGLU (it used to be read as a two-matrix GELU MLP)
     cfg = {**LLAMA2_70B_CONFIG, "hidden_act": "gelu_pytorch_tanh"}
-    assert from_hf_config(cfg).mlp == "gelu"
+    assert from_hf_config(cfg).mlp == "swiglu"
+    phi = {**cfg, "model_type": "phi", "rope_theta": 10000.0}
+    assert from_hf_config(phi).mlp == "gelu"  # fc1/fc2, not gated
+
+
+# google/gemma-2b config.json (the fields that matter, as published).
+GEMMA_2B_CONFIG = {
+    "architectures": ["GemmaForCausalLM"],
+    "head_dim": 256,
+    "hidden_act": "gelu",
+    "hidden_size": 2048,
+    "intermediate_size": 16384,
+    "max_position_embeddings": 8192,
+    "model_type": "gemma",
+    "num_attention_heads": 8,
+    "num_hidden_layers": 18,
+    "num_key_value_heads": 1,
+    "rms_norm_eps": 1e-06,
+    "rope_theta": 10000.0,
+    "vocab_size": 256000,
+}
+
+
+def test_hf_gemma_2b_parameter_count():
+    """Gemma Team 2024 (arXiv:2403.08295) Table 2: 1,981,884,416 non-embedding parameters
+    for Gemma 2B (gated GeGLU MLP, MQA, tied embeddings by GemmaConfig's default)."""
+    spec = from_hf_config(GEMMA_2B_CONFIG)
+    assert (spec.mlp, spec.norm, spec.position, spec.tied_embeddings) == (
+        "swiglu", "rmsnorm", "rope", True)
+    assert spec.num_params() - spec.vocab * spec.hidden == 1_981_884_416
+    assert from_hf_config({**GEMMA_2B_CONFIG, "tie_word_embeddings": False}).tied_embeddings is False
+
+
+@pytest.mark.parametrize("head_dim", ["128", 1.5, [128], 2**30])
+def test_hf_head_dim_must_be_a_size(head_dim):
+    with pytest.raises(ModelSpecError, match=r"^config\.json: 'head_dim' must be"):
+        from_hf_config({**LLAMA2_70B_CONFIG, "head_dim": head_dim})
 
 
 @pytest.mark.parametrize(
