@@ -561,6 +561,12 @@ def _from_hf_mapping(
     if name is None:
         name = str(cfg.get("_name_or_path") or cfg.get("model_type") or "hf-model")
 
+    if "hidden_size" not in cfg and isinstance(cfg.get("text_config"), Mapping):
+        raise ModelSpecError(
+            f"{label}: a multimodal config (its language model is under 'text_config'); "
+            "only the language model can be modelled: pass config['text_config'] to "
+            "from_hf_config"
+        )
     _refuse_moe(cfg, label)
     if any(key in cfg for key in ("n_embd", "n_layer", "n_head")):
         fields = _gpt2_fields(cfg, label)

@@ -752,3 +752,12 @@ def test_hf_single_expert_keys_are_dense():
     assert spec.ffn_hidden == 18944
     with pytest.raises(ModelSpecError, match=r"'num_experts' must be a number \(got 'many'\)"):
         from_hf_config({**QWEN2_7B_CONFIG, "num_experts": "many"})
+
+
+def test_hf_multimodal_config_names_text_config():
+    cfg = {"model_type": "llava", "text_config": dict(LLAMA2_70B_CONFIG),
+           "vision_config": {"hidden_size": 1024}}
+    with pytest.raises(ModelSpecError, match=r"^config\.json: a multimodal config \(its language "
+                                             r"model is under 'text_config'\)"):
+        from_hf_config(cfg)
+    assert from_hf_config(cfg["text_config"]).layers == 80
