@@ -5,7 +5,10 @@ figure per row: model shape, cluster, parallel layout, metric and value; the for
 defines every column and each metric's convention), turns each ``train`` row into a
 ``(ModelSpec, HardwareSpec, TrainingConfig)``, predicts every predictable row in ONE vectorized
 call of the compiled training model, and converts the predicted step time to the row's metric
-with that metric's published convention.
+with that metric's published convention. The published measurements ship with the package
+(:func:`builtin_measurements`, a copy of ``shared/validation/`` with its README):
+:func:`load_measurements`, :func:`validate_file` and :func:`symcost.calibrate.calibrate` use
+them when no file is given.
 
 A row that cannot be predicted is never dropped silently: :func:`prepare_rows` returns it with
 the reason (inference workload, unknown hardware or metric, parallel layout not stated,
