@@ -43,9 +43,9 @@ __all__ = [
 #: Upper bound of every integer shape field (``layers``, ``hidden``, ``heads``, ``kv_heads``,
 #: ``ffn_hidden``, ``vocab``, ``seq_len``, ``max_seq_len``): ``2**24 = 16,777,216``, the largest
 #: range in which float32 (the default precision of the compiled models) represents every
-#: integer exactly. It is ~64x the largest real value of any field (vocabularies ~256k, widths
-#: ~16k-53k, contexts up to ~10M tokens), and keeps cost products such as ``B*s*L*h^2`` far from
-#: float32 overflow (3.4e38). One rule, checked in one place (:func:`_size_problem`), for
+#: integer exactly. It is above every real value (vocabularies up to ~256k, widths up to ~53k,
+#: contexts up to ~10M tokens) and keeps cost products such as ``B*s*L*h^2`` far from float32
+#: overflow (3.4e38). One rule, checked in one place (:func:`_size_problem`), for
 #: presets, model files, Hugging Face configs and :meth:`ModelSpec.replace`.
 MAX_SIZE: int = 2**24
 
@@ -53,9 +53,8 @@ MAX_SIZE: int = 2**24
 #: ``config.json``: ``min(max_position_embeddings, HF_DEFAULT_SEQ_LEN)``. ``config.json``
 #: records the longest context the weights support (131072 for Qwen2 and Llama 3.1), not the
 #: length pre-training ran at, which is much shorter: 4096 tokens for Llama 2 (Touvron et al.
-#: 2023, arXiv:2307.09288, Sec. 2.2 and Table 1) and Mistral 7B's sliding window (arXiv:2310.06825,
-#: Table 1); 8192 for Llama 3's initial pre-training (arXiv:2407.21783, Sec. 3.4, after which
-#: the context is extended in a short final stage). 4096 is the common choice of a practitioner
+#: 2023, arXiv:2307.09288, Sec. 2.2 and Table 1); 8192 for Llama 3's initial pre-training
+#: (arXiv:2407.21783, Sec. 3.4, after which the context is extended in a short final stage). 4096 is the common choice of a practitioner
 #: training or fine-tuning such a model; set another with ``spec.replace(seq_len=...)`` or the
 #: ``seq_len`` of the training configuration. Presets keep their own ``seq_len``.
 HF_DEFAULT_SEQ_LEN: int = 4096
