@@ -54,7 +54,7 @@ if TYPE_CHECKING:  # pandas is imported where it is used (predict_interval does 
 
 __all__ = [
     "DEFAULT_FIT", "TRANSFER_FROM", "CalibrationError", "CalibrationResult", "GenerationFit",
-    "PRIOR_REL_SD", "bound_warnings", "calibrate", "calibrate_rows", "cross_validate",
+    "PRIOR_REL_SD", "bound_warnings", "calibrate", "calibrate_rows", "check_output_path", "cross_validate",
     "interval_sd", "log_step_time_gradient", "log_step_time_jacobian", "predict_interval",
     "row_intervals", "run_table",
     "start_params", "transfer_missing", "write_params",
@@ -443,7 +443,8 @@ def calibrate_rows(prepared, start: Params | None = None, fit: Sequence[str] = D
     Args:
         prepared: :class:`~symcost.validate.PreparedRow` list (train rows).
         start: starting (and fixed) parameters; the shipped calibration when None.
-        fit: parameter names to fit (subset of :data:`symcost.params.PARAM_NAMES`).
+        fit: parameter names to fit (subset of :data:`symcost.params.PARAM_NAMES`), as a
+            sequence or one comma-separated string.
         generations: restrict to these generations (default: every generation in the rows).
 
     Returns:
@@ -457,6 +458,7 @@ def calibrate_rows(prepared, start: Params | None = None, fit: Sequence[str] = D
     from .validate import stack_inputs
 
     start = start or load_params()
+    fit = _names(fit)
     unknown = [p for p in fit if p not in PARAM_NAMES]
     if unknown or not fit:
         raise CalibrationError(f"calibrate: --fit: unknown parameter(s) {', '.join(unknown)} "
@@ -826,12 +828,45 @@ def _only_generations(params: Params, keep: set[str]) -> Params:
 
 
 # ----------------------------------------------------------------------------- files
+def check_output_path(path: str | os.PathLike) -> None:
+    """Check, before any computation, that a parameter file can be written at ``path``.
+
+    Args:
+        path: the parameter YAML to write (a new or an existing regular file).
+
+    Raises:
+        CalibrationError: one line naming the path: it is a directory, its directory does not
+            exist (or is not a directory), or that directory is not writable.
+    """
+    target = os.path.abspath(os.fspath(path))
+    directory = os.path.dirname(target)
+    if os.path.isdir(target):
+        raise CalibrationError(f"output: {path} is a directory (give a file name, e.g. "
+                               f"{os.path.join(os.fspath(path), 'params.yaml')})")
+    if not os.path.isdir(directory):
+        raise CalibrationError(f"output: {path}: directory {directory} does not exist")
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise CalibrationError(f"output: {path}: directory {directory} is not writable")
+
+
+def _default_file_mode() -> int:
+    """``0o666`` minus the process umask: the mode ``open(path, "w")`` would give."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def write_params(params: Params, path: str | os.PathLike) -> None:
     """Write ``params`` atomically (temporary file, then rename): on any error the previous
     file at ``path`` is untouched.
 
+    The file gets the permissions of the file it replaces, or for a new file those of a file
+    created with ``open(path, "w")`` (``0o666`` minus the umask; not the ``0o600`` of the
+    temporary file).
+
     Raises:
-        CalibrationError: a value is not finite (never writes NaN).
+        CalibrationError: a value is not finite (never writes NaN), or ``path`` cannot be
+            written (:func:`check_output_path`).
         ParamsError: a value is out of range.
     """
     def finite(x) -> bool:
@@ -847,7 +882,12 @@ def write_params(params: Params, path: str | os.PathLike) -> None:
                  params.provenance.get("residual_sigma_log") or {}):
         if not finite(part):
             raise CalibrationError("calibrate: refusing to write non-finite values")
+    check_output_path(path)
     directory = os.path.dirname(os.path.abspath(path)) or "."
+    try:
+        mode = os.stat(path).st_mode & 0o7777
+    except OSError:
+        mode = _default_file_mode()
     fd, tmp = tempfile.mkstemp(prefix=".params-", suffix=".yaml", dir=directory)
     os.close(fd)
     try:
@@ -856,6 +896,7 @@ def write_params(params: Params, path: str | os.PathLike) -> None:
             body = fh.read()
         with open(tmp, "w", encoding="utf-8") as fh:
             fh.write(_HEADER + body)
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -868,18 +909,20 @@ _HEADER = ("# Efficiency parameters per GPU generation (base units: fractions, s
            "# date and command; stderr/covariance/fitted describe the fit's uncertainty.\n")
 
 
-def calibrate(path: str | os.PathLike, start: Params | str | os.PathLike | None = None,
+def calibrate(path: str | os.PathLike | None = None, start: Params | str | os.PathLike | None = None,
               fit: Sequence[str] = DEFAULT_FIT, command: str | None = None,
               transfer_to: Sequence[str] = ()) -> CalibrationResult:
     """Calibrate on a measurements file (no file is written; see :func:`write_params`).
 
     Args:
-        path: measurements CSV (:func:`symcost.validate.load_measurements`).
+        path: measurements CSV (:func:`symcost.validate.load_measurements`); None fits the
+            built-in published measurements (:func:`symcost.validate.builtin_measurements`).
         start: starting parameters (object or file); the shipped calibration when None.
-        fit: parameters to fit per generation.
+        fit: parameters to fit per generation (a sequence, or one comma-separated string).
         command: command line recorded in the provenance.
         transfer_to: generations without data that should take a related generation's fitted
-            values (:func:`transfer_missing`), e.g. ``("blackwell", "cdna3")``.
+            values (:func:`transfer_missing`), e.g. ``("blackwell", "cdna3")`` or
+            ``"blackwell,cdna3"``.
 
     Returns:
         :class:`CalibrationResult` whose ``params.provenance`` records the data path, date,
@@ -889,10 +932,14 @@ def calibrate(path: str | os.PathLike, start: Params | str | os.PathLike | None 
         MeasurementsError: unusable file.
         CalibrationError: nothing predictable, too few rows, no convergence.
     """
-    from .validate import load_measurements, predict_rows, prepare_rows, split_by_params, summarize
+    from .validate import (builtin_measurements, load_measurements, predict_rows, prepare_rows,
+                           split_by_params, summarize)
 
+    if path is None:
+        path = builtin_measurements()
     if start is None or isinstance(start, (str, os.PathLike)):
         start = load_params(start)
+    fit, transfer_to = _names(fit), _names(transfer_to)
     bad = [g for g in transfer_to if g not in TRANSFER_FROM]
     if bad:
         raise CalibrationError(f"calibrate: --transfer: unknown generation(s) {', '.join(bad)} "
@@ -936,6 +983,14 @@ def calibrate(path: str | os.PathLike, start: Params | str | os.PathLike | None 
     prov["start_values"] = root
     params = Params(params.generations, prov, params.stderr, params.covariance, params.fitted)
     return CalibrationResult(params, res.fits, res.not_fitted, start)
+
+
+def _names(value: str | Sequence[str]) -> tuple[str, ...]:
+    """A list of names given as a sequence or as one comma-separated string (``"eff_gemm"``,
+    ``"eff_gemm,eff_attn"``); a bare string is never split into characters."""
+    if isinstance(value, str):
+        return tuple(x.strip() for x in value.split(",") if x.strip())
+    return tuple(value)
 
 
 def _mape_dict(summary: dict) -> dict:

@@ -28,6 +28,8 @@ from typing import Any
 import yaml
 
 __all__ = [
+    "HF_DEFAULT_SEQ_LEN",
+    "MAX_SIZE",
     "MLP_KINDS",
     "NORM_KINDS",
     "POSITION_KINDS",
@@ -37,6 +39,25 @@ __all__ = [
     "get_model",
     "list_models",
 ]
+
+#: Upper bound of every integer shape field (``layers``, ``hidden``, ``heads``, ``kv_heads``,
+#: ``ffn_hidden``, ``vocab``, ``seq_len``, ``max_seq_len``): ``2**24 = 16,777,216``, the largest
+#: range in which float32 (the default precision of the compiled models) represents every
+#: integer exactly. It is above every real value (vocabularies up to ~256k, widths up to ~53k,
+#: contexts up to ~10M tokens) and keeps cost products such as ``B*s*L*h^2`` far from float32
+#: overflow (3.4e38). One rule, checked in one place (:func:`_size_problem`), for
+#: presets, model files, Hugging Face configs and :meth:`ModelSpec.replace`.
+MAX_SIZE: int = 2**24
+
+#: Default training sequence length (tokens) of a model read from a Hugging Face
+#: ``config.json``: ``min(max_position_embeddings, HF_DEFAULT_SEQ_LEN)``. ``config.json``
+#: records the longest context the weights support (131072 for Qwen2 and Llama 3.1), not the
+#: length pre-training ran at, which is much shorter: 4096 tokens for Llama 2 (Touvron et al.
+#: 2023, arXiv:2307.09288, Sec. 2.2 and Table 1); 8192 for Llama 3's initial pre-training
+#: (arXiv:2407.21783, Sec. 3.4, after which the context is extended in a short final stage). 4096 is the common choice of a practitioner
+#: training or fine-tuning such a model; set another with ``spec.replace(seq_len=...)`` or the
+#: ``seq_len`` of the training configuration. Presets keep their own ``seq_len``.
+HF_DEFAULT_SEQ_LEN: int = 4096
 
 MLP_KINDS: tuple[str, ...] = ("gelu", "swiglu")
 NORM_KINDS: tuple[str, ...] = ("layernorm", "rmsnorm")
@@ -100,7 +121,7 @@ class ModelSpec:
 
     Raises:
         ModelSpecError: On construction (and :meth:`replace`) if a size is not
-            a positive int, ``hidden % heads != 0``, ``heads % kv_heads != 0``,
+            an int in ``[1, MAX_SIZE]`` (:data:`MAX_SIZE` = 2**24), ``hidden % heads != 0``, ``heads % kv_heads != 0``,
             an enum value is unknown, a flag is not a bool, ``name``/``source``
             is not a non-empty string, or ``position == 'learned'`` with
             ``seq_len > max_seq_len`` (no position rows for those tokens).
@@ -199,6 +220,31 @@ class ModelSpec:
 _FIELD_NAMES: frozenset[str] = frozenset(f.name for f in dataclasses.fields(ModelSpec))
 
 
+def _size_problem(value: Any) -> str | None:
+    """The rule for every integer shape field: an int (not a bool) in ``[1, MAX_SIZE]``.
+
+    Returns:
+        None if ``value`` satisfies it, else the message tail (``"must be a positive int
+        (got 1.5)"``, ``"must be at most 16777216 (2**24, see symcost.models.MAX_SIZE) (got
+        ...)"``), to be prefixed with the field's name.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        return f"must be a positive int (got {_show(value)})"
+    if value > MAX_SIZE:
+        return (f"must be at most {MAX_SIZE} (2**24, see symcost.models.MAX_SIZE) "
+                f"(got {_show(value)})")
+    return None
+
+
+def _show(value: Any) -> str:
+    """``repr`` for a one-line message: huge ints by their magnitude (``str`` of an int of more
+    than 4300 digits raises ValueError), long texts cut."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value) if abs(value) < 10**30 else f"~1e{int(value.bit_length() * 0.30103)}"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _validate(spec: ModelSpec) -> None:
     """Check a spec's invariants; raise :class:`ModelSpecError` on the first violation."""
     for field in ("name", "source"):
@@ -207,9 +253,9 @@ def _validate(spec: ModelSpec) -> None:
             raise ModelSpecError(f"{field} must be a non-empty string (got {value!r})")
     who = f"model {spec.name!r}"
     for field in _SIZE_FIELDS:
-        value = getattr(spec, field)
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise ModelSpecError(f"{who}: {field} must be a positive int (got {value!r})")
+        problem = _size_problem(getattr(spec, field))
+        if problem:
+            raise ModelSpecError(f"{who}: {field} {problem}")
     for field, allowed in _ENUM_FIELDS.items():
         value = getattr(spec, field)
         if value not in allowed:
@@ -378,6 +424,8 @@ def _read_mapping(path: Path) -> dict[str, Any]:
             data = yaml.safe_load(text)
         except yaml.YAMLError as exc:
             raise ModelSpecError(f"{path}: invalid YAML ({_one_line(exc)})") from exc
+        except ValueError as exc:  # e.g. an integer of more than 4300 digits
+            raise ModelSpecError(f"{path}: invalid YAML ({_one_line(exc)})") from exc
     else:
         try:
             data = json.loads(text)
@@ -385,6 +433,8 @@ def _read_mapping(path: Path) -> dict[str, Any]:
             raise ModelSpecError(
                 f"{path}: invalid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
             ) from exc
+        except ValueError as exc:  # e.g. an integer of more than 4300 digits
+            raise ModelSpecError(f"{path}: invalid JSON ({_one_line(exc)})") from exc
     if not isinstance(data, Mapping):
         raise ModelSpecError(f"{path}: top level must be a mapping, not {type(data).__name__}")
     return dict(data)
@@ -410,9 +460,22 @@ def _one_line(exc: BaseException) -> str:
 # model_type values whose HF implementation uses a gated SiLU MLP (gate/up/down),
 # RMSNorm and rotary position embeddings.
 _LLAMA_LIKE: frozenset[str] = frozenset({"llama", "mistral", "qwen2"})
+#: model_type values whose HF MLP is always gated, ``down(act(gate(x)) * up(x))``, whatever
+#: ``hidden_act`` is (transformers ``LlamaMLP``, ``MistralMLP``, ``Qwen2MLP``, ``GemmaMLP``):
+#: a GELU activation there is GeGLU, which has SwiGLU's three matrices and FLOPs (``'swiglu'``).
+_GATED_MLP: frozenset[str] = _LLAMA_LIKE | {"gemma"}
+#: model_type values whose config class ties the embeddings by default
+#: (``GemmaConfig(tie_word_embeddings=True)``; Llama, Mistral and Qwen2 default to False).
+_TIED_BY_DEFAULT: frozenset[str] = frozenset({"gemma"})
 _DROPOUT_KEYS: tuple[str, ...] = ("attention_dropout", "hidden_dropout")
 _GPT2_DROPOUT_KEYS: tuple[str, ...] = ("resid_pdrop", "embd_pdrop", "attn_pdrop")
 _GPT2_DROPOUT_DEFAULT = 0.1  # transformers.GPT2Config default for resid/embd/attn_pdrop
+#: config.json keys that make a model a mixture of experts when > 1: experts per MoE layer
+#: (Mixtral/Phi-3.5-MoE ``num_local_experts``, Qwen-MoE/OLMoE ``num_experts``, DeepSeek
+#: ``n_routed_experts``) and experts per token (``num_experts_per_tok``).
+_MOE_KEYS: tuple[str, ...] = (
+    "num_local_experts", "num_experts", "n_routed_experts", "num_experts_per_tok",
+)
 
 
 def from_hf_config(
@@ -429,8 +492,11 @@ def from_hf_config(
     heads), ``intermediate_size``, ``vocab_size``, ``max_position_embeddings``
     and ``tie_word_embeddings`` (default False) are read directly.
     ``hidden_act`` ``'silu'``/``'swish'`` maps to ``'swiglu'`` for the
-    llama/mistral/qwen2 model types (a plain SiLU MLP cannot be told apart
-    otherwise, so it is an error), and ``'gelu*'`` to ``'gelu'``. The norm is
+    llama/mistral/qwen2/gemma model types (a plain SiLU MLP cannot be told apart
+    otherwise, so it is an error); ``'gelu*'`` maps to ``'swiglu'`` for those
+    types too (their HF MLP is always gated: GeGLU, SwiGLU's three matrices)
+    and to ``'gelu'`` (two matrices) for any other type. ``tie_word_embeddings``
+    defaults to True for ``gemma`` (its config class default). The norm is
     RMSNorm if ``rms_norm_eps`` is present (LayerNorm if ``layer_norm_eps`` /
     ``layer_norm_epsilon`` is). Positions are RoPE for those model types or
     when ``rope_theta``/``rope_scaling`` is present. ``bias`` is
@@ -444,8 +510,16 @@ def from_hf_config(
     positions, LayerNorm, GELU, biases, tied embeddings
     (``tie_word_embeddings`` default True), MHA.
 
-    ``config.json`` does not record the training sequence length, so
-    ``seq_len`` is set to the maximum context; use ``spec.replace(seq_len=...)``.
+    ``config.json`` does not record the training sequence length:
+    ``max_seq_len`` is ``max_position_embeddings`` (``n_positions``) and the
+    default ``seq_len`` is ``min(max_position_embeddings, HF_DEFAULT_SEQ_LEN)``
+    = ``min(max_position_embeddings, 4096)``, a practitioner's training length
+    (see :data:`HF_DEFAULT_SEQ_LEN` for the sources), not the 131072-token
+    maximum context of e.g. Qwen2; use ``spec.replace(seq_len=...)``.
+    Mixture-of-experts configs (``num_local_experts``, ``num_experts``,
+    ``n_routed_experts`` or ``num_experts_per_tok`` > 1: Mixtral, Qwen-MoE,
+    DeepSeek) are refused, since only the dense part would be read.
+    Every size must be an int in ``[1, MAX_SIZE]`` (:data:`MAX_SIZE` = 2**24).
     ``dropout`` is True if any of attention_dropout, hidden_dropout,
     resid_pdrop, embd_pdrop, attn_pdrop is positive (GPT-2 defaults: 0.1).
     ``vocab_size`` is taken as is (no padding is applied).
@@ -464,8 +538,9 @@ def from_hf_config(
     Raises:
         ModelSpecError: Unreadable file or invalid JSON (naming the file), a
             required key missing (``"config.json: missing 'hidden_size'"``), a
-            value of the wrong type, an unsupported activation/norm/position,
-            or an invalid resulting spec.
+            value of the wrong type or out of range (non-integral, non-finite,
+            above :data:`MAX_SIZE`), a mixture-of-experts config, an
+            unsupported activation/norm/position, or an invalid resulting spec.
     """
     if isinstance(config, (str, os.PathLike)):
         path = Path(config)
@@ -485,6 +560,13 @@ def _from_hf_mapping(
     if name is None:
         name = str(cfg.get("_name_or_path") or cfg.get("model_type") or "hf-model")
 
+    if "hidden_size" not in cfg and isinstance(cfg.get("text_config"), Mapping):
+        raise ModelSpecError(
+            f"{label}: a multimodal config (its language model is under 'text_config'); "
+            "only the language model can be modelled: pass config['text_config'] to "
+            "from_hf_config"
+        )
+    _refuse_moe(cfg, label)
     if any(key in cfg for key in ("n_embd", "n_layer", "n_head")):
         fields = _gpt2_fields(cfg, label)
     else:
@@ -493,6 +575,23 @@ def _from_hf_mapping(
         return ModelSpec(name=name, source=source, **fields)
     except ModelSpecError as exc:
         raise ModelSpecError(f"{label}: {exc}") from exc
+
+
+def _refuse_moe(cfg: Mapping[str, Any], label: str) -> None:
+    """Raise for a mixture-of-experts config (any of :data:`_MOE_KEYS` > 1): ModelSpec is a
+    dense transformer, and reading only the dense keys would silently model the wrong network.
+    """
+    for key in _MOE_KEYS:
+        value = cfg.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+            raise ModelSpecError(f"{label}: {key!r} must be a number (got {value!r})")
+        if value > 1:
+            raise ModelSpecError(
+                f"{label}: mixture-of-experts configs ({key} = {_show(value)}) are not "
+                "modelled yet (symcost models dense transformers)"
+            )
 
 
 def _default_hf_name(path: Path) -> str:
@@ -507,8 +606,9 @@ def _get_int(cfg: Mapping[str, Any], key: str, label: str, default: Any = None) 
         if default is None:
             raise ModelSpecError(f"{label}: missing {key!r}")
         value = default
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ModelSpecError(f"{label}: {key!r} must be a positive int (got {value!r})")
+    problem = _size_problem(value)
+    if problem:
+        raise ModelSpecError(f"{label}: {key!r} {problem}")
     return value
 
 
@@ -548,9 +648,11 @@ def _llama_fields(cfg: Mapping[str, Any], label: str) -> dict[str, Any]:
     max_pos = _get_int(cfg, "max_position_embeddings", label)
 
     head_dim = cfg.get("head_dim")
+    if head_dim is not None and _size_problem(head_dim):
+        raise ModelSpecError(f"{label}: 'head_dim' {_size_problem(head_dim)}")
     if head_dim is not None and heads and head_dim * heads != hidden:
         raise ModelSpecError(
-            f"{label}: 'head_dim' ({head_dim!r}) must equal hidden_size / "
+            f"{label}: 'head_dim' ({_show(head_dim)}) must equal hidden_size / "
             f"num_attention_heads ({hidden}/{heads}); decoupled head widths are not supported"
         )
 
@@ -561,15 +663,16 @@ def _llama_fields(cfg: Mapping[str, Any], label: str) -> dict[str, Any]:
         act = "silu"
     if not isinstance(act, str):
         raise ModelSpecError(f"{label}: 'hidden_act' must be a string (got {act!r})")
+    gated = model_type in _GATED_MLP
     if act in ("silu", "swish"):
-        if not llama_like:
+        if not gated:
             raise ModelSpecError(
                 f"{label}: hidden_act {act!r} with model_type {model_type!r} is ambiguous "
-                f"(gated SwiGLU is assumed only for model_type {', '.join(sorted(_LLAMA_LIKE))})"
+                f"(gated SwiGLU is assumed only for model_type {', '.join(sorted(_GATED_MLP))})"
             )
         mlp = "swiglu"
     elif act.startswith("gelu"):
-        mlp = "gelu"
+        mlp = "swiglu" if gated else "gelu"
     else:
         raise ModelSpecError(
             f"{label}: unsupported 'hidden_act' {act!r} (expected silu, swish or gelu*)"
@@ -609,12 +712,13 @@ def _llama_fields(cfg: Mapping[str, Any], label: str) -> dict[str, Any]:
         kv_heads=kv_heads,
         ffn_hidden=ffn,
         vocab=vocab,
-        seq_len=max_pos,
+        seq_len=min(max_pos, HF_DEFAULT_SEQ_LEN),
         max_seq_len=max_pos,
         mlp=mlp,
         norm=norm,
         bias=attention_bias,
-        tied_embeddings=_get_bool(cfg, "tie_word_embeddings", label, False),
+        tied_embeddings=_get_bool(cfg, "tie_word_embeddings", label,
+                                  model_type in _TIED_BY_DEFAULT),
         position=position,
         dropout=_has_dropout(cfg, _DROPOUT_KEYS + _GPT2_DROPOUT_KEYS, label),
     )
@@ -642,7 +746,7 @@ def _gpt2_fields(cfg: Mapping[str, Any], label: str) -> dict[str, Any]:
         kv_heads=heads,
         ffn_hidden=ffn,
         vocab=vocab,
-        seq_len=max_pos,
+        seq_len=min(max_pos, HF_DEFAULT_SEQ_LEN),
         max_seq_len=max_pos,
         mlp="gelu",
         norm="layernorm",

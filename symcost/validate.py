@@ -5,7 +5,10 @@ figure per row: model shape, cluster, parallel layout, metric and value; the for
 defines every column and each metric's convention), turns each ``train`` row into a
 ``(ModelSpec, HardwareSpec, TrainingConfig)``, predicts every predictable row in ONE vectorized
 call of the compiled training model, and converts the predicted step time to the row's metric
-with that metric's published convention.
+with that metric's published convention. The published measurements ship with the package
+(:func:`builtin_measurements`, a copy of ``shared/validation/`` with its README):
+:func:`load_measurements`, :func:`validate_file` and :func:`symcost.calibrate.calibrate` use
+them when no file is given.
 
 A row that cannot be predicted is never dropped silently: :func:`prepare_rows` returns it with
 the reason (inference workload, unknown hardware or metric, parallel layout not stated,
@@ -32,8 +35,15 @@ tp, pp             both blank: unpredictable ("parallel config not stated"), unl
                    from ``n_gpus / (stated * dp)`` when dp is stated, else unpredictable
 global_batch       ``micro_batch * dp``
 dp_overlap         on
-flash_attention    see :data:`SOURCE_DEFAULTS` and :func:`flash_attention_rule`
+flash_attention    the column when stated (0/1); else see :data:`SOURCE_DEFAULTS` and
+                   :func:`flash_attention_rule`
+gated_mlp          the column when stated (1: SwiGLU, 0: GELU MLP); else the preset's flag
 =================  =====================================================================
+
+Rows the training model cannot represent are skipped with the column named, never predicted
+as something else (:func:`unmodelled_reason`): mixture of experts (``experts``/``top_k`` > 1,
+``shared_experts``, ``moe_ffn_hidden``), expert parallelism (``ep`` > 1), ``offload``,
+``quant`` (quantized base weights) and ``finetune``/``lora_rank`` (adapter fine-tuning).
 
 Architecture flags (MLP kind, norm, biases, tied embeddings, positions, dropout) come from the
 preset the row's model name maps to (see :func:`preset_for_name`), else from the preset of the
@@ -45,9 +55,14 @@ unpredictable when there is no preset). Per-source overrides are in :data:`SOURC
 
 from __future__ import annotations
 
+import csv
+import io
 import math
 import os
 import re
+import warnings
+from importlib import resources
+from pathlib import Path
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -60,10 +75,11 @@ from .params import Params, load_params
 from .training import BREAKDOWN
 
 __all__ = [
-    "KNOWN_METRICS", "INFERENCE_METRICS", "SOURCE_DEFAULTS", "MeasurementsError", "PreparedRow",
-    "SkippedRow", "ValidationReport", "evaluate_rows", "flash_attention_rule",
+    "FLOPS_CONVENTIONS", "KNOWN_METRICS", "INFERENCE_METRICS", "SOURCE_DEFAULTS", "MeasurementsError", "PreparedRow",
+    "SkippedRow", "ValidationReport", "builtin_measurements", "evaluate_rows", "flash_attention_rule",
     "llm_foundry_flops_per_token", "load_measurements", "mape", "metric_factor", "nar21_flops",
     "predict_rows", "prepare_rows", "preset_for_name", "source_of", "split_by_params",
+    "unmodelled_reason",
     "predict_inference_hook", "stack_inputs", "summarize", "validate_file", "validate_frame",
 ]
 
@@ -109,6 +125,15 @@ GPT_DEFAULT_PRESET = "gpt3-175b"
 _SHAPE_COLUMNS = {"layers": "layers", "hidden": "hidden", "heads": "heads",
                   "kv_heads": "kv_heads", "ffn_hidden": "ffn_hidden", "vocab": "vocab",
                   "seq_len": "seq_len"}
+#: percent metrics: a published value above 100 is a data error.
+PERCENT_METRICS = ("MFU", "HFU", "pct_of_peak")
+#: plausible range of the measured step time a row implies (s): below a microsecond (a kernel
+#: launch) or above a million seconds (11.6 days per optimizer step) the value is a data-entry
+#: error (unit or exponent), and one such row would drag a calibration to a parameter bound.
+MEASURED_STEP_RANGE_S = (1e-6, 1e6)
+#: training-configuration field -> measurements column, for messages (the format's names).
+_CONFIG_FIELD_TO_COLUMN = {"zero": "zero_stage", "num_gpus": "n_gpus"}
+
 #: columns that describe one run (two rows equal on all of them measure the same run).
 RUN_COLUMNS = ("model", "n_params_b", "layers", "hidden", "heads", "kv_heads", "ffn_hidden",
                "seq_len", "vocab", "global_batch", "micro_batch", "hardware", "n_gpus", "tp",
@@ -144,6 +169,8 @@ class PreparedRow:
         n_params: published parameter count (``n_params_b * 1e9``) or None.
         run: key shared by the rows that measure the same run (other metrics of it).
         defaults: the documented defaults this row used (field -> value), for the report.
+        flops_convention: the row's ``flops_convention`` column (``model``, ``hardware``,
+            ``megatron_sc21`` or ``""`` when blank), used by :func:`metric_factor`.
     """
 
     case_id: str
@@ -156,6 +183,11 @@ class PreparedRow:
     n_params: float | None
     run: str
     defaults: Mapping[str, object] = field(default_factory=dict)
+    flops_convention: str = ""
+
+
+#: values of the ``flops_convention`` column (README of the format).
+FLOPS_CONVENTIONS = ("model", "hardware", "megatron_sc21")
 
 
 # ----------------------------------------------------------------------------- metric formulas
@@ -215,10 +247,15 @@ def metric_factor(row: PreparedRow) -> tuple[float, float]:
     Conventions (README of the measurements format):
 
     * ``iteration_time_s``, ``train_step_time_s``: the step time (coef 1, power +1).
-    * ``achieved_tflops_per_gpu``: :func:`nar21_flops` / (step time * GPUs) / 1e12.
+    * ``achieved_tflops_per_gpu``: F / (step time * GPUs) / 1e12, where F, the FLOPs per
+      step, follows the row's ``flops_convention``: ``megatron_sc21`` or blank (NAR21,
+      MLM22): :func:`nar21_flops`; ``model`` (e.g. MLM24, whose TFLOP/s equal MFU x 989 TFLOP/s):
+      :func:`llm_foundry_flops_per_token` without recomputation times tokens per step, the
+      count of the ``MFU`` metric, so every metric of one run implies the same step time;
+      ``hardware``: the same with the row's recomputation counted (the ``HFU`` count).
     * ``pct_of_peak``: the same over the dense peak of the row's dtype (312 TFLOP/s on A100),
       in percent.
-    * ``aggregate_pflops``: :func:`nar21_flops` / step time / 1e15.
+    * ``aggregate_pflops``: F / step time / 1e15.
     * ``MFU`` / ``HFU`` (percent), ``model_tflops_per_gpu``:
       :func:`llm_foundry_flops_per_token` * tokens per step / (step time * GPUs) over the dense
       peak of the row's dtype (fp8 rows: the fp8 peak) / over 1e12. ``N`` is the published
@@ -244,7 +281,11 @@ def metric_factor(row: PreparedRow) -> tuple[float, float]:
     if metric in ("iteration_time_s", "train_step_time_s"):
         return 1.0, 1.0
     if metric in ("achieved_tflops_per_gpu", "pct_of_peak", "aggregate_pflops"):
-        F = float(nar21_flops(B, s, m.layers, m.hidden, m.vocab))
+        if row.flops_convention in ("model", "hardware"):
+            mode = cfg.recompute if row.flops_convention == "hardware" else "none"
+            F = float(llm_foundry_flops_per_token(N, m.layers, m.hidden, s, mode)) * tokens
+        else:
+            F = float(nar21_flops(B, s, m.layers, m.hidden, m.vocab))
         scale = {"achieved_tflops_per_gpu": 1.0 / (n * 1e12), "pct_of_peak": 100.0 / (n * peak),
                  "aggregate_pflops": 1e-15}[metric]
         return F * scale, -1.0
@@ -263,34 +304,96 @@ def metric_factor(row: PreparedRow) -> tuple[float, float]:
 
 
 # ----------------------------------------------------------------------------- reading rows
-def load_measurements(path: str | os.PathLike) -> pd.DataFrame:
+#: package-relative location of the shipped measurements (a copy of
+#: ``shared/validation/published_measurements.csv`` and its ``README.md``, which documents every
+#: column, metric and source).
+BUILTIN_MEASUREMENTS = ("data", "validation", "published_measurements.csv")
+
+
+def builtin_measurements() -> Path:
+    """Path of the published measurements shipped with the package.
+
+    The file is a byte-identical copy of ``shared/validation/published_measurements.csv``
+    (sources: NAR21, MLM22, MPT, TRT017, MLPI40, NEMO2407, MLM24, MBRIDGE, ZHANG23; the
+    ``README.md`` next to it, also shipped, defines every column, metric convention and
+    source), installed as package data (``symcost/data/validation/``), so validation and
+    calibration work without the repository's ``shared/`` folder.
+
+    Returns:
+        Path to the CSV inside the installed package (found with :mod:`importlib.resources`).
+
+    Raises:
+        MeasurementsError: the installation does not contain the file (a broken install, or a
+            package imported from a zip archive).
+    """
+    res = resources.files("symcost").joinpath(*BUILTIN_MEASUREMENTS)
+    path = Path(str(res))
+    if not isinstance(res, Path) or not path.is_file():
+        raise MeasurementsError(f"measurements: the built-in file {'/'.join(BUILTIN_MEASUREMENTS)}"
+                                " is missing from the symcost installation")
+    return path
+
+
+def load_measurements(path: str | os.PathLike | None = None) -> pd.DataFrame:
     """Read a measurements CSV; every cell as text (parsed per row by :func:`prepare_rows`).
 
     Args:
-        path: CSV in the format of ``shared/validation/published_measurements.csv``.
+        path: a local CSV file in the format of
+            ``shared/validation/published_measurements.csv`` (UTF-8, an optional byte-order
+            mark is ignored; no URLs, no compression), or an open text file; None reads the
+            built-in copy (:func:`builtin_measurements`).
 
     Returns:
-        DataFrame with one row per measurement, blank cells as NaN, and a ``source`` column
-        added (the ``case_id`` prefix) when the file has none.
+        DataFrame with one row per measurement, blank cells as NaN, and a ``source_id``
+        column added (the ``case_id`` prefix).
 
     Raises:
-        MeasurementsError: unreadable file, not CSV, or a required column missing.
+        MeasurementsError: unreadable file, not CSV (including a row with more fields than
+            the header, which would otherwise shift every column), a duplicated or a
+            required column missing, or no data rows (``"<path>: no measurement rows"``).
     """
+    if path is None:
+        path = builtin_measurements()
     try:
-        df = pd.read_csv(path, dtype=str, skipinitialspace=True)
+        if hasattr(path, "read"):
+            text = path.read()
+            path = getattr(path, "name", "<file>")
+        else:
+            with open(path, encoding="utf-8-sig", newline="") as fh:
+                text = fh.read()
     except FileNotFoundError:
         raise MeasurementsError(f"measurements: {path}: no such file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise MeasurementsError(f"measurements: {path}: cannot read ({exc})") from None
+    header = next(csv.reader(io.StringIO(text)), [])
+    names = [c.strip() for c in header]
+    dup = sorted({c for c in names if names.count(c) > 1})
+    if dup:
+        raise MeasurementsError(f"measurements: {path}: duplicate column(s) {', '.join(dup)}")
+    try:
+        with warnings.catch_warnings():
+            # index_col=False: a row longer than the header is an error, not an index column
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            df = pd.read_csv(io.StringIO(text), dtype=str, skipinitialspace=True,
+                             index_col=False)
+    except pd.errors.ParserWarning:
+        line = next((i for i, rec in enumerate(csv.reader(io.StringIO(text)), start=1)
+                     if len(rec) > len(header)), "?")
+        raise MeasurementsError(f"measurements: {path}: not a valid CSV (line {line} has more "
+                                f"fields than the header's {len(header)})") from None
     except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else "empty file"
         raise MeasurementsError(f"measurements: {path}: not a valid CSV ({msg})") from None
     df.columns = [str(c).strip() for c in df.columns]
     missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
     if missing:
+        sep = next((c for c in (";", "\t", "|") if len(names) == 1 and c in names[0]), None)
+        hint = f"; the file seems to separate fields with {sep!r}, not ','" if sep else ""
         raise MeasurementsError(f"measurements: {path}: missing required column(s) "
                                 f"{', '.join(missing)} (the format needs "
-                                f"{', '.join(REQUIRED_COLUMNS)})")
+                                f"{', '.join(REQUIRED_COLUMNS)}{hint})")
+    if df.empty:
+        raise MeasurementsError(f"measurements: {path}: no measurement rows")
     df = df.copy()
     df["case_id"] = df["case_id"].fillna("").astype(str).str.strip()
     df["source_id"] = df["case_id"].map(source_of)
@@ -392,6 +495,46 @@ def flash_attention_rule(source: str, notes: str | None) -> tuple[bool, str]:
     return True, "default (FlashAttention)"
 
 
+def unmodelled_reason(row: Mapping) -> str | None:
+    """Why the training model cannot represent a measurement row, or None.
+
+    Checked columns (format of ``shared/validation/README.md``): ``experts`` or ``top_k`` > 1,
+    ``shared_experts`` > 0 or ``moe_ffn_hidden`` stated (mixture of experts: the dense shape
+    columns describe only the dense layers, and the published ``n_params_b`` counts every
+    expert, so a dense prediction is off by up to 100x); ``ep`` > 1 (expert parallelism);
+    ``offload`` other than ``none`` (ZeRO-Offload); ``quant`` (quantized base weights);
+    ``finetune`` or ``lora_rank`` (adapter fine-tuning).
+
+    Args:
+        row: one measurement row (column -> cell; blank cells None/NaN/empty).
+
+    Returns:
+        A one-line reason naming the column, or None when the row is a dense pre-training run.
+
+    Raises:
+        RowError: one of those columns holds a malformed number.
+    """
+    experts, top_k = _int(row, "experts"), _int(row, "top_k")
+    shared, moe_ffn = _int(row, "shared_experts"), _int(row, "moe_ffn_hidden")
+    if (experts or 0) > 1 or (top_k or 0) > 1 or (shared or 0) > 0 or moe_ffn is not None:
+        what = ", ".join(f"{k} = {v}" for k, v in (("experts", experts), ("top_k", top_k))
+                         if v is not None) or "moe columns stated"
+        return f"experts: mixture-of-experts models ({what}) are not modelled"
+    ep = _int(row, "ep")
+    if (ep or 0) > 1:
+        return f"ep: expert parallelism ({ep}) is not modelled"
+    offload = (_get(row, "offload") or "none").lower()
+    if offload != "none":
+        return f"offload: {offload!r} (host-memory offload) is not modelled"
+    quant = _get(row, "quant")
+    if quant is not None:
+        return f"quant: {quant!r} base-weight quantization is not modelled"
+    tune = _get(row, "finetune") or (None if _get(row, "lora_rank") is None else "lora")
+    if tune is not None:
+        return f"finetune: {tune!r} adapter fine-tuning is not modelled"
+    return None
+
+
 def _model_for_row(row: Mapping, source: str, seq: int | None) -> ModelSpec:
     exact, flags = preset_for_name(_get(row, "model"))
     shape = {}
@@ -408,6 +551,11 @@ def _model_for_row(row: Mapping, source: str, seq: int | None) -> ModelSpec:
     arch = {k: getattr(flags, k) for k in ("mlp", "norm", "bias", "tied_embeddings",
                                             "position", "dropout")}
     arch.update(extra.get("arch", {}))
+    gated = _int(row, "gated_mlp")
+    if gated is not None:
+        if gated not in (0, 1):
+            raise RowError(f"gated_mlp: must be 0 or 1 (got {gated})")
+        arch["mlp"] = "swiglu" if gated else "gelu"
     base_max = exact.max_seq_len if exact is not None else flags.max_seq_len
     max_seq = shape["seq_len"] if extra.get("max_seq_len_is_seq_len") else max(
         base_max, shape["seq_len"])
@@ -452,6 +600,9 @@ def _prepare_one(row: Mapping) -> PreparedRow:
     value = _float(row, "value")
     if value is None or value <= 0:
         raise RowError(f"value: must be a positive number (got {_get(row, 'value')!r})")
+    why_not = unmodelled_reason(row)
+    if why_not:
+        raise RowError(why_not)
     hw_id = _get(row, "hardware")
     if hw_id is None:
         raise RowError("hardware: blank (a canonical hardware id is needed)")
@@ -496,8 +647,14 @@ def _prepare_one(row: Mapping) -> PreparedRow:
         defaults["dtype"] = "bf16"
     seq = _int(row, "seq_len")
     notes = _get(row, "notes")
-    flash, why = flash_attention_rule(source, notes)
-    defaults["flash_attention"] = f"{flash} ({why})"
+    stated_flash = _int(row, "flash_attention")
+    if stated_flash is None:
+        flash, why = flash_attention_rule(source, notes)
+        defaults["flash_attention"] = f"{flash} ({why})"
+    elif stated_flash in (0, 1):
+        flash = bool(stated_flash)
+    else:
+        raise RowError(f"flash_attention: must be 0 or 1 (got {stated_flash})")
     model = _model_for_row(row, source, seq)
     gb = _int(row, "global_batch")
     if gb is None:
@@ -511,14 +668,44 @@ def _prepare_one(row: Mapping) -> PreparedRow:
     try:
         cfg = resolve(model, hw, cfg)
     except ConfigError as exc:
-        raise RowError(str(exc)) from None
+        raise RowError(_column_names(str(exc))) from None
     nb = _float(row, "n_params_b")
     n_params = nb * 1e9 if nb is not None and nb > 0 else None
     run = "|".join([source] + [str(_get(row, c)) for c in RUN_COLUMNS])
+    convention = str(_get(row, "flops_convention") or "").lower()
+    if convention and convention not in FLOPS_CONVENTIONS:
+        raise RowError(f"flops_convention: {convention!r} is not one of "
+                       f"{', '.join(FLOPS_CONVENTIONS)}")
     prepared = PreparedRow(case_id, source, metric, value, model, hw, cfg, n_params, run,
-                           defaults)
-    metric_factor(prepared)  # raises RowError for an unknown metric
+                           defaults, convention)
+    _check_measured(prepared)
     return prepared
+
+
+def _column_names(message: str) -> str:
+    """A configuration error's leading field name as the measurements column it came from."""
+    field, sep, rest = message.partition(":")
+    return f"{_CONFIG_FIELD_TO_COLUMN[field]}{sep}{rest}" if field in _CONFIG_FIELD_TO_COLUMN \
+        else message
+
+
+def _check_measured(row: PreparedRow) -> None:
+    """Reject a value no real run can have: a percentage above 100 (:data:`PERCENT_METRICS`)
+    or an implied step time outside :data:`MEASURED_STEP_RANGE_S`.
+
+    Raises:
+        RowError: naming the ``value`` column, the metric and the implied step time.
+    """
+    if row.metric in PERCENT_METRICS and row.measured > 100.0:
+        raise RowError(f"value: {row.measured:g} % {row.metric} exceeds 100 %")
+    coef, power = metric_factor(row)  # raises RowError for an unknown metric
+    with np.errstate(all="ignore"):
+        step = float(np.float64(row.measured) / coef if power > 0 else coef / np.float64(
+            row.measured))
+    lo, hi = MEASURED_STEP_RANGE_S
+    if not (math.isfinite(step) and lo <= step <= hi):
+        raise RowError(f"value: {row.measured:g} {row.metric} implies a step time of "
+                       f"{step:.3g} s, outside the plausible range [{lo:g}, {hi:g}] s")
 
 
 def prepare_rows(df: pd.DataFrame) -> tuple[list[PreparedRow], list[SkippedRow]]:
@@ -818,13 +1005,14 @@ def validate_frame(df: pd.DataFrame, params: Params, path: str = "",
     return ValidationReport(rows, skipped, summarize(rows, skipped), params, path, prepared)
 
 
-def validate_file(path: str | os.PathLike, params: Params | str | os.PathLike | None = None,
+def validate_file(path: str | os.PathLike | None = None, params: Params | str | os.PathLike | None = None,
                   intervals: bool = True, level: float = 0.9,
                   inference: bool = True) -> ValidationReport:
     """Validate the model against a measurements file.
 
     Args:
-        path: measurements CSV.
+        path: measurements CSV; None scores the built-in published measurements
+            (:func:`builtin_measurements`).
         params: :class:`Params`, a parameter file path, or None for the shipped calibration.
         intervals: compute ``pred_lo``/``pred_hi`` (``level`` prediction interval) where the
             parameters are a calibration of the row's GPU generation.
@@ -841,5 +1029,7 @@ def validate_file(path: str | os.PathLike, params: Params | str | os.PathLike | 
     """
     if params is None or isinstance(params, (str, os.PathLike)):
         params = load_params(params)
+    if path is None:
+        path = builtin_measurements()
     return validate_frame(load_measurements(path), params, str(path), intervals, level,
                           inference)

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from symcost.api import training_inputs
 from symcost.calibrate import (DEFAULT_FIT, CalibrationError, bound_warnings, calibrate,
-                               calibrate_rows, cross_validate, interval_sd,
+                               calibrate_rows, check_output_path, cross_validate, interval_sd,
                                log_step_time_gradient, log_step_time_jacobian,
                                predict_interval, row_intervals, start_params,
                                transfer_missing, write_params)
@@ -424,3 +424,75 @@ def test_collinear_parameters_fit_only_one(synthetic, base):
     assert np.isfinite(f.stderr[fitted]) and stuck not in f.stderr
     with pytest.raises(CalibrationError, match="duplicate"):
         calibrate_rows(rows, base, ("eff_gemm", "eff_gemm"))
+
+
+# ------------------------------------------------------------------------ inputs (issue 10)
+def test_fit_and_transfer_accept_one_comma_separated_string(tmp_path, synthetic, base):
+    # a bare string used to be split into characters ("unknown parameter(s) e, f, f, ...")
+    with pytest.raises(CalibrationError) as info:
+        calibrate_rows(synthetic, base, "eff_magic")
+    assert str(info.value).startswith("calibrate: --fit: unknown parameter(s) eff_magic (known:")
+    path = tmp_path / "m.csv"
+    pd.DataFrame(synthetic_rows()[:5]).to_csv(path, index=False)
+    with pytest.raises(CalibrationError) as info:
+        calibrate(path, base, transfer_to="volta")
+    assert str(info.value) == ("calibrate: --transfer: unknown generation(s) volta (known: "
+                               "ampere, hopper, blackwell, cdna3)")
+    res = calibrate_rows(synthetic, base, "eff_gemm, eff_attn")
+    assert set(res.fits["ampere"].values) >= {"eff_gemm", "eff_attn"}
+    assert set(res.fits["ampere"].fitted) | set(res.fits["ampere"].at_bound) == {
+        "eff_gemm", "eff_attn"}
+
+
+def test_calibrate_without_path_uses_the_builtin_measurements(tmp_path, monkeypatch, base):
+    from symcost import validate
+
+    tiny = tmp_path / "builtin.csv"
+    pd.DataFrame([dict(r, hardware="tpu-v9") for r in synthetic_rows()[:3]]).to_csv(
+        tiny, index=False)
+    monkeypatch.setattr(validate, "builtin_measurements", lambda: tiny)
+    with pytest.raises(CalibrationError, match=rf"^calibrate: no predictable train rows in "
+                                               rf"{tiny} \(3 skipped: unknown hardware"):
+        calibrate(start=base)
+
+
+def test_calibrate_header_only_file(tmp_path, base):
+    from symcost.validate import MeasurementsError
+
+    path = tmp_path / "m.csv"
+    path.write_text("case_id,workload,metric,value\n")
+    with pytest.raises(MeasurementsError, match=rf"^measurements: {path}: no measurement rows$"):
+        calibrate(path, base)
+
+
+def test_written_file_has_ordinary_permissions(tmp_path, fitted):
+    """The temporary file's 0600 used to survive the rename (issue 10, point 8)."""
+    import os
+    import stat
+
+    old = os.umask(0o022)
+    try:
+        new = tmp_path / "new.yaml"
+        write_params(fitted.params, new)
+        assert stat.S_IMODE(new.stat().st_mode) == 0o644
+        kept = tmp_path / "kept.yaml"
+        kept.write_text("previous\n")
+        kept.chmod(0o640)
+        write_params(fitted.params, kept)
+        assert stat.S_IMODE(kept.stat().st_mode) == 0o640
+        assert kept.read_text().startswith("# Efficiency parameters")
+    finally:
+        os.umask(old)
+
+
+def test_unwritable_output_is_a_one_line_error_before_writing(tmp_path, fitted):
+    missing = tmp_path / "no" / "such" / "p.yaml"
+    with pytest.raises(CalibrationError) as info:
+        check_output_path(missing)
+    assert str(info.value) == f"output: {missing}: directory {missing.parent} does not exist"
+    with pytest.raises(CalibrationError, match=r"^output: .* is a directory \(give a file name"):
+        write_params(fitted.params, tmp_path)
+    with pytest.raises(CalibrationError, match="does not exist"):
+        write_params(fitted.params, missing)
+    assert list(tmp_path.iterdir()) == []  # no temporary file left behind
+    check_output_path(tmp_path / "ok.yaml")  # a new file in an existing directory is fine

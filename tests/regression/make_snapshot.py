@@ -13,7 +13,11 @@ and commit ``tests/regression/snapshot.json.gz``. It stores, in float64:
 One intended change since (issue 10, "one rule, one outcome"): inference requests longer
 than a RoPE/ALiBi model's ``max_seq_len`` are no longer rejected (only learned positions
 bound the context, as in training); the 10 stored inference draws that changed were updated
-in place, every other value is as first written.
+in place. A second (issue 11's ``flops_convention``, merged with issue 10): the 38 MoE rows of
+the shared file (MBRIDGE Qwen3-30B-A3B, gpt-oss-120b) are skipped instead of being predicted as
+dense models, and the 18 MLM24 FLOP-rate rows use MLM24's own FLOP convention (step times
+unchanged); the validation part was refreshed after checking that nothing else moved. Every
+other value is as first written.
 
 The draws are described by plain field values (API keywords), so the test can replay them
 through the public API whatever the internals become.
