@@ -92,7 +92,8 @@ def evaluate_chunks(fn: Callable[..., Sequence[Any]], rows: RowSource, n_columns
         out_dtypes: NumPy dtype of each output (the precision's float when None).
 
     Returns:
-        One array of ``total`` values per output.
+        One array per output: ``total`` rows (of the per-row shape ``fn`` returns, e.g. a
+        Jacobian row).
 
     Raises:
         ValueError: unknown precision or a non-positive chunk.
@@ -107,7 +108,7 @@ def evaluate_chunks(fn: Callable[..., Sequence[Any]], rows: RowSource, n_columns
         raise ValueError(f"chunk: must be a positive integer (got {chunk!r})")
     np_dt = np.float64 if precision == "float64" else np.float32
     dts = list(out_dtypes) if out_dtypes is not None else [np_dt] * n_outputs
-    out = [np.empty(total, dtype=d) for d in dts]
+    out: list[np.ndarray] = []
     n_chunks = -(-total // size)
     with jax.enable_x64(precision == "float64"):
         fixed = tuple(jnp.asarray(np.asarray(v, dtype=np_dt)) for v in scalars)
@@ -126,11 +127,13 @@ def evaluate_chunks(fn: Callable[..., Sequence[Any]], rows: RowSource, n_columns
                 res = fn(tuple(args), fixed)       # dispatched asynchronously
             if pending is not None:                # copy the previous chunk out meanwhile
                 p_start, p_n, p_res = pending
-                for o, r in zip(out, p_res):
+                for i, r in enumerate(p_res):
                     r = np.asarray(r)
                     if r.ndim == 0:                # no per-row column: one broadcast value
                         r = np.broadcast_to(r, (size,))
-                    o[p_start:p_start + p_n] = r[:p_n]
+                    if len(out) <= i:              # per-row values may be vectors (Jacobians)
+                        out.append(np.empty((total,) + r.shape[1:], dtype=dts[i]))
+                    out[i][p_start:p_start + p_n] = r[:p_n]
                 if progress is not None:
                     progress(p_start + p_n)
             pending = (start, n, res) if k < n_chunks else None

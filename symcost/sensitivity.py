@@ -18,8 +18,8 @@ Statuses:
   :data:`FD_STEP` of) a ``Max``/``Min`` tie or a branch switch, where ``jax`` picks one side.
 * ``zero value``: the parameter is 0 here (an overhead switched off), so its elasticity is 0.
 
-Discrete parameters (``tp``, ``pp``, ``dp``, ``micro_batch``, ``vpp``; ``n_layers``/
-``n_heads``/``global_batch``/... on request) are never differentiated (``ceil`` has zero
+Discrete parameters (``tp``, ``pp``, ``dp``, ``micro_batch``, ``vpp``; ``layers``/
+``heads``/``global_batch``/... on request) are never differentiated (``ceil`` has zero
 gradient, and only integers are meaningful): each gets the arc elasticity
 ``(ln y' - ln y)/(ln x' - ln x)`` to its next valid value up and down, found by stepping the
 value and testing it with :func:`symcost.config.resolve` (and :class:`ModelSpec`). Changing
@@ -41,6 +41,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import symbols as S
+from .evaluate import column_source, evaluate_chunks
+from .fields import MODEL_FIELDS, TRAINING_FIELDS
 
 DEFAULT_OUTPUTS = ("step_time", "mfu", "mem_total")
 DEFAULT_DISCRETE = ("tp", "pp", "dp", "micro_batch", "vpp")
@@ -50,10 +52,17 @@ MODEL_CONTINUOUS = ("hidden", "ffn_hidden", "vocab", "seq_len")
 DISCRETE_FIELDS = {
     "tp": ("config", "tp"), "pp": ("config", "pp"), "dp": ("config", "dp"),
     "micro_batch": ("config", "micro_batch"), "vpp": ("config", "vpp"),
-    "global_batch": ("config", "global_batch"), "n_layers": ("model", "layers"),
-    "n_heads": ("model", "heads"), "n_kv_heads": ("model", "kv_heads"),
+    "global_batch": ("config", "global_batch"), "layers": ("model", "layers"),
+    "heads": ("model", "heads"), "kv_heads": ("model", "kv_heads"),
 }
-_DISCRETE_ALIASES = {"layers": "n_layers", "heads": "n_heads", "kv_heads": "n_kv_heads"}
+
+
+def _discrete_symbol(name: str) -> str:
+    """The symbol bound by discrete field ``name`` (``layers`` -> ``n_layers``)."""
+    f = TRAINING_FIELDS.get(name) or MODEL_FIELDS[name]
+    return f.symbol or name
+
+
 #: central-difference step in ln x.
 FD_STEP = 1e-6
 #: agreement of autodiff and finite differences: ``|e_ad - e_fd| <= FD_ATOL + FD_RTOL*|e_fd|``.
@@ -165,33 +174,42 @@ def elasticities(inputs: Mapping[str, object], wrt: Sequence[str] | None = None,
     if len(lengths) > 1:
         raise SensitivityError(f"inputs: arrays of different lengths {sorted(lengths)}")
     n = lengths.pop() if lengths else 1
-    fn, others = _elasticity_function(outputs, wrt, precision)
-    np_dt = np.float64 if precision == "float64" else np.float32
-    res = {o: {"value": np.empty(n, np_dt)} | {w: np.empty(n, np_dt) for w in wrt}
-           for o in outputs}
-    with jax.enable_x64(precision == "float64"):
-        import jax.numpy as jnp
-
-        xo_scalar = {k: jnp.asarray(np.asarray(inputs[k], np_dt)) for k in others
-                     if np.ndim(inputs[k]) == 0}
-        for start in range(0, n, chunk_size):
-            m = min(chunk_size, n - start)
-
-            def col(k):
-                a = np.asarray(inputs[k], np_dt)
-                if a.ndim == 0:
-                    return np.full(chunk_size, a, np_dt)
-                a = a[start:start + m]
-                return a if m == chunk_size else np.pad(a, (0, chunk_size - m), mode="edge")
-
-            xw = tuple(col(w) for w in wrt)
-            xo = tuple(xo_scalar[k] if k in xo_scalar else col(k) for k in others)
-            ys, es = fn(xw, xo)
-            for i, o in enumerate(outputs):
-                res[o]["value"][start:start + m] = np.asarray(ys[i])[:m]
-                for w, e in zip(wrt, es[i]):
-                    res[o][w][start:start + m] = np.asarray(e)[:m]
+    _, others = _elasticity_function(outputs, wrt, precision)
+    col_others = tuple(k for k in others if np.ndim(inputs[k]) > 0)
+    sc_others = tuple(k for k in others if np.ndim(inputs[k]) == 0)
+    fn = _chunked_elasticity_function(outputs, wrt, precision, col_others, sc_others)
+    # every wrt input is a per-row column (the derivative is taken per row)
+    cols = {k: np.broadcast_to(np.asarray(inputs[k], np.float64), (n,)) for k in wrt}
+    cols.update({k: np.asarray(inputs[k], np.float64) for k in col_others})
+    names = wrt + col_others
+    flat = evaluate_chunks(fn, column_source(cols, names), len(names),
+                           [float(inputs[k]) for k in sc_others], n,
+                           len(outputs) * (1 + len(wrt)), precision, chunk_size)
+    res = {}
+    for i, o in enumerate(outputs):
+        res[o] = {"value": flat[i]}
+        for j, w in enumerate(wrt):
+            res[o][w] = flat[len(outputs) + i * len(wrt) + j]
     return res
+
+
+@functools.lru_cache(maxsize=16)
+def _chunked_elasticity_function(outputs: tuple[str, ...], wrt: tuple[str, ...], dtype: str,
+                                 col_others: tuple[str, ...], sc_others: tuple[str, ...]):
+    """:func:`_elasticity_function` as ``fn(columns, scalars) -> flat outputs`` for the one
+    evaluator (:func:`symcost.evaluate.evaluate_chunks`): columns are the ``wrt`` inputs then
+    ``col_others``; outputs are the values, then the elasticities output by output."""
+    import jax
+
+    inner, others = _elasticity_function(outputs, wrt, dtype)
+
+    def run(cols, sc):
+        env = dict(zip(wrt + col_others, cols))
+        env.update(zip(sc_others, sc))
+        ys, es = inner(tuple(env[w] for w in wrt), tuple(env[k] for k in others))
+        return tuple(ys) + tuple(e for per_output in es for e in per_output)
+
+    return jax.jit(run)
 
 
 def _check_outputs(outputs) -> tuple[str, ...]:
@@ -355,7 +373,7 @@ def sensitivity(model, hardware, config=None, params=None, *,
         outputs: training outputs (default step_time, mfu, mem_total).
         wrt: continuous parameters (default :func:`continuous_parameters`).
         discrete: discrete parameters for neighbour differences (keys of
-            :data:`DISCRETE_FIELDS`, or ``layers``/``heads``/``kv_heads``).
+            :data:`DISCRETE_FIELDS`: field names).
 
     Returns:
         :class:`SensitivityResult`.
@@ -373,12 +391,10 @@ def sensitivity(model, hardware, config=None, params=None, *,
     outputs = _check_outputs(outputs)
     disc = []
     for d in discrete:
-        d2 = _DISCRETE_ALIASES.get(d, d)
-        if d2 not in DISCRETE_FIELDS:
+        if d not in DISCRETE_FIELDS:
             raise SensitivityError(f"discrete: unknown {d!r}; known: "
-                                   f"{', '.join(DISCRETE_FIELDS)} (aliases layers, heads, "
-                                   "kv_heads)")
-        disc.append(d2)
+                                   f"{', '.join(DISCRETE_FIELDS)}")
+        disc.append(d)
     params = params or load_params()
     m, hw, cfg, base = prepare_training(model, hardware, config, params,
                                         **config_fields)
@@ -428,7 +444,8 @@ def sensitivity(model, hardware, config=None, params=None, *,
         result.append(p)
     k = 1 + 4 * len(wrt)
     for d in disc:
-        p = ParameterSensitivity(d, S.REGISTRY[d].kind, "neighbour", float(base[d]))
+        sym = _discrete_symbol(d)
+        p = ParameterSensitivity(d, S.REGISTRY[sym].kind, "neighbour", float(base[sym]))
         sides = []
         for nb in neigh[d]:
             if nb is None:
@@ -437,7 +454,7 @@ def sensitivity(model, hardware, config=None, params=None, *,
             ys = {o: float(ev[o]["value"][k]) for o in outputs}
             k += 1
             arc = {o: ((math.log(ys[o]) - math.log(y0[o]))
-                       / (math.log(nb["value"]) - math.log(base[d])))
+                       / (math.log(nb["value"]) - math.log(base[sym])))
                    if ys[o] > 0 and y0[o] > 0 else float("nan") for o in outputs}
             sides.append({"value": nb["value"], "elasticity": arc, "outputs": ys,
                           "fits": nb["fits"], "changed": nb["changed"]})

@@ -184,7 +184,7 @@ def test_cli_sensitivity_json():
     assert res.exit_code == 0, res.output
     d = json.loads(res.output)
     names = [p["name"] for p in d["parameters"]]
-    assert "n_layers" in names and "hbm_bw" in names
+    assert "layers" in names and "hbm_bw" in names
     bad = RUNNER.invoke(app, ["sensitivity", "--model", MODEL, "--hardware", HW,
                               "--discrete", "bogus"])
     assert bad.exit_code == 2 and "discrete" in bad.output
