@@ -856,11 +856,23 @@ def write_params(params: Params, path: str | os.PathLike) -> None:
             body = fh.read()
         with open(tmp, "w", encoding="utf-8") as fh:
             fh.write(_HEADER + body)
+        os.chmod(tmp, _new_file_mode(path))
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def _new_file_mode(path: str | os.PathLike) -> int:
+    """The mode a plain ``open(path, "w")`` would give: the existing file's mode, else
+    ``0o666`` less the process umask (0644 under umask 022; ``mkstemp`` alone gives 0600)."""
+    try:
+        return os.stat(path).st_mode & 0o777
+    except OSError:
+        mask = os.umask(0)
+        os.umask(mask)
+        return 0o666 & ~mask
 
 
 _HEADER = ("# Efficiency parameters per GPU generation (base units: fractions, seconds, bytes).\n"

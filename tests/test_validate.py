@@ -279,7 +279,7 @@ def test_cli_validate_json(tmp_path):
     res = RUNNER.invoke(app, ["validate", str(path), "--json"])
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
-    assert set(out) == {"rows", "summary", "skipped"}
+    assert set(out) == {"schema_version", "rows", "summary", "skipped"}
     assert {"case_id", "metric", "measured", "predicted", "error_pct"} <= set(out["rows"][0])
     assert out["skipped"] == [{"case_id": "X-bad", "reason": "n_gpus: blank or not positive"}]
     assert out["summary"]["by_source_metric"][0]["metric"] == "iteration_time_s"

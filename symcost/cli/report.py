@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .training import BREAKDOWN
+from ..training import BREAKDOWN
 
 __all__ = ["scatter_plot", "write_report", "markdown_table"]
 
