@@ -135,6 +135,7 @@ def _main(
 def build_app() -> typer.Typer:
     """Create the typer app and register every module of :data:`COMMAND_MODULES`."""
     app = typer.Typer(cls=_Group, add_completion=False, no_args_is_help=True,
+                      rich_markup_mode=None,  # plain click help: option names never truncated
                       pretty_exceptions_show_locals=False,
                       help="symcost: symbolic + compiled performance model for distributed "
                            "LLM training and inference.")
