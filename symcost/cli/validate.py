@@ -250,7 +250,7 @@ def register(app: typer.Typer) -> None:
         result = calibrate(path, start, names, command=cmd, transfer_to=moved)
         write_params(result.params, output)
         for line in bound_warnings(result):
-            warn(line.removeprefix("warning: ").removeprefix("WARNING: "))
+            warn(line.removeprefix("warning: "))
         cv = None
         if cross_validate:
             from ..calibrate import cross_validate as run_cv, start_params
