@@ -2,8 +2,9 @@
 warnings, the memory-fit outcome and the ``--json`` writer.
 
 Command modules import from here (and from :mod:`symcost.cli.format`), never from each other.
-Heavy modules (JAX, pandas, SymPy expressions, rich) are imported inside the functions that
-need them, only so that ``symcost --help`` stays fast.
+Function-local imports in the CLI modules are kept only for start-up time: ``symcost --help``
+imports neither NumPy, pandas nor JAX, builds no SymPy cost expressions and loads no rich
+tables; nothing in the CLI needs a local import to avoid an import cycle.
 """
 
 from __future__ import annotations
@@ -16,7 +17,11 @@ from typing import Annotated, Any, Literal
 
 import typer
 
+from hwspecs import HardwareSpecError, load_hardware
+
 from ..config import TrainingConfig
+from ..models import ModelSpecError, get_model
+from ..params import ParamsError, load_params
 from ..schema import stamp
 from .format import GIB
 
@@ -80,8 +85,6 @@ def load_params_option(params: Path | None):
     Raises:
         ParamsError: unreadable or invalid file; the message starts with ``--params:``.
     """
-    from ..params import ParamsError, load_params
-
     try:
         return load_params(params)
     except ParamsError as exc:
@@ -104,10 +107,6 @@ def load_inputs(model: str, hardware: str, params: Path | None):
         ModelSpecError, HardwareSpecError, ParamsError: the message is prefixed with the
             command-line option (``--model``, ``--hardware``, ``--params``).
     """
-    from hwspecs import HardwareSpecError, load_hardware
-
-    from ..models import ModelSpecError, get_model
-
     try:
         m = get_model(model)
     except ModelSpecError as exc:

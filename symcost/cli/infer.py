@@ -12,10 +12,11 @@ Examples::
 ``infer`` prints TTFT, TPOT, end-to-end latency, throughput (continuous batching and static
 batch) and memory per GPU; ``--json`` prints one JSON object
 (:meth:`symcost.infer_api.InferenceResult.to_dict`: ``ttft_s``, ``tpot_s``,
-``throughput_tokens_per_s``, ``memory_per_gpu_bytes`` with ``weights`` and ``kv_cache``,
-``max_batch``, ...). A batch that does not fit, a context above the model's maximum, an
-unknown dtype or a TP degree incompatible with the KV heads exits with code 2 and one
-``error:`` line (see :mod:`symcost.cli`).
+``throughput_tokens_per_s``, ``memory_per_gpu_bytes``, ``memory_kv_cache_bytes``,
+``max_batch``, ...). A batch that does not fit in memory is still reported, as in every
+command (``"fits": false`` and one ``warning: memory: ...`` line on stderr; exit code 0). A
+context above the model's maximum, an unknown dtype or a TP degree incompatible with the KV
+heads exits with code 2 and one ``error:`` line (see :mod:`symcost.cli.main`).
 """
 
 from __future__ import annotations
@@ -25,11 +26,16 @@ from typing import Annotated, Literal
 
 import typer
 
+from hwspecs import HardwareSpecError, load_hardware
+
 from ..config import InferenceConfig
 from ..schema import rename_keys
 from .common import (check_output_path, console, emit_json, load_inputs, load_params_option,
                      memory_warning)
 from .format import fmt_time, format_bytes
+
+# Function-local imports below only keep NumPy, pandas, JAX, rich and SymPy cost expressions out
+# of ``symcost --help`` (see symcost.cli.common); none of them avoids an import cycle.
 
 _DEFAULT = InferenceConfig()
 DEFAULT_ROOFLINE_HARDWARE = "a100-sxm4-80gb,h100-sxm5-80gb,h200-sxm-141gb,b200"
@@ -167,8 +173,6 @@ def infer(
 
 
 def _hardware_list(text: str) -> list[str]:
-    from hwspecs import HardwareSpecError
-
     items = [h.strip() for h in text.split(",") if h.strip()]
     if not items:
         raise HardwareSpecError("--hardware: give at least one hardware id (comma-separated)")
@@ -198,8 +202,6 @@ def roofline(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON records.")] = False,
 ) -> None:
     """Roofline of each GEMM of one layer in prefill and decode on each GPU."""
-    from hwspecs import HardwareSpecError, load_hardware
-
     from ..roofline import roofline_table
     from .plots import plot_roofline
 

@@ -26,6 +26,9 @@ import sys
 import typer
 from typer.core import TyperGroup
 
+# Function-local imports below only keep NumPy, pandas, JAX, rich and SymPy cost expressions out
+# of ``symcost --help`` (see symcost.cli.common); none of them avoids an import cycle.
+
 #: feature modules, each exposing ``register(app)``; one line per module.
 COMMAND_MODULES = [
     "symcost.cli.train",

@@ -14,6 +14,8 @@ import numpy as np
 from ..roofline import OPERATORS
 from ..sensitivity import TORNADO_STEP, SensitivityError, SensitivityResult
 
+# matplotlib is imported inside the functions only to keep it out of ``symcost --help``.
+
 __all__ = ["plot_pareto", "plot_roofline", "tornado_chart"]
 
 

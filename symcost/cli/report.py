@@ -19,6 +19,8 @@ import pandas as pd
 
 from ..training import BREAKDOWN
 
+# matplotlib is imported inside the functions only to keep it out of ``symcost --help``.
+
 __all__ = ["scatter_plot", "write_report", "markdown_table"]
 
 #: marker per metric in the scatter plot (others: ``o``).

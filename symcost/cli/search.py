@@ -29,6 +29,9 @@ from .common import (CliInputError, Model, ParamsFile, check_output_path, consol
                      load_inputs)
 from .format import GIB, fmt_time, format_bytes
 
+# Function-local imports below only keep NumPy, pandas, JAX, rich and SymPy cost expressions out
+# of ``symcost --help`` (see symcost.cli.common); none of them avoids an import cycle.
+
 #: largest ``--price-per-gpu-hour`` accepted (USD); keeps cost products far from overflow.
 MAX_PRICE_PER_GPU_HOUR = 1e6
 

@@ -39,6 +39,9 @@ from .common import (DEFAULTS as _D, AsJson, Dp, Dtype, Flash, GlobalBatch,
                      load_inputs, memory_warning, split_list, training_fit)
 from .format import fmt_time, format_bytes
 
+# Function-local imports below only keep NumPy, pandas, JAX, rich and SymPy cost expressions out
+# of ``symcost --help`` (see symcost.cli.common); none of them avoids an import cycle.
+
 #: outputs shown in the sweep's table of best rows (all go to --out and --json).
 _MAX_TABLE_OUTPUTS = 6
 #: recompute code (sweep column) -> name.

@@ -8,9 +8,10 @@ Example::
 prints a table (step time, tokens/s, MFU/HFU, memory per GPU, step-time breakdown);
 ``--json`` prints exactly one JSON object, :meth:`symcost.api.TrainingResult.to_dict`.
 ``symcost train --list-models`` / ``--list-hardware`` print the known ids, one per line.
-A configuration that does not fit in memory is still reported (``"fits": false``, and a
-warning line); the exit code is 0. Invalid input exits with code 2 and one ``error:`` line
-(see :mod:`symcost.cli`).
+A configuration that does not fit in memory is still reported (``"fits": false``, and one
+``warning: memory: ...`` line on stderr, :func:`symcost.cli.common.memory_warning`); the exit
+code is 0. Invalid input exits with code 2 and one ``error:`` line (see
+:mod:`symcost.cli.main`).
 """
 
 from __future__ import annotations
@@ -19,11 +20,17 @@ from typing import Annotated, Literal
 
 import typer
 
+from hwspecs import list_hardware
+
 from ..config import TrainingConfig
+from ..models import list_models
 from .common import (DEFAULTS as _D, Dp, Dtype, Flash, GlobalBatch, Hardware, MicroBatch, Model,
                      NumGpus, Overlap, ParamsFile, Pp, Recompute, SeqLen, Sp, Tp, Vpp, Zero,
                      console, emit_json, load_inputs, memory_warning)
 from .format import fmt_time, format_bytes
+
+# Function-local imports below only keep NumPy, pandas, JAX, rich and SymPy cost expressions out
+# of ``symcost --help`` (see symcost.cli.common); none of them avoids an import cycle.
 
 #: what each step-time term is (see :func:`symcost.training.training_expressions`).
 BREAKDOWN_HELP = {
@@ -41,16 +48,12 @@ BREAKDOWN_HELP = {
 
 def _list_models(value: bool) -> None:
     if value:
-        from ..models import list_models
-
         typer.echo("\n".join(list_models()))
         raise typer.Exit()
 
 
 def _list_hardware(value: bool) -> None:
     if value:
-        from hwspecs import list_hardware
-
         typer.echo("\n".join(list_hardware()))
         raise typer.Exit()
 

@@ -24,8 +24,12 @@ from typing import Annotated
 
 import typer
 
+from ..params import PARAM_NAMES
 from .common import (CliInputError, check_output_path, console, emit_json, load_params_option,
                      warn)
+
+# Function-local imports below only keep NumPy, pandas, JAX, rich and SymPy cost expressions out
+# of ``symcost --help`` (see symcost.cli.common); none of them avoids an import cycle.
 
 __all__ = ["register"]
 
@@ -118,8 +122,6 @@ def validate_tables(report, show_rows: bool = True) -> list:
 def calibration_tables(result) -> list:
     """Rich renderables of a :class:`~symcost.calibrate.CalibrationResult`."""
     from rich.table import Table
-
-    from ..params import PARAM_NAMES
 
     out = []
     fit_names = list(result.params.provenance.get("fitted_parameters") or ())
