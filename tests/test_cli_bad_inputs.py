@@ -97,6 +97,8 @@ def test_sweep_out_in_missing_directory(tmp_path, no_compute):
     assert "does not exist" in assert_user_error(res, "--out")
     res = run("sweep", *SMALL, "--vary", "tp=1,2", "--out", str(tmp_path / "rows.txt"))
     assert ".csv or .parquet" in assert_user_error(res, "--out")
+    res = run("sweep", *SMALL, "--vary", "tp=1,2", "--out", str(tmp_path))
+    assert "is a directory" in assert_user_error(res, "--out")
 
 
 @pytest.mark.parametrize("command,extra", [
@@ -110,6 +112,8 @@ def test_plot_in_missing_directory(tmp_path, no_compute, command, extra):
     assert "does not exist" in assert_user_error(res, "--plot")
     res = run(command, *extra, "--plot", str(tmp_path / "chart.jpg"))
     assert ".png" in assert_user_error(res, "--plot")
+    res = run(command, *extra, "--plot", str(tmp_path))
+    assert "is a directory" in assert_user_error(res, "--plot")
 
 
 def test_calibrate_output_checked_first(tmp_path, no_compute, measurements):

@@ -198,7 +198,7 @@ def roofline(
     params: Annotated[Path | None, typer.Option(show_default=False, dir_okay=False,
                                                 help="Efficiency-parameter YAML.")] = None,
     plot: Annotated[Path | None, typer.Option(
-        help="Write a log-log roofline PNG here.", show_default=False, dir_okay=False)] = None,
+        help="Write a log-log roofline PNG here.", show_default=False)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON records.")] = False,
 ) -> None:
     """Roofline of each GEMM of one layer in prefill and decode on each GPU."""

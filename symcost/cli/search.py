@@ -269,7 +269,7 @@ def codesign_cmd(
     popsize: Annotated[int, typer.Option(min=2, help="Population multiplier.")] = 12,
     params: ParamsFile = None,
     plot: Annotated[Path | None, typer.Option(help="Write the Pareto front as a PNG.",
-                                              show_default=False, dir_okay=False)] = None,
+                                              show_default=False)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Co-design GPU hardware (FLOP/s, HBM, links) and parallel layout under cost budgets."""

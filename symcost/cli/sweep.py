@@ -179,7 +179,7 @@ def sensitivity_cmd(
         help="Discrete parameters for neighbour differences (tp, pp, dp, micro_batch, vpp, "
              "global_batch, layers, heads, kv_heads).")] = "tp,pp,dp,micro_batch,vpp",
     plot: Annotated[Path | None, typer.Option(
-        help="Write a tornado chart (PNG).", show_default=False, dir_okay=False)] = None,
+        help="Write a tornado chart (PNG).", show_default=False)] = None,
     plot_output: Annotated[str, typer.Option(help="Output the tornado chart shows.")] =
         "step_time",
     num_gpus: NumGpus = _D.num_gpus, tp: Tp = _D.tp, pp: Pp = _D.pp, dp: Dp = _D.dp,
