@@ -149,8 +149,8 @@ _INTERVAL = {"type": "array", "items": _NUM, "minItems": 2, "maxItems": 2}
 def _object(required: Mapping[str, dict], optional: Mapping[str, dict] | None = None,
             closed: bool = False) -> dict:
     props = {"schema_version": {"const": SCHEMA_VERSION}, **required, **(optional or {})}
-    out = {"type": "object", "properties": props,
-           "required": ["schema_version", *required]}
+    out: dict[str, Any] = {"type": "object", "properties": props,
+                           "required": ["schema_version", *required]}
     if closed:
         out["additionalProperties"] = False
     return out

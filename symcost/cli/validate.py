@@ -20,7 +20,7 @@ untouched otherwise).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -65,7 +65,7 @@ def validate_tables(report, show_rows: bool = True) -> list:
     MAPE per source and metric, rows not predicted."""
     from rich.table import Table
 
-    out = []
+    out: list[Any] = []
     rows = report.rows
     has_iv = bool(len(rows)) and rows["pred_lo"].notna().any()
     if show_rows and len(rows):
@@ -123,7 +123,7 @@ def calibration_tables(result) -> list:
     """Rich renderables of a :class:`~symcost.calibrate.CalibrationResult`."""
     from rich.table import Table
 
-    out = []
+    out: list[Any] = []
     fit_names = list(result.params.provenance.get("fitted_parameters") or ())
     for gen, f in result.fits.items():
         t = Table(title=f"{gen}: {f.n_runs} runs ({f.n_rows} rows), residual sd of log error "
