@@ -13,5 +13,5 @@ from __future__ import annotations
 from .main import (COMMAND_MODULES, USER_ERROR_EXIT, app, build_app, enable_compilation_cache,
                    is_user_error, one_line)
 
-__all__ = ["COMMAND_MODULES", "USER_ERROR_EXIT", "app", "build_app", "enable_compilation_cache", "is_user_error",
-           "one_line"]
+__all__ = ["COMMAND_MODULES", "USER_ERROR_EXIT", "app", "build_app", "enable_compilation_cache",
+           "is_user_error", "one_line"]

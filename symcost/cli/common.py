@@ -25,13 +25,14 @@ from ..params import ParamsError, load_params
 from ..schema import stamp
 from .format import GIB
 
-__all__ = ["AsJson", "CliInputError", "Dp", "Dtype", "Flash", "GlobalBatch", "Hardware",
-           "MicroBatch", "Model", "NumGpus", "Overlap", "ParamsFile", "Pp", "Recompute",
+__all__ = ["DEFAULTS", "AsJson", "CliInputError", "Dp", "Dtype", "Flash", "GlobalBatch",
+           "Hardware", "MicroBatch", "Model", "NumGpus", "Overlap", "ParamsFile", "Pp", "Recompute",
            "SeqLen", "Sp", "Tp", "Vpp", "Zero", "check_output_path", "console", "emit_json",
            "load_inputs", "load_params_option", "memory_warning", "split_list",
            "training_fit", "warn"]
 
-_D = TrainingConfig()
+#: the defaults of the shared training options (those of :class:`TrainingConfig`).
+DEFAULTS = TrainingConfig()
 
 
 class CliInputError(ValueError):
@@ -74,9 +75,6 @@ ParamsFile = Annotated[Path | None, typer.Option(
     help="Efficiency-parameter YAML (default: the shipped calibration).", show_default=False,
     dir_okay=False)]
 AsJson = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
-
-#: the defaults of the shared training options (those of :class:`TrainingConfig`).
-DEFAULTS = _D
 
 
 def load_params_option(params: Path | None):
