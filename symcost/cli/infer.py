@@ -30,8 +30,8 @@ from hwspecs import HardwareSpecError, load_hardware
 
 from ..config import InferenceConfig
 from ..schema import rename_keys
-from .common import (check_output_path, console, emit_json, load_inputs, load_params_option,
-                     memory_warning)
+from .common import (Hardware, Model, ParamsFile, check_output_path, console, emit_json,
+                     load_inputs, load_params_option, memory_warning)
 from .format import fmt_time, format_bytes
 
 # Function-local imports below only keep NumPy, pandas, JAX, rich and SymPy cost expressions out
@@ -113,10 +113,7 @@ def summary_tables(result) -> list:
 
 
 def infer(
-    model: Annotated[str, typer.Option(
-        help="Model preset id or path to a Hugging Face config.json.", show_default=False)],
-    hardware: Annotated[str, typer.Option(
-        help="Hardware id or path to a hardware YAML file.", show_default=False)],
+    model: Model, hardware: Hardware,
     batch: Annotated[int, typer.Option(help="Sequences per replica.")] = _DEFAULT.batch,
     input_len: Annotated[int, typer.Option(help="Prompt tokens.")] = _DEFAULT.input_len,
     output_len: Annotated[int, typer.Option(help="Generated tokens.")] = _DEFAULT.output_len,
@@ -145,9 +142,7 @@ def infer(
         "--kv-on-demand/--kv-reserve",
         help="Continuous batching allocates KV blocks on demand (vLLM, TensorRT-LLM "
              "MAX_UTILIZATION) or reserves input+output tokens per request.")] = False,
-    params: Annotated[Path | None, typer.Option(
-        help="Efficiency-parameter YAML (default: the shipped calibration).",
-        show_default=False, dir_okay=False)] = None,
+    params: ParamsFile = None,
     precision: Annotated[Literal["float64", "float32"], typer.Option(
         help="Evaluation precision.")] = "float64",
     as_json: Annotated[bool, typer.Option(
