@@ -46,9 +46,10 @@ from .space import (FIELDS, SearchError, columns_frame, enumerate_space, make_co
 DEFAULT_BOUNDS = (0.25, 4.0)
 #: relative weight of cost in the gradient refinement (breaks ties between equally fast designs)
 COST_TIE_BREAK = 1e-4
-_UNITS = {"peak_flops_16": ("peak_tflops", 1e12), "hbm_bw": ("hbm_tbps", 1e12),
-          "hbm_cap": ("hbm_gib", GIB), "intra_bw": ("intra_gbps", 1e9),
-          "inter_bw": ("inter_gbps", 1e9)}
+#: hardware variable -> (column of the result frame, divisor from SI): FLOP/s -> TFLOP/s, ...
+DISPLAY_UNITS = {"peak_flops_16": ("peak_tflops", 1e12), "hbm_bw": ("hbm_tbps", 1e12),
+                 "hbm_cap": ("hbm_gib", GIB), "intra_bw": ("intra_gbps", 1e9),
+                 "inter_bw": ("inter_gbps", 1e9)}
 
 
 def _bounds(bounds: Mapping[str, tuple[float, float]] | None) -> np.ndarray:
@@ -351,7 +352,7 @@ def _row(design, budget, ref, mult, cost_model, cfg, base, B, seq, n) -> dict:
     row = {"design": design, "budget_usd_per_gpu": budget, "cost_usd_per_gpu": cost,
            "cluster_cost_usd": cost * n, "step_time": step, "tokens_per_s": B * seq / step,
            "mfu": float(f64["mfu"][0])}
-    row.update({_UNITS[k][0]: v / _UNITS[k][1] for k, v in hwv.items()})
+    row.update({DISPLAY_UNITS[k][0]: v / DISPLAY_UNITS[k][1] for k, v in hwv.items()})
     row["mem_gib"] = float(f64["mem_total"][0]) / GIB
     frame = columns_frame(one)
     row.update({k: frame[k].iloc[0] for k in FIELDS})

@@ -32,6 +32,7 @@ import pandas as pd
 
 from hwspecs.units import format_bytes
 from symcost.config import ConfigError, TrainingConfig
+from symcost.schema import OUTPUT_KEYS, rename_keys, stamp
 from symcost.training import BREAKDOWN, MEMORY
 
 from .evaluate import (base_inputs, candidate_inputs, evaluate_chunked,
@@ -110,16 +111,21 @@ class SearchResult:
                 f"runner-up minus best: {', '.join(parts) if parts else 'no time difference'}")
 
     def to_dict(self) -> dict:
-        """JSON-ready summary (table rows, rejected counts, explanation, timings)."""
-        return {
+        """JSON-ready summary (the ``search --json`` object): the top rows with output columns
+        keyed by :data:`symcost.schema.OUTPUT_KEYS` (``step_time_s``,
+        ``memory_per_gpu_bytes``, ...), rejected counts, the runner-up terms (``term`` is a
+        key too), explanation, timings and ``schema_version``."""
+        why = self.why.assign(term=[OUTPUT_KEYS.get(t, t) for t in self.why["term"]])
+        return stamp({
             "model": self.model.name, "hardware": self.hardware.name,
             "global_batch": self.global_batch, "seq_len": self.seq_len, "dtype": self.dtype,
             "objective": self.objective, "method": self.method,
+            "price_per_gpu_hour": self.price_per_gpu_hour,
             "candidates": self.candidates, "fitting": self.fitting,
-            "top": _records(self.table), "rejected": _records(self.rejected),
-            "why": _records(self.why), "explanation": self.explain(),
-            "timings_s": self.timings,
-        }
+            "top": _records(self.table.rename(columns=rename_keys(self.table.columns))),
+            "rejected": _records(self.rejected), "why": _records(why),
+            "explanation": self.explain(), "timings_s": self.timings,
+        })
 
 
 def _records(df: pd.DataFrame) -> list[dict]:

@@ -40,7 +40,7 @@ _EXPORTS = {
     "inference_inputs": "infer_api", "inference_model": "infer_api",
     "evaluate_inference": "infer_api", "predict_inference_rows": "infer_api",
     "inference_expressions": "inference",
-    "roofline_table": "roofline", "plot_roofline": "roofline", "dram_study": "roofline",
+    "roofline_table": "roofline", "dram_study": "roofline",
     # sweeps, sensitivity, attribution, formulas
     "Range": "sweep", "SweepError": "sweep",
     "elasticities": "sensitivity", "SensitivityError": "sensitivity",

@@ -15,6 +15,7 @@ from .config import (TrainingConfig, hardware_bindings, model_bindings, parallel
 from .evaluate import evaluate_broadcast
 from .lower import CompiledModel, lower
 from .params import Params, load_params
+from .schema import keyed, stamp
 from .training import BREAKDOWN, MEMORY, training_expressions
 
 
@@ -153,26 +154,22 @@ class TrainingResult:
         return out
 
     def to_dict(self) -> dict:
-        """JSON-ready summary: ``step_time_s``, ``tokens_per_s``, ``mfu``, ``hfu``,
-        ``memory_per_gpu_bytes``, ``fits``, ``breakdown_s`` and the configuration."""
-        mem = self.memory
-        return {
+        """JSON-ready summary keyed by :data:`symcost.schema.OUTPUT_KEYS`: ``step_time_s``,
+        ``tokens_per_s``, ``tokens_per_s_per_gpu``, ``mfu``, ``hfu``, ``model_flops`` and
+        ``hardware_flops`` (per step), ``params_total``, memory per GPU ``memory_*_bytes``
+        (``memory_per_gpu_bytes`` is the total), ``fits``, the breakdown ``time_*_s``, the
+        configuration and ``schema_version`` (the ``train --json`` object)."""
+        v = {**self.values, "tokens_per_s_per_gpu": self.values["tokens_per_s"]
+             / self.values["num_gpus"]}
+        return stamp({
             "model": self.model.name,
             "hardware": self.hardware.name,
             "config": {k: getattr(self.config, k) for k in TrainingConfig.__dataclass_fields__},
-            "step_time_s": self.step_time,
-            "tokens_per_s": self.values["tokens_per_s"],
-            "tokens_per_s_per_gpu": self.values["tokens_per_s"] / self.values["num_gpus"],
-            "mfu": self.values["mfu"],
-            "hfu": self.values["hfu"],
-            "flops_model_per_step": self.values["flops_model"],
-            "flops_hardware_per_step": self.values["flops_hardware"],
-            "params_total": self.values["params_total"],
-            "memory_per_gpu_bytes": mem,
-            "memory_usable_bytes": self.values["mem_usable"],
-            "fits": self.fits,
-            "breakdown_s": self.breakdown,
-        }
+            **keyed(v, ("step_time", "tokens_per_s", "tokens_per_s_per_gpu", "mfu", "hfu",
+                        "flops_model", "flops_hardware", "params_total", *MEMORY, "mem_total",
+                        "mem_usable", "mem_headroom", *BREAKDOWN)),
+            "fits": bool(self.fits),
+        })
 
     def formula(self, name: str = "step_time", keep: tuple[str, ...] | None = None) -> sp.Expr:
         """The SymPy expression behind output ``name``; symbols not in ``keep`` (names or the

@@ -34,6 +34,7 @@ configuration is evaluated with the NumPy form of the generated source (no jit c
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 
@@ -42,6 +43,7 @@ import sympy as sp
 from . import symbols as S
 from . import training as T
 from .ops import embedding as emb
+from .schema import SCHEMA_VERSION
 
 CATEGORIES = ("compute", "memory", "communication", "idle", "overhead")
 #: the step-time terms taken whole from the breakdown, with their category.
@@ -228,32 +230,20 @@ class Bottleneck:
                 f"step); step time by category: {cats}")
 
     def to_dict(self) -> dict:
-        """JSON-ready dict."""
-        return {"step_time_s": self.step_time, "summary": self.summary(),
+        """JSON-ready dict (the ``bottleneck --json`` object without ``fits``): ``model``,
+        ``hardware``, ``config``, ``step_time_s``, ``summary``, ``categories`` (shares) and
+        ``operators`` (``time_s``, ``share``, ``bound``, ``parts_s``)."""
+        cfg = self.config
+        return {"schema_version": SCHEMA_VERSION,
+                "model": getattr(self.model, "name", None),
+                "hardware": getattr(self.hardware, "name", None),
+                "config": None if cfg is None else dataclasses.asdict(cfg),
+                "step_time_s": self.step_time, "summary": self.summary(),
                 "categories": self.categories,
                 "operators": [{"name": r.name, "time_s": r.time, "share": r.share,
                                "bound": r.bound, "parts_s": r.parts,
                                "description": DESCRIPTIONS.get(r.name, "")}
                               for r in self.operators]}
-
-    def table(self):
-        """A rich Table of the operators."""
-        from rich.table import Table
-
-        t = Table(title=f"What limits it: {self.model.name} on {self.config.num_gpus} x "
-                        f"{self.hardware.name}, step {self.step_time:.4g} s",
-                  title_justify="left", caption=self.summary(), caption_justify="left")
-        for c, j in (("operator", "left"), ("time (s)", "right"), ("share", "right"),
-                     ("bound", "left"), ("compute / memory / comm", "right"),
-                     ("what", "left")):
-            t.add_column(c, justify=j)
-        for r in self.operators:
-            p = r.parts
-            t.add_row(r.name, f"{r.time:.4g}", f"{100 * r.share:.1f} %", r.bound,
-                      f"{p.get('compute', 0) / r.time:.0%} / {p.get('memory', 0) / r.time:.0%}"
-                      f" / {p.get('communication', 0) / r.time:.0%}" if r.time else "-",
-                      DESCRIPTIONS.get(r.name, ""))
-        return t
 
 
 def bottleneck(model, hardware, config=None, params=None, **config_fields) -> Bottleneck:

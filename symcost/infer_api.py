@@ -50,6 +50,7 @@ from .inference import (DECODE_BREAKDOWN, PREFILL_BREAKDOWN, STAGE_TERMS, TTFT_I
 from .evaluate import evaluate_broadcast
 from .lower import CompiledModel, lower
 from .params import Params, load_params
+from .schema import keyed, stamp
 
 __all__ = ["ACT_DTYPES", "DTYPE_BYTES", "INT4_GROUP", "KV_DTYPES", "WEIGHT_DTYPES",
            "InferenceConfig", "InferenceConfigError", "InferenceResult", "evaluate_inference",
@@ -160,36 +161,30 @@ class InferenceResult:
         return {k: self.values[n] for k, n in zip(STAGE_TERMS, names)}
 
     def to_dict(self) -> dict:
-        """JSON-ready summary: ``ttft_s``, ``tpot_s``, ``e2e_latency_s``,
-        ``throughput_tokens_per_s`` (continuous batching), ``throughput_static_tokens_per_s``,
-        ``memory_per_gpu_bytes`` (``weights``, ``kv_cache``, ...), ``max_batch``, ``fits``,
-        ``serve_batch``, ``serve_iteration_s``, ``serve_ttft_s``, breakdowns and the config."""
+        """JSON-ready summary keyed by :data:`symcost.schema.OUTPUT_KEYS` (the ``infer --json``
+        object): ``ttft_s``, ``tpot_s``, ``e2e_latency_s``, ``throughput_tokens_per_s``
+        (continuous batching), ``throughput_static_tokens_per_s``, memory per GPU
+        ``memory_*_bytes`` (``memory_per_gpu_bytes`` is the total), ``max_batch``, ``fits``,
+        ``serve_*``, the stage times ``prefill_*_s`` / ``decode_*_s``, the configuration and
+        ``schema_version``."""
         v, cfg = self.values, self.config
-        return {
+        return stamp({
             "model": self.model.name,
             "hardware": self.hardware.name,
             "config": {k: getattr(cfg, k) for k in InferenceConfig.__dataclass_fields__},
             "num_gpus": int(v["num_gpus"]),
-            "ttft_s": v["ttft"],
-            "tpot_s": v["tpot"],
-            "e2e_latency_s": v["e2e_latency"],
-            "throughput_tokens_per_s": v["throughput"],
-            "throughput_static_tokens_per_s": v["throughput_static"],
-            "serve_batch": v["serve_batch"],
-            "serve_iteration_s": v["serve_iteration"],
-            "serve_ttft_s": v["serve_ttft"],
-            "memory_per_gpu_bytes": self.memory,
-            "kv_bytes_per_token": v["kv_bytes_per_token"],
-            "kv_bytes_per_sequence": v["kv_bytes_per_sequence"],
+            **keyed(v, ("ttft", "tpot", "e2e_latency", "throughput", "throughput_static",
+                        "serve_batch", "serve_iteration", "serve_ttft", "kv_bytes_per_token",
+                        "kv_bytes_per_sequence", "prefill_flops", "mem_weights",
+                        "mem_activations", "mem_kv_cache", "mem_logits", "mem_total",
+                        "mem_usable", "mem_kv_budget", "mem_headroom", *PREFILL_BREAKDOWN,
+                        *DECODE_BREAKDOWN)),
             "max_batch": self.max_batch,
-            "fits": self.fits,
+            "fits": bool(self.fits),
             "prefill_chunks": int(v["prefill_chunks"]),
-            "prefill_flops": v["prefill_flops"],
-            "prefill_breakdown_s": self.breakdown("prefill"),
-            "decode_breakdown_s": self.breakdown("decode"),
             "decode_gemm_bound": ("compute" if v["decode_gemm_time_compute"]
                                   >= v["decode_gemm_time_memory"] else "memory"),
-        }
+        })
 
     def formula(self, name: str = "tpot", keep: tuple[str, ...] | None = None) -> sp.Expr:
         """The SymPy expression behind output ``name``; symbols not in ``keep`` (symbol names

@@ -175,58 +175,6 @@ def roofline_table(model, hardware: Sequence, config=None, params=None, **config
     return pd.DataFrame(rows)
 
 
-def plot_roofline(table, path, title: str | None = None) -> None:
-    """Write a log-log roofline PNG: one roofline (``min(peak, I*bw)``) per GPU and compute
-    dtype, every operator of ``table`` placed at (intensity, attainable FLOP/s); filled
-    markers for prefill, open markers for decode.
-
-    Args:
-        table: a :func:`roofline_table` frame.
-        path: output PNG path.
-        title: figure title.
-    """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(10, 6.5), dpi=120)
-    hws = list(dict.fromkeys(table["hardware"]))
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    markers = dict(zip(OPERATORS, "osD^vP"))
-    i_min = max(float(table["intensity"].min()) / 3, 0.1)
-    i_max = float(table["intensity"].max()) * 3
-    xs = np.geomspace(i_min, i_max, 400)
-    for k, hw in enumerate(hws):
-        sub = table[table["hardware"] == hw]
-        color = colors[k % len(colors)]
-        bw = float(sub["bandwidth"].iloc[0])
-        for j, (dtype, peak) in enumerate(sorted(set(zip(sub["dtype"], sub["peak_flops"])),
-                                                  key=lambda t: t[1])):
-            ax.plot(xs, np.minimum(peak, xs * bw), color=color, lw=1.6,
-                    ls="-" if j == len(set(sub["peak_flops"])) - 1 else "--",
-                    label=f"{hw} ({dtype} peak {peak / 1e12:,.0f} TFLOP/s, "
-                          f"{bw / 1e12:.2f} TB/s)")
-        for _, r in sub.iterrows():
-            filled = r["phase"] == "prefill"
-            ax.scatter(r["intensity"], r["attainable_flops"], marker=markers[r["op"]], s=46,
-                       facecolors=color if filled else "none", edgecolors=color, zorder=3)
-    for op, mk in markers.items():
-        ax.scatter([], [], marker=mk, facecolors="gray", edgecolors="gray", label=op)
-    ax.scatter([], [], marker="o", facecolors="none", edgecolors="gray",
-               label="open marker: decode; filled: prefill")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
-    ax.set_ylabel("attainable FLOP/s")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.set_title(title or "Roofline: one layer, prefill and decode")
-    ax.legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-
-
 # ----------------------------------------------------------------------------- DRAM study
 def dram_study(model, base_hardware, config=None, params=None, *, stacks: int = 8,
                batches: Sequence[int] = (1, 8, 32, 128, 512), **config_fields):

@@ -43,6 +43,7 @@ import numpy as np
 from . import symbols as S
 from .evaluate import column_source, evaluate_chunks
 from .fields import MODEL_FIELDS, TRAINING_FIELDS
+from .schema import OUTPUT_KEYS, SCHEMA_VERSION
 
 DEFAULT_OUTPUTS = ("step_time", "mfu", "mem_total")
 DEFAULT_DISCRETE = ("tp", "pp", "dp", "micro_batch", "vpp")
@@ -256,8 +257,20 @@ class ParameterSensitivity:
     tornado: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        """JSON-ready dict (NaN becomes None)."""
-        return _clean({k: getattr(self, k) for k in self.__dataclass_fields__})
+        """JSON-ready dict (NaN becomes None); per-output dicts are keyed by
+        :data:`symcost.schema.OUTPUT_KEYS` (``step_time_s``, ...)."""
+        def by_key(d):
+            return None if d is None else {OUTPUT_KEYS[o]: v for o, v in d.items()}
+
+        def side(d):
+            return None if d is None else {k: by_key(v) if k in ("elasticity", "outputs") else v
+                                           for k, v in d.items()}
+
+        return _clean({"name": self.name, "kind": self.kind, "method": self.method,
+                       "value": self.value, "elasticity": by_key(self.elasticity),
+                       "finite_difference": by_key(self.finite_difference),
+                       "status": by_key(self.status), "down": side(self.down),
+                       "up": side(self.up), "tornado": by_key(self.tornado)})
 
 
 #: relative step of the tornado chart's continuous bars.
@@ -281,69 +294,17 @@ class SensitivityResult:
     config: object
 
     def to_dict(self) -> dict:
-        """JSON-ready summary."""
+        """JSON-ready summary (the ``sensitivity --json`` object without ``fits``): outputs
+        keyed by :data:`symcost.schema.OUTPUT_KEYS`, one entry per parameter."""
         from .config import TrainingConfig
 
-        return _clean({
+        return _clean({"schema_version": SCHEMA_VERSION,
             "model": self.model.name, "hardware": self.hardware.name,
             "config": {k: getattr(self.config, k) for k in TrainingConfig.__dataclass_fields__},
-            "outputs": self.outputs,
+            "outputs": {OUTPUT_KEYS[o]: v for o, v in self.outputs.items()},
             "fd_step": FD_STEP,
             "parameters": [p.to_dict() for p in self.parameters],
         })
-
-    def table(self, output: str | None = None):
-        """A rich Table of the elasticities (one column per output, statuses inline)."""
-        from rich.table import Table
-
-        outs = [output] if output else list(self.outputs)
-        t = Table(title=f"Elasticities d ln y / d ln x: {self.model.name} on "
-                        f"{self.config.num_gpus} x {self.hardware.name}", title_justify="left")
-        t.add_column("parameter")
-        t.add_column("kind")
-        t.add_column("value", justify="right")
-        t.add_column("method")
-        for o in outs:
-            t.add_column(o, justify="right")
-        for p in self.parameters:
-            cells = []
-            for o in outs:
-                cells.append(_cell(p, o))
-            t.add_row(p.name, p.kind, f"{p.value:.4g}", p.method, *cells)
-        return t
-
-    def plot(self, path, output: str = "step_time", top: int = 15) -> None:
-        """Write a tornado chart (PNG) of ``output``: per parameter, the relative change of
-        ``output`` at the low and high side (continuous: ``x*(1 -/+ 10%)``; discrete: the
-        next valid values), largest first.
-
-        Raises:
-            SensitivityError: ``output`` was not analysed.
-        """
-        if output not in self.outputs:
-            raise SensitivityError(f"--plot-output: {output!r} was not analysed "
-                                   f"(outputs: {', '.join(self.outputs)})")
-        return tornado_chart(self, path, output, top)
-
-
-def _cell(p: ParameterSensitivity, o: str) -> str:
-    if p.method == "autodiff":
-        st = p.status.get(o, "")
-        e = (p.elasticity or {}).get(o)
-        if st == "not in formula":
-            return "-"
-        if st == "not limiting":
-            return "0 (not limiting)"
-        txt = f"{e:+.4f}" if e is not None else "?"
-        return txt + (" (kink)" if st == "kink" else "")
-    parts = []
-    for side, arrow in ((p.down, "v"), (p.up, "^")):
-        if side is None:
-            continue
-        e = side["elasticity"].get(o)
-        parts.append(f"{arrow}{side['value']:g}: {e:+.3f}" if e is not None and
-                     math.isfinite(e) else f"{arrow}{side['value']:g}: -")
-    return ", ".join(parts) or "no valid neighbour"
 
 
 def _clean(obj):
@@ -519,44 +480,6 @@ def _fits(inputs: dict) -> bool:
     return bool(out["mem_headroom"] >= 0)
 
 
-# ----------------------------------------------------------------------------- tornado chart
-def tornado_chart(result: SensitivityResult, path, output: str = "step_time",
-                  top: int = 15) -> None:
-    """Write the tornado chart of ``output`` to ``path`` (PNG, matplotlib's Agg canvas; the
-    global backend is left alone, so notebooks keep theirs)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    rows = []
-    for p in result.parameters:
-        lo, hi = p.tornado.get(output, (0.0, 0.0))
-        if p.method == "autodiff":
-            if p.status.get(output) == "not in formula":
-                continue
-            label = f"{p.name} (-/+{TORNADO_STEP:.0%})"
-        else:
-            d = f"{p.down['value']:g}" if p.down else "-"
-            u = f"{p.up['value']:g}" if p.up else "-"
-            label = f"{p.name} ({d} / {u}; now {p.value:g})"
-        rows.append((max(abs(lo), abs(hi)), label, lo, hi))
-    rows.sort(key=lambda r: r[0], reverse=True)
-    rows = rows[:top][::-1]
-    fig = Figure(figsize=(8, 0.4 * len(rows) + 1.5))
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
-    ys = np.arange(len(rows))
-    ax.barh(ys, [100 * r[2] for r in rows], color="tab:blue", label="low side")
-    ax.barh(ys, [100 * r[3] for r in rows], color="tab:orange", label="high side")
-    ax.set_yticks(ys, [r[1] for r in rows], fontsize=8)
-    ax.axvline(0, color="black", linewidth=0.8)
-    ax.set_xlabel(f"change of {output} (%)")
-    ax.set_title(f"{output} = {result.outputs[output]:.4g}: {result.model.name} on "
-                 f"{result.config.num_gpus} x {result.hardware.name}", fontsize=9)
-    ax.legend(fontsize=8, loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-
-
 __all__ = ["DEFAULT_DISCRETE", "DEFAULT_OUTPUTS", "ParameterSensitivity", "SensitivityError",
-           "SensitivityResult", "continuous_parameters", "elasticities", "sensitivity",
-           "tornado_chart"]
+           "SensitivityResult", "TORNADO_STEP", "continuous_parameters", "elasticities",
+           "sensitivity"]

@@ -11,8 +11,9 @@ from typer.testing import CliRunner
 
 from hwspecs import load_hardware
 from symcost.cli import app
+from symcost.cli.plots import plot_roofline
 from symcost.infer_api import InferenceConfigError
-from symcost.roofline import (HBM_TECHNOLOGIES, OPERATORS, PHASES, dram_study, plot_roofline,
+from symcost.roofline import (HBM_TECHNOLOGIES, OPERATORS, PHASES, dram_study,
                               roofline_table)
 
 RUNNER = CliRunner(env={"SYMCOST_CACHE_DIR": "off"})
@@ -108,7 +109,8 @@ def test_cli_roofline_json_and_plot(tmp_path):
     assert res.exit_code == 0, res.output
     d = json.loads(res.stdout)
     assert len(d["operators"]) == len(GPUS) * len(PHASES) * len(OPERATORS)
-    assert {"intensity", "ridge", "attainable_flops", "bound"} <= set(d["operators"][0])
+    assert {"intensity_flops_per_byte", "ridge_flops_per_byte", "attainable_flops_per_s",
+            "bound"} <= set(d["operators"][0])
     assert png.exists()
     res = RUNNER.invoke(app, ["roofline", "--model", "llama-2-70b", "--hardware",
                               "h100-sxm5-80gb"])

@@ -147,19 +147,22 @@ def test_elasticities_finite_at_edge_configurations(fields):
 
 
 def test_result_outputs_json_and_plot(result, tmp_path):
+    from symcost.cli.plots import tornado_chart
+    from symcost.cli.render import sensitivity_table
+
     d = result.to_dict()
     json.dumps(d)  # serializable, no NaN
     assert {p["name"] for p in d["parameters"]} >= {"hbm_bw", "tp", "eff_gemm"}
     path = tmp_path / "tornado.png"
-    result.plot(path, "step_time")
+    tornado_chart(result, path, "step_time")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(SE.SensitivityError):
-        result.plot(path, "hfu")
+        tornado_chart(result, path, "hfu")
     from rich.console import Console
 
     con = Console(width=200)
     with con.capture() as cap:
-        con.print(result.table())
+        con.print(sensitivity_table(result))
     assert "not limiting" in cap.get()
 
 

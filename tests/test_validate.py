@@ -289,7 +289,7 @@ def test_cli_validate_json(tmp_path):
     res = RUNNER.invoke(app, ["validate", str(path), "--json"])
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
-    assert set(out) == {"rows", "summary", "skipped"}
+    assert set(out) == {"schema_version", "rows", "summary", "skipped"}
     assert {"case_id", "metric", "measured", "predicted", "error_pct"} <= set(out["rows"][0])
     assert out["skipped"] == [{"case_id": "X-bad", "reason": "n_gpus: blank or not positive"}]
     assert out["summary"]["by_source_metric"][0]["metric"] == "iteration_time_s"
@@ -582,3 +582,22 @@ def test_file_encoding_and_sources(tmp_path):
         load_measurements("http://127.0.0.1:9/m.csv")
     with open(bom, encoding="utf-8-sig") as fh:  # an open file is accepted
         assert list(load_measurements(fh)["case_id"]) == ["A-1"]
+
+
+def test_cli_validate_without_a_file_scores_the_builtin_set():
+    """A user who installed the package has no ../shared: `symcost validate` alone scores the
+    published measurements shipped as package data (the same rows as the shared file)."""
+    from typer.testing import CliRunner
+
+    from symcost.cli import app
+    from symcost.validate import builtin_measurements, load_measurements
+
+    res = CliRunner(env={"SYMCOST_CACHE_DIR": "off"}).invoke(
+        app, ["validate", "--train-only", "--json"])
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.stdout)
+    shipped = load_measurements(builtin_measurements())
+    n_train = int((shipped.workload == "train").sum())
+    assert len(d["rows"]) + sum(s["case_id"] in set(shipped.case_id) for s in d["skipped"]) \
+        == len(shipped)
+    assert 400 < len(d["rows"]) <= n_train

@@ -1,7 +1,7 @@
 """The ``symcost`` command line: a thin typer layer over the public API.
 
-Each feature lives in its own module ``symcost/cli_<feature>.py`` exposing
-``register(app: typer.Typer) -> None``; :data:`_COMMAND_MODULES` lists them explicitly and
+Each feature lives in its own module ``symcost/cli/<feature>.py`` exposing
+``register(app: typer.Typer) -> None``; :data:`COMMAND_MODULES` lists them explicitly and
 :func:`build_app` imports each one and calls its ``register``. Feature modules import the
 heavy parts (SymPy expressions, JAX) inside their command functions, so ``symcost --help``
 and ``symcost --version`` never import JAX.
@@ -26,13 +26,16 @@ import sys
 import typer
 from typer.core import TyperGroup
 
+# Function-local imports below only keep NumPy, pandas, JAX, rich and SymPy cost expressions out
+# of ``symcost --help`` (see symcost.cli.common); none of them avoids an import cycle.
+
 #: feature modules, each exposing ``register(app)``; one line per module.
-_COMMAND_MODULES = [
-    "symcost.cli_train",
-    "symcost.cli_search",
-    "symcost.cli_validate",
-    "symcost.cli_infer",
-    "symcost.cli_sweep",
+COMMAND_MODULES = [
+    "symcost.cli.train",
+    "symcost.cli.search",
+    "symcost.cli.validate",
+    "symcost.cli.infer",
+    "symcost.cli.sweep",
 ]
 
 #: top-level packages whose ValueError subclasses are user errors (printed, exit code 2).
@@ -84,7 +87,7 @@ def enable_compilation_cache() -> str | None:
         The cache directory (created if needed), or None when caching is disabled
         (``SYMCOST_CACHE_DIR=off``) or the directory cannot be created or written.
     """
-    from .lower import cache_dir
+    from ..lower import cache_dir
 
     base = cache_dir()
     if base is None:
@@ -133,19 +136,16 @@ def _main(
 
 
 def build_app() -> typer.Typer:
-    """Create the typer app and register every module of :data:`_COMMAND_MODULES`."""
+    """Create the typer app and register every module of :data:`COMMAND_MODULES`."""
     app = typer.Typer(cls=_Group, add_completion=False, no_args_is_help=True,
+                      rich_markup_mode=None,  # plain click help: option names never truncated
                       pretty_exceptions_show_locals=False,
                       help="symcost: symbolic + compiled performance model for distributed "
                            "LLM training and inference.")
     app.callback()(_main)
-    for name in _COMMAND_MODULES:
+    for name in COMMAND_MODULES:
         importlib.import_module(name).register(app)
     return app
 
 
 app = build_app()
-
-
-if __name__ == "__main__":  # pragma: no cover - ``python -m symcost.cli``
-    app()

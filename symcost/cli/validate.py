@@ -19,22 +19,35 @@ untouched otherwise).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+
+from ..params import PARAM_NAMES
+from .common import (check_output_path, console, emit_json, load_params_option,
+                     warn)
+
+# Function-local imports below only keep NumPy, pandas, JAX, rich and SymPy cost expressions out
+# of ``symcost --help`` (see symcost.cli.common); none of them avoids an import cycle.
 
 __all__ = ["register"]
 
 
-def _load_start(params: Path | None):
-    from .params import ParamsError, load_params
+def _measurements(path: Path | None):
+    """The measurement rows of ``path``, or of the measurements shipped with symcost when
+    None (:func:`symcost.validate.load_measurements`; a header-only file is an error
+    there)."""
+    from ..validate import load_measurements
 
-    try:
-        return load_params(params)
-    except ParamsError as exc:
-        raise ParamsError(f"--params: {exc}") from None
+    return load_measurements(path)
+
+
+def _source(path: Path | None) -> str:
+    """The measurements file a command reads, for messages and provenance."""
+    from ..validate import builtin_measurements
+
+    return str(path if path is not None else builtin_measurements())
 
 
 def _fmt(v: float) -> str:
@@ -53,7 +66,7 @@ def validate_tables(report, show_rows: bool = True) -> list:
     MAPE per source and metric, rows not predicted."""
     from rich.table import Table
 
-    out = []
+    out: list[Any] = []
     rows = report.rows
     has_iv = bool(len(rows)) and rows["pred_lo"].notna().any()
     if show_rows and len(rows):
@@ -111,9 +124,7 @@ def calibration_tables(result) -> list:
     """Rich renderables of a :class:`~symcost.calibrate.CalibrationResult`."""
     from rich.table import Table
 
-    from .params import PARAM_NAMES
-
-    out = []
+    out: list[Any] = []
     fit_names = list(result.params.provenance.get("fitted_parameters") or ())
     for gen, f in result.fits.items():
         t = Table(title=f"{gen}: {f.n_runs} runs ({f.n_rows} rows), residual sd of log error "
@@ -173,8 +184,9 @@ def register(app: typer.Typer) -> None:
 
     @app.command("validate")
     def validate_cmd(
-        path: Annotated[Path, typer.Argument(help="Measurements CSV (format of "
-                                             "shared/validation/published_measurements.csv).")],
+        path: Annotated[Path | None, typer.Argument(
+            help="Measurements CSV (format of shared/validation/published_measurements.csv; "
+                 "default: the published measurements shipped with symcost).")] = None,
         params: Annotated[Path | None, typer.Option(
             "--params", help="Efficiency-parameter YAML (default: the shipped calibration).")
         ] = None,
@@ -190,12 +202,11 @@ def register(app: typer.Typer) -> None:
                                  "model (list them as skipped).")] = False,
     ) -> None:
         """Predict every row of a measurements file and print errors and MAPE."""
-        from rich.console import Console
+        from ..validate import validate_frame
 
-        from .validate import load_measurements, validate_frame
-
-        p = _load_start(params)
-        rep = validate_frame(load_measurements(path), p, str(path), intervals=True,
+        check_output_path(report, "--report", directory=True)
+        p = load_params_option(params)
+        rep = validate_frame(_measurements(path), p, _source(path), intervals=True,
                              level=level, inference=not train_only)
         if report is not None:
             from .report import write_report
@@ -204,17 +215,19 @@ def register(app: typer.Typer) -> None:
             if not as_json:
                 typer.echo(f"report written: {md}")
         if as_json:
-            typer.echo(json.dumps(rep.to_dict(), allow_nan=False))
+            emit_json(rep.to_dict())
             return
-        console = Console(width=200)
+        con = console(200)
         for r in validate_tables(rep, show_rows=not no_rows):
-            console.print(r)
+            con.print(r)
 
     @app.command("calibrate")
     def calibrate_cmd(
-        path: Annotated[Path, typer.Argument(help="Measurements CSV to fit.")],
         output: Annotated[Path, typer.Option("-o", "--output",
                                              help="Parameter YAML to write.")],
+        path: Annotated[Path | None, typer.Argument(
+            help="Measurements CSV to fit (default: the published measurements shipped with "
+                 "symcost).")] = None,
         params: Annotated[Path | None, typer.Option(
             "--params", help="Starting (and fixed) parameters (default: shipped).")] = None,
         fit: Annotated[str | None, typer.Option(
@@ -229,27 +242,28 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
     ) -> None:
         """Fit efficiency parameters per GPU generation (least squares on log error)."""
-        from rich.console import Console
+        from ..calibrate import DEFAULT_FIT, bound_warnings, calibrate, write_params
 
-        from .calibrate import DEFAULT_FIT, bound_warnings, calibrate, write_params
-
-        start = _load_start(params)
+        check_output_path(output, "-o/--output", (".yaml", ".yml"))
+        _measurements(path)
+        start = load_params_option(params)
         names = tuple(x.strip() for x in fit.split(",") if x.strip()) if fit else DEFAULT_FIT
         moved = tuple(x.strip() for x in transfer.split(",") if x.strip())
-        cmd = " ".join(["symcost calibrate", str(path), "-o", str(output)]
+        cmd = " ".join(["symcost calibrate"] + ([str(path)] if path is not None else [])
+                       + ["-o", str(output)]
                        + (["--params", str(params)] if params else [])
                        + (["--fit", ",".join(names)] if fit else [])
                        + (["--transfer", ",".join(moved)] if moved else []))
         result = calibrate(path, start, names, command=cmd, transfer_to=moved)
         write_params(result.params, output)
         for line in bound_warnings(result):
-            typer.echo(line, err=True)
+            warn(line.removeprefix("warning: "))
         cv = None
         if cross_validate:
-            from .calibrate import cross_validate as run_cv, start_params
-            from .validate import load_measurements, prepare_rows, split_by_params
+            from ..calibrate import cross_validate as run_cv, start_params
+            from ..validate import prepare_rows, split_by_params
 
-            prepared, _ = prepare_rows(load_measurements(path))
+            prepared, _ = prepare_rows(_measurements(path))
             prepared, _ = split_by_params(prepared, start)
             cv = run_cv(prepared, start_params(start), names)
         if as_json:
@@ -264,14 +278,14 @@ def register(app: typer.Typer) -> None:
                    "in_sample_mape_pct": result.params.provenance.get("in_sample_mape_pct")}
             if cv is not None:
                 out["leave_one_source_out"] = _cv_summary(cv)
-            typer.echo(json.dumps(out, allow_nan=False))
+            emit_json(out)
             return
-        console = Console(width=200)
+        con = console(200)
         for r in calibration_tables(result):
-            console.print(r)
+            con.print(r)
         if cv is not None:
-            console.print(cv_table(cv))
-        console.print(f"parameters written: {output}")
+            con.print(cv_table(cv))
+        con.print(f"parameters written: {output}")
 
 
 def _cv_summary(cv) -> dict:

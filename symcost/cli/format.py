@@ -1,4 +1,4 @@
-"""Number formatting shared by the command-line modules (``symcost/cli_*.py``).
+"""Number formatting shared by the command-line modules (``symcost/cli/*.py``).
 
 Memory sizes are shown in GiB (2**30 bytes), the unit HBM capacities are marketed and read in
 (see :mod:`hwspecs.units`); times adapt their unit to the magnitude. Imports nothing heavy.

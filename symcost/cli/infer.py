@@ -12,22 +12,30 @@ Examples::
 ``infer`` prints TTFT, TPOT, end-to-end latency, throughput (continuous batching and static
 batch) and memory per GPU; ``--json`` prints one JSON object
 (:meth:`symcost.infer_api.InferenceResult.to_dict`: ``ttft_s``, ``tpot_s``,
-``throughput_tokens_per_s``, ``memory_per_gpu_bytes`` with ``weights`` and ``kv_cache``,
-``max_batch``, ...). A batch that does not fit, a context above the model's maximum, an
-unknown dtype or a TP degree incompatible with the KV heads exits with code 2 and one
-``error:`` line (see :mod:`symcost.cli`).
+``throughput_tokens_per_s``, ``memory_per_gpu_bytes``, ``memory_kv_cache_bytes``,
+``max_batch``, ...). A batch that does not fit in memory is still reported, as in every
+command (``"fits": false`` and one ``warning: memory: ...`` line on stderr; exit code 0). A
+context above the model's maximum, an unknown dtype or a TP degree incompatible with the KV
+heads exits with code 2 and one ``error:`` line (see :mod:`symcost.cli.main`).
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Literal
 
 import typer
 
-from .cli_format import fmt_time, format_bytes
-from .config import InferenceConfig
+from hwspecs import HardwareSpecError, load_hardware
+
+from ..config import InferenceConfig
+from ..schema import rename_keys
+from .common import (Hardware, Model, ParamsFile, check_output_path, console, emit_json,
+                     load_inputs, load_params_option, memory_warning)
+from .format import fmt_time, format_bytes
+
+# Function-local imports below only keep NumPy, pandas, JAX, rich and SymPy cost expressions out
+# of ``symcost --help`` (see symcost.cli.common); none of them avoids an import cycle.
 
 _DEFAULT = InferenceConfig()
 DEFAULT_ROOFLINE_HARDWARE = "a100-sxm4-80gb,h100-sxm5-80gb,h200-sxm-141gb,b200"
@@ -45,26 +53,12 @@ STAGE_HELP = {
 }
 
 
-def _console():
-    """A rich console; 130 columns when the output is not a terminal (files, pipes, tests)."""
-    from rich.console import Console
-
-    console = Console(highlight=False)
-    return console if console.is_terminal else Console(highlight=False, width=130)
-
-
-def _load(model: str, hardware: str, params: Path | None):
-    from .cli_train import load_inputs
-
-    return load_inputs(model, hardware, params)
-
-
 def summary_tables(result) -> list:
     """Rich tables for an :class:`~symcost.infer_api.InferenceResult`: latency and throughput,
     memory per GPU, and the prefill / decode stage-time breakdowns."""
     from rich.table import Table
 
-    d, cfg = result.to_dict(), result.config
+    v, cfg = result.values, result.config
     title = (f"{result.model.name} on {cfg.num_gpus} x {result.hardware.name}: tp={cfg.tp} "
              f"pp={cfg.pp} replicas={cfg.dp}, batch {cfg.batch}, {cfg.input_len} in -> "
              f"{cfg.output_len} out, weights {cfg.weight_dtype}, activations {cfg.act_dtype}, "
@@ -73,36 +67,35 @@ def summary_tables(result) -> list:
     perf.add_column("metric")
     perf.add_column("value", justify="right")
     perf.add_column("note")
-    perf.add_row("TTFT", fmt_time(d["ttft_s"]),
-                 f"prefill of {cfg.batch} prompts ({d['prefill_chunks']} chunk(s))")
-    perf.add_row("TPOT", fmt_time(d["tpot_s"]), "one decode step of the batch, mean context")
-    perf.add_row("request latency", fmt_time(d["e2e_latency_s"]),
+    perf.add_row("TTFT", fmt_time(v["ttft"]),
+                 f"prefill of {cfg.batch} prompts ({int(v['prefill_chunks'])} chunk(s))")
+    perf.add_row("TPOT", fmt_time(v["tpot"]), "one decode step of the batch, mean context")
+    perf.add_row("request latency", fmt_time(v["e2e_latency"]),
                  "TTFT + (output_len - 1) x TPOT (static batch)")
-    perf.add_row("throughput", f"{d['throughput_tokens_per_s']:,.0f} tokens/s",
-                 f"continuous batching, {d['serve_batch']:,.0f} sequences in flight per "
+    perf.add_row("throughput", f"{v['throughput']:,.0f} tokens/s",
+                 f"continuous batching, {v['serve_batch']:,.0f} sequences in flight per "
                  "replica, all GPUs")
     perf.add_row("throughput (static batch)",
-                 f"{d['throughput_static_tokens_per_s']:,.0f} tokens/s",
+                 f"{v['throughput_static']:,.0f} tokens/s",
                  "batch x output_len / request latency, all GPUs")
-    perf.add_row("inter-token latency (serving)", fmt_time(d["serve_iteration_s"]),
+    perf.add_row("inter-token latency (serving)", fmt_time(v["serve_iteration"]),
                  "one continuous-batching iteration (prefill and decode share it)")
-    perf.add_row("max batch", f"{d['max_batch']:,}",
+    perf.add_row("max batch", f"{result.max_batch:,}",
                  f"sequences of {cfg.input_len + cfg.output_len} tokens that fit")
 
     mem = Table(title="Memory per GPU", title_justify="left")
     mem.add_column("part")
     mem.add_column("size", justify="right")
     mem.add_column("note")
-    m = d["memory_per_gpu_bytes"]
-    mem.add_row("weights", format_bytes(m["weights"]), f"{cfg.weight_dtype} linear weights")
-    mem.add_row("KV cache", format_bytes(m["kv_cache"]),
-                f"{d['kv_bytes_per_token']:,.0f} bytes/token ({cfg.kv_dtype})")
-    mem.add_row("activations", format_bytes(m["activations"]),
+    mem.add_row("weights", format_bytes(v["mem_weights"]), f"{cfg.weight_dtype} linear weights")
+    mem.add_row("KV cache", format_bytes(v["mem_kv_cache"]),
+                f"{v['kv_bytes_per_token']:,.0f} bytes/token ({cfg.kv_dtype})")
+    mem.add_row("activations", format_bytes(v["mem_activations"]),
                 f"buffers for {cfg.max_num_tokens} tokens")
-    mem.add_row("logits", format_bytes(m["logits"]), "fp32, one row per sequence")
-    mem.add_row("total", format_bytes(m["total"]), "", style="bold")
-    mem.add_row("usable HBM", format_bytes(m["usable"]), "capacity - reserved")
-    mem.add_row("KV budget", format_bytes(m["kv_budget"]),
+    mem.add_row("logits", format_bytes(v["mem_logits"]), "fp32, one row per sequence")
+    mem.add_row("total", format_bytes(v["mem_total"]), "", style="bold")
+    mem.add_row("usable HBM", format_bytes(v["mem_usable"]), "capacity - reserved")
+    mem.add_row("KV budget", format_bytes(v["mem_kv_budget"]),
                 f"{cfg.kv_mem_frac:.2f} of what weights and buffers leave")
 
     brk = Table(title="Stage time per step", title_justify="left")
@@ -110,18 +103,17 @@ def summary_tables(result) -> list:
     brk.add_column("prefill chunk", justify="right")
     brk.add_column("decode step", justify="right")
     brk.add_column("what")
-    for k in d["prefill_breakdown_s"]:
-        brk.add_row(k, fmt_time(d["prefill_breakdown_s"][k]),
-                    fmt_time(d["decode_breakdown_s"][k]), STAGE_HELP.get(k, ""))
-    brk.add_row("decode GEMMs", "", d["decode_gemm_bound"] + "-bound", "at this batch")
+    prefill, decode = result.breakdown("prefill"), result.breakdown("decode")
+    for k in prefill:
+        brk.add_row(k, fmt_time(prefill[k]), fmt_time(decode[k]), STAGE_HELP.get(k, ""))
+    bound = ("compute" if v["decode_gemm_time_compute"] >= v["decode_gemm_time_memory"]
+             else "memory")
+    brk.add_row("decode GEMMs", "", bound + "-bound", "at this batch")
     return [perf, mem, brk]
 
 
 def infer(
-    model: Annotated[str, typer.Option(
-        help="Model preset id or path to a Hugging Face config.json.", show_default=False)],
-    hardware: Annotated[str, typer.Option(
-        help="Hardware id or path to a hardware YAML file.", show_default=False)],
+    model: Model, hardware: Hardware,
     batch: Annotated[int, typer.Option(help="Sequences per replica.")] = _DEFAULT.batch,
     input_len: Annotated[int, typer.Option(help="Prompt tokens.")] = _DEFAULT.input_len,
     output_len: Annotated[int, typer.Option(help="Generated tokens.")] = _DEFAULT.output_len,
@@ -150,35 +142,32 @@ def infer(
         "--kv-on-demand/--kv-reserve",
         help="Continuous batching allocates KV blocks on demand (vLLM, TensorRT-LLM "
              "MAX_UTILIZATION) or reserves input+output tokens per request.")] = False,
-    params: Annotated[Path | None, typer.Option(
-        help="Efficiency-parameter YAML (default: the shipped calibration).",
-        show_default=False, dir_okay=False)] = None,
+    params: ParamsFile = None,
     precision: Annotated[Literal["float64", "float32"], typer.Option(
         help="Evaluation precision.")] = "float64",
     as_json: Annotated[bool, typer.Option(
         "--json", help="Print one JSON object instead of tables.")] = False,
 ) -> None:
     """Predict TTFT, TPOT, throughput and memory of serving one model."""
-    from .infer_api import predict_inference
+    from ..infer_api import predict_inference
 
-    m, hw, p = _load(model, hardware, params)
+    m, hw, p = load_inputs(model, hardware, params)
     cfg = InferenceConfig(batch=batch, input_len=input_len, output_len=output_len, tp=tp,
                           pp=pp, num_gpus=num_gpus, dtype=dtype, weight_dtype=weight_dtype,
                           act_dtype=act_dtype, kv_dtype=kv_dtype,
                           flash_attention=flash_attention, max_num_tokens=max_num_tokens,
                           kv_mem_frac=kv_mem_frac, kv_on_demand=kv_on_demand)
-    result = predict_inference(m, hw, cfg, params=p, precision=precision)
+    result = predict_inference(m, hw, cfg, params=p, precision=precision, check_memory=False)
     if as_json:
-        typer.echo(json.dumps(result.to_dict()))
-        return
-    console = _console()
-    for table in summary_tables(result):
-        console.print(table)
+        emit_json(result.to_dict())
+    else:
+        con = console()
+        for table in summary_tables(result):
+            con.print(table)
+    memory_warning(result.values["mem_total"], result.values["mem_usable"])
 
 
 def _hardware_list(text: str) -> list[str]:
-    from hwspecs import HardwareSpecError
-
     items = [h.strip() for h in text.split(",") if h.strip()]
     if not items:
         raise HardwareSpecError("--hardware: give at least one hardware id (comma-separated)")
@@ -204,18 +193,15 @@ def roofline(
     params: Annotated[Path | None, typer.Option(show_default=False, dir_okay=False,
                                                 help="Efficiency-parameter YAML.")] = None,
     plot: Annotated[Path | None, typer.Option(
-        help="Write a log-log roofline PNG here.", show_default=False, dir_okay=False)] = None,
+        help="Write a log-log roofline PNG here.", show_default=False)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON records.")] = False,
 ) -> None:
     """Roofline of each GEMM of one layer in prefill and decode on each GPU."""
-    from .params import ParamsError, load_params
-    from .roofline import plot_roofline, roofline_table
+    from ..roofline import roofline_table
+    from .plots import plot_roofline
 
-    try:
-        p = load_params(params)
-    except ParamsError as exc:
-        raise ParamsError(f"--params: {exc}") from None
-    from hwspecs import HardwareSpecError, load_hardware
+    check_output_path(plot, "--plot", (".png",))
+    p = load_params_option(params)
 
     hws = []
     for h in _hardware_list(hardware):
@@ -231,14 +217,14 @@ def roofline(
         plot_roofline(table, plot, title=f"{model}: batch {batch}, {input_len} in, tp={tp}, "
                                          f"{dtype}")
     if as_json:
-        typer.echo(json.dumps({"model": model, "config": {
+        emit_json({"model": model, "config": {
             "batch": batch, "input_len": input_len, "output_len": output_len, "tp": tp,
             "dtype": dtype}, "plot": str(plot) if plot else None,
-            "operators": table.to_dict("records")}))
+            "operators": table.rename(columns=rename_keys(table.columns)).to_dict("records")})
         return
     from rich.table import Table
 
-    console = _console()
+    con = console()
     for hw in dict.fromkeys(table["hardware"]):
         sub = table[table["hardware"] == hw]
         t = Table(title=f"{hw}: HBM {sub['bandwidth'].iloc[0] / 1e12:.2f} TB/s; FLOP/B = "
@@ -255,9 +241,9 @@ def roofline(
                       f"{r['attainable_flops'] / 1e12:,.1f}", r["bound"],
                       fmt_time(r["time_s"]),
                       style="bold" if r["bound"] == "compute" else None)
-        console.print(t)
+        con.print(t)
     if plot is not None:
-        console.print(f"roofline plot written to {plot}")
+        con.print(f"roofline plot written to {plot}")
 
 
 def dram_study(
@@ -276,11 +262,11 @@ def dram_study(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON records.")] = False,
 ) -> None:
     """Decode and prefill latency as HBM bandwidth scales (HBM2e, HBM3, HBM3e, HBM4)."""
-    from .infer_api import InferenceConfigError
-    from .roofline import HBM_TECHNOLOGIES
-    from .roofline import dram_study as study
+    from ..infer_api import InferenceConfigError
+    from ..roofline import HBM_TECHNOLOGIES
+    from ..roofline import dram_study as study
 
-    m, hw, p = _load(model, hardware, params)
+    m, hw, p = load_inputs(model, hardware, params)
     try:
         bs = [int(b) for b in batches.split(",") if b.strip()]
     except ValueError:
@@ -292,9 +278,9 @@ def dram_study(
                           dtype=dtype)
     table = study(m, hw, cfg, params=p, stacks=stacks, batches=bs)
     if as_json:
-        typer.echo(json.dumps({"model": m.name, "hardware": hw.name, "stacks": stacks,
-                               "technologies": list(HBM_TECHNOLOGIES),
-                               "rows": table.to_dict("records")}))
+        emit_json({"model": m.name, "hardware": hw.name, "stacks": stacks,
+                   "technologies": list(HBM_TECHNOLOGIES),
+                   "rows": table.rename(columns=rename_keys(table.columns)).to_dict("records")})
         return
     from rich.table import Table
 
@@ -309,9 +295,9 @@ def dram_study(
                   f"{r['throughput_tokens_per_s']:,.0f}", r["decode_bound"],
                   f"{r['crossover_batch']:.0f}", f"{r['bw_compute_bound'] / 1e12:.2f}",
                   style=None if r["fits"] else "dim")
-    console = _console()
-    console.print(t)
-    console.print("dim rows: that batch does not fit in memory; sources: "
+    con = console()
+    con.print(t)
+    con.print("dim rows: that batch does not fit in memory; sources: "
                                    + "; ".join(f"{x['name']}: {x['source']}"
                                                for x in HBM_TECHNOLOGIES))
 

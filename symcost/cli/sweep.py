@@ -26,70 +26,55 @@ Bottleneck attribution is its own command (``symcost bottleneck``) rather than a
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Literal
 
 import typer
 
-from .config import TrainingConfig
+from ..config import RECOMPUTE_MODES, TrainingConfig
+from ..schema import OUTPUT_KEYS, rename_keys
+from .common import (DEFAULTS as _D, AsJson, Dp, Dtype, Flash, GlobalBatch,
+                     Hardware, MicroBatch, Model, NumGpus, Overlap, ParamsFile, Pp, Recompute,
+                     SeqLen, Sp, Tp, Vpp, Zero, check_output_path, console, emit_json,
+                     load_inputs, memory_warning, split_list, training_fit)
+from .format import fmt_time, format_bytes
 
-_D = TrainingConfig()
+# Function-local imports below only keep NumPy, pandas, JAX, rich and SymPy cost expressions out
+# of ``symcost --help`` (see symcost.cli.common); none of them avoids an import cycle.
 
-# --- the base-configuration options, shared by every command here (as in ``symcost train``)
-Model = Annotated[str, typer.Option(
-    help="Model preset id (see symcost train --list-models) or path to a Hugging Face "
-         "config.json.", show_default=False)]
-Hardware = Annotated[str, typer.Option(
-    help="Hardware id (see symcost train --list-hardware) or path to a hardware YAML file.",
-    show_default=False)]
-NumGpus = Annotated[int | None, typer.Option(help="GPUs in the job (default tp*pp*dp).",
-                                             show_default=False)]
-Tp = Annotated[int, typer.Option(help="Tensor-parallel degree.")]
-Pp = Annotated[int, typer.Option(help="Pipeline-parallel degree.")]
-Dp = Annotated[int | None, typer.Option(help="Data-parallel degree (default num_gpus/(tp*pp)).",
-                                        show_default=False)]
-Sp = Annotated[bool, typer.Option("--sp/--no-sp", help="Megatron sequence parallelism.")]
-Vpp = Annotated[int, typer.Option(help="Virtual pipeline stages per GPU.")]
-MicroBatch = Annotated[int, typer.Option(help="Sequences per micro-batch per GPU.")]
-GlobalBatch = Annotated[int | None, typer.Option(
-    help="Sequences per optimizer step (default dp*micro_batch).", show_default=False)]
-SeqLen = Annotated[int | None, typer.Option(help="Tokens per sequence (default: the model's).",
-                                            show_default=False)]
-Recompute = Annotated[Literal["none", "selective", "full"], typer.Option(
-    help="Activation recomputation.")]
-Zero = Annotated[int, typer.Option(min=0, max=3, help="ZeRO stage 0-3.")]
-Dtype = Annotated[Literal["bf16", "fp16", "fp8"], typer.Option(help="GEMM dtype.")]
-Flash = Annotated[bool, typer.Option("--flash-attention/--no-flash-attention",
-                                     help="FlashAttention.")]
-Overlap = Annotated[bool, typer.Option("--dp-overlap/--no-dp-overlap",
-                                       help="Overlap data-parallel communication.")]
-ParamsFile = Annotated[Path | None, typer.Option(
-    help="Efficiency-parameter YAML (default: the shipped calibration).", show_default=False,
-    dir_okay=False)]
-AsJson = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
 #: outputs shown in the sweep's table of best rows (all go to --out and --json).
 _MAX_TABLE_OUTPUTS = 6
+#: recompute code (sweep column) -> name.
+_RECOMPUTE_NAMES = {v: k for k, v in RECOMPUTE_MODES.items()}
 
 
 def _base(model, hardware, params, **fields):
-    from .cli_train import load_inputs
-
     m, hw, p = load_inputs(model, hardware, params)
     return m, hw, p, TrainingConfig(**fields)
 
 
-def _split(text: str | None) -> list[str]:
-    return [t.strip() for t in (text or "").split(",") if t.strip()]
+def _warn_fit(m, hw, cfg, p) -> bool:
+    """Warn when the base configuration does not fit in memory; returns ``fits``."""
+    fit = training_fit(m, hw, cfg, p)
+    memory_warning(fit["needed"], fit["usable"])
+    return fit["fits"]
 
 
-def _console():
-    """Rich console; 200 columns when the output is not a terminal (pipes, files)."""
-    import sys
-
-    from rich.console import Console
-
-    return Console(highlight=False, width=None if sys.stdout.isatty() else 200)
+def _cell(column: str, value) -> str:
+    """A sweep-table cell: recompute by name, memory in GiB, times with their unit."""
+    if column == "recompute":
+        return _RECOMPUTE_NAMES.get(int(value), str(value))
+    if isinstance(value, float):
+        if column.startswith("mem_"):
+            return format_bytes(value, 2)
+        if column.startswith("time_") or column == "step_time":
+            return fmt_time(value)
+        if column in ("mfu", "hfu"):
+            return f"{100 * value:.1f} %"
+        if column == "tokens_per_s":
+            return f"{value:,.0f}"
+        return f"{value:.5g}"
+    return str(value)
 
 
 # ----------------------------------------------------------------------------- sweep
@@ -108,7 +93,7 @@ def sweep_cmd(
         help="mixed: float32 rows, float64 re-check of the top rows and the memory "
              "boundary.")] = "mixed",
     out: Annotated[Path | None, typer.Option(
-        help="Write every row to .csv or .parquet.", show_default=False, dir_okay=False)] = None,
+        help="Write every row to .csv or .parquet.", show_default=False)] = None,
     top: Annotated[int, typer.Option(help="Best valid rows to print.")] = 10,
     sort: Annotated[str, typer.Option(help="Output that ranks rows.")] = "step_time",
     chunk_size: Annotated[int | None, typer.Option(
@@ -122,8 +107,9 @@ def sweep_cmd(
     params: ParamsFile = None, as_json: AsJson = False,
 ) -> None:
     """Evaluate a grid or random sample of configurations; invalid rows are masked."""
-    from .sweep import LARGER_IS_BETTER, SweepError, parse_vary, sweep, write_table
+    from ..sweep import LARGER_IS_BETTER, SweepError, parse_vary, sweep, write_table
 
+    check_output_path(out, "--out", (".csv", ".parquet"))
     m, hw, p, cfg = _base(model, hardware, params, num_gpus=num_gpus, tp=tp, pp=pp, dp=dp,
                           sp=sp, vpp=vpp, micro_batch=micro_batch, global_batch=global_batch,
                           seq_len=seq_len, recompute=recompute, zero=zero, dtype=dtype,
@@ -131,30 +117,32 @@ def sweep_cmd(
     specs = dict(parse_vary(v) for v in vary)
     if len(specs) != len(vary):
         raise SweepError("--vary: a variable is given twice")
-    outs = _split(outputs)
+    outs = split_list(outputs)
     if outs != ["all"] and sort not in outs:
         raise SweepError(f"--sort: {sort!r} is not among --outputs ({', '.join(outs)})")
-    if out is not None and not str(out).endswith((".csv", ".parquet")):
-        raise SweepError(f"--out: {str(out)!r} must end in .csv or .parquet")
     df = sweep(m, hw, cfg, p, vary=specs, samples=samples, outputs=outs or ["step_time"],
                precision=precision, rank_by=sort, seed=seed, chunk_size=chunk_size,
                progress=not as_json)
+    keys = rename_keys(df.columns)
     if out is not None:
-        write_table(df, out)
+        write_table(df.rename(columns=keys), out)
     best = df[df["valid"]].sort_values(sort, ascending=sort not in LARGER_IS_BETTER).head(top)
     a = df.attrs
     if as_json:
-        typer.echo(json.dumps({
+        top_rows = best.drop(columns=["reason"]).rename(columns=keys)
+        if "recompute" in top_rows:
+            top_rows["recompute"] = [_RECOMPUTE_NAMES[int(v)] for v in top_rows["recompute"]]
+        emit_json({
             "rows": a["rows"], "valid_rows": a["valid_rows"],
             "invalid_counts": a["invalid_counts"], "seconds": a["seconds"],
             "configs_per_s": a["configs_per_s"], "precision": a["precision"],
-            "out": str(out) if out else None,
-            "top": json.loads(best.drop(columns=["reason"]).to_json(orient="records")),
-        }))
+            "out": str(out) if out else None, "sort": keys.get(sort, sort),
+            "top": top_rows.to_dict(orient="records"),
+        })
         return
     from rich.table import Table
 
-    con = _console()
+    con = console(200)
     con.print(f"{a['rows']:,} configurations in {a['seconds']:.2f} s "
               f"({a['configs_per_s']:,.0f} /s including any compile, {a['precision']}); "
               f"valid: {a['valid_rows']:,}" + (f"; written to {out}" if out else ""))
@@ -176,8 +164,7 @@ def sweep_cmd(
         for c in cols:
             t.add_column(c, justify="right")
         for _, row in best.iterrows():
-            t.add_row(*(f"{row[c]:.5g}" if isinstance(row[c], float) else str(row[c])
-                        for c in cols))
+            t.add_row(*(_cell(c, row[c]) for c in cols))
         con.print(t)
     else:
         con.print("no valid configuration", style="bold red")
@@ -192,7 +179,7 @@ def sensitivity_cmd(
         help="Discrete parameters for neighbour differences (tp, pp, dp, micro_batch, vpp, "
              "global_batch, layers, heads, kv_heads).")] = "tp,pp,dp,micro_batch,vpp",
     plot: Annotated[Path | None, typer.Option(
-        help="Write a tornado chart (PNG).", show_default=False, dir_okay=False)] = None,
+        help="Write a tornado chart (PNG).", show_default=False)] = None,
     plot_output: Annotated[str, typer.Option(help="Output the tornado chart shows.")] =
         "step_time",
     num_gpus: NumGpus = _D.num_gpus, tp: Tp = _D.tp, pp: Pp = _D.pp, dp: Dp = _D.dp,
@@ -203,24 +190,30 @@ def sensitivity_cmd(
     params: ParamsFile = None, as_json: AsJson = False,
 ) -> None:
     """Elasticities d ln y / d ln x of step time, MFU and memory at one configuration."""
-    from .sensitivity import SensitivityError, sensitivity
+    from ..sensitivity import SensitivityError, sensitivity
+
+    from .plots import tornado_chart
+    from .render import sensitivity_table
+
+    check_output_path(plot, "--plot", (".png",))
 
     m, hw, p, cfg = _base(model, hardware, params, num_gpus=num_gpus, tp=tp, pp=pp, dp=dp,
                           sp=sp, vpp=vpp, micro_batch=micro_batch, global_batch=global_batch,
                           seq_len=seq_len, recompute=recompute, zero=zero, dtype=dtype,
                           flash_attention=flash_attention, dp_overlap=dp_overlap)
-    outs = _split(outputs)
+    outs = split_list(outputs)
     if plot is not None and plot_output not in outs:
         raise SensitivityError(f"--plot-output: {plot_output!r} is not among --outputs "
                                f"({', '.join(outs)})")
-    res = sensitivity(m, hw, cfg, p, outputs=outs, discrete=_split(discrete))
+    res = sensitivity(m, hw, cfg, p, outputs=outs, discrete=split_list(discrete))
     if plot is not None:
-        res.plot(plot, plot_output)
+        tornado_chart(res, plot, plot_output)
+    fits = _warn_fit(m, hw, res.config, p)
     if as_json:
-        typer.echo(json.dumps(res.to_dict()))
+        emit_json({**res.to_dict(), "fits": fits})
         return
-    con = _console()
-    con.print(res.table())
+    con = console(200)
+    con.print(sensitivity_table(res))
     con.print("autodiff rows: elasticity, checked against central finite differences "
               "(float64); '0 (not limiting)': the symbol's branch is inactive; '-': not in the "
               "formula; neighbour rows: arc elasticity to the next valid value below (v) and "
@@ -241,24 +234,27 @@ def bottleneck_cmd(
 ) -> None:
     """What limits a step: each operator compute-, memory- or communication-bound, with its
     share of the step time."""
-    from .bottleneck import bottleneck
+    from ..bottleneck import bottleneck
+
+    from .render import bottleneck_table
 
     m, hw, p, cfg = _base(model, hardware, params, num_gpus=num_gpus, tp=tp, pp=pp, dp=dp,
                           sp=sp, vpp=vpp, micro_batch=micro_batch, global_batch=global_batch,
                           seq_len=seq_len, recompute=recompute, zero=zero, dtype=dtype,
                           flash_attention=flash_attention, dp_overlap=dp_overlap)
     res = bottleneck(m, hw, cfg, p)
+    fits = _warn_fit(m, hw, res.config, p)
     if as_json:
-        typer.echo(json.dumps(res.to_dict()))
+        emit_json({**res.to_dict(), "fits": fits})
         return
-    _console().print(res.table())
+    console(200).print(bottleneck_table(res))
 
 
 # ----------------------------------------------------------------------------- explain
 def _list_formulas(value: bool) -> None:
     if value:
-        from .bottleneck import DESCRIPTIONS
-        from .explain import formula_names
+        from ..bottleneck import DESCRIPTIONS
+        from ..explain import formula_names
 
         names = formula_names()
         typer.echo("outputs:")
@@ -290,15 +286,19 @@ def explain_cmd(
     params: ParamsFile = None, as_json: AsJson = False,
 ) -> None:
     """Print the formula of an output or operator with only --keep symbols left free."""
-    from .explain import explain
+    from ..explain import explain
 
     m, hw, p, cfg = _base(model, hardware, params, num_gpus=num_gpus, tp=tp, pp=pp, dp=dp,
                           sp=sp, vpp=vpp, micro_batch=micro_batch, global_batch=global_batch,
                           seq_len=seq_len, recompute=recompute, zero=zero, dtype=dtype,
                           flash_attention=flash_attention, dp_overlap=dp_overlap)
-    f = explain(name, m, hw, cfg, p, keep=_split(keep))
+    f = explain(name, m, hw, cfg, p, keep=split_list(keep))
+    fits = _warn_fit(m, hw, cfg, p)
     if as_json:
-        typer.echo(json.dumps(f.to_dict()))
+        d = f.to_dict()
+        if name in OUTPUT_KEYS and f.value is not None:
+            d[OUTPUT_KEYS[name]] = f.value
+        emit_json({**d, "fits": fits})
     elif latex:
         typer.echo(f.latex())
     else:

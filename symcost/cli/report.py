@@ -17,7 +17,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .training import BREAKDOWN
+from ..training import BREAKDOWN
+
+# matplotlib is imported inside the functions only to keep it out of ``symcost --help``.
 
 __all__ = ["scatter_plot", "write_report", "markdown_table"]
 

@@ -17,17 +17,39 @@ the last candidates (see :mod:`symcost.cli`).
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Annotated, Literal
 
 import typer
 
-from .cli_format import fmt_time, format_bytes
+from ..config import ConfigError
+from ..schema import rename_keys
+from .common import (CliInputError, Model, ParamsFile, check_output_path, console, emit_json,
+                     load_inputs)
+from .format import GIB, fmt_time, format_bytes
 
-_MODEL_HELP = "Model preset id (see `symcost train --list-models`) or a config.json path."
-_HW_HELP = "Hardware id (see `symcost train --list-hardware`) or a hardware YAML path."
+# Function-local imports below only keep NumPy, pandas, JAX, rich and SymPy cost expressions out
+# of ``symcost --help`` (see symcost.cli.common); none of them avoids an import cycle.
+
+#: largest ``--price-per-gpu-hour`` accepted (USD); keeps cost products far from overflow.
+MAX_PRICE_PER_GPU_HOUR = 1e6
+
+_HW_HELP = "Hardware id (see train --list-hardware) or a hardware YAML path."
+
+
+def check_positive(value: float | None, option: str, maximum: float | None = None) -> None:
+    """Reject a value that is not a finite number > 0 (or above ``maximum``).
+
+    Raises:
+        CliInputError: ``<option>: must be a finite number > 0 ...``.
+    """
+    if value is None:
+        return
+    if not (math.isfinite(value) and value > 0):
+        raise CliInputError(f"{option}: must be a finite number > 0 (got {value})")
+    if maximum is not None and value > maximum:
+        raise CliInputError(f"{option}: must be at most {maximum:g} (got {value:g})")
 
 
 def parse_gpu_counts(text: str) -> list[int]:
@@ -36,8 +58,6 @@ def parse_gpu_counts(text: str) -> list[int]:
     Raises:
         ConfigError: malformed text or a non-positive count.
     """
-    from .config import ConfigError
-
     try:
         if ":" in text:
             parts = [int(p) for p in text.split(":")]
@@ -114,7 +134,7 @@ def search_tables(result, show_rejected: bool = True) -> list:
 
 
 def search_cmd(
-    model: Annotated[str, typer.Option(help=_MODEL_HELP, show_default=False)],
+    model: Model,
     hardware: Annotated[str, typer.Option(help=_HW_HELP, show_default=False)],
     num_gpus: Annotated[str, typer.Option(
         help="GPU count, or several: N1,N2,... or start:stop[:step] (inclusive).",
@@ -149,16 +169,13 @@ def search_cmd(
     ] = "exhaustive",
     keep_duplicates: Annotated[bool, typer.Option(
         help="Keep configurations the model cannot tell apart (e.g. SP with tp=1).")] = False,
-    params: Annotated[Path | None, typer.Option(
-        help="Efficiency-parameter YAML (default: the shipped calibration).",
-        show_default=False)] = None,
+    params: ParamsFile = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Find the fastest (or cheapest per token) parallel configuration."""
     from optimizers.search import search, search_scipy
 
-    from .cli_train import load_inputs
-
+    check_positive(price_per_gpu_hour, "--price-per-gpu-hour", MAX_PRICE_PER_GPU_HOUR)
     m, hw, p = load_inputs(model, hardware, params)
     fn = search if method == "exhaustive" else search_scipy
     result = fn(m, hw, parse_gpu_counts(num_gpus), global_batch, seq_len=seq_len, dtype=dtype,
@@ -166,26 +183,14 @@ def search_cmd(
                 price_per_gpu_hour=price_per_gpu_hour, fix=fix, minimum=min_, maximum=max_,
                 max_tp=max_tp, max_vpp=max_vpp, keep_duplicates=keep_duplicates, params=p)
     if as_json:
-        typer.echo(json.dumps(result.to_dict(), default=_json_default))
+        emit_json(result.to_dict())
         return
-    from rich.console import Console
-
-    console = Console(width=max(Console().width, 140))
+    con = console(140)
     for r in search_tables(result):
-        console.print(r)
+        con.print(r)
     tm = result.timings
-    console.print(f"{result.candidates:,} valid candidates, {result.fitting:,} fit in memory; "
+    con.print(f"{result.candidates:,} valid candidates, {result.fitting:,} fit in memory; "
                   f"searched in {tm['total']:.3f} s ({result.method})")
-
-
-def _json_default(o):
-    import numpy as np
-
-    if isinstance(o, np.generic):
-        return o.item()
-    if isinstance(o, float) and math.isnan(o):
-        return None
-    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
 def parse_bounds(items: list[str] | None) -> dict[str, tuple[float, float]]:
@@ -194,8 +199,6 @@ def parse_bounds(items: list[str] | None) -> dict[str, tuple[float, float]]:
     Raises:
         ConfigError: malformed item.
     """
-    from .config import ConfigError
-
     out = {}
     for it in items or []:
         try:
@@ -236,35 +239,8 @@ def codesign_table(df):
     return tab
 
 
-def plot_pareto(df, path: Path) -> None:
-    """Write a PNG of step time against cost per GPU, the Pareto front joined."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    ok = df[df["status"] == "ok"]
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    front = ok[ok["pareto"]].sort_values("cost_usd_per_gpu")
-    ax.plot(front["cost_usd_per_gpu"], front["step_time"], "-o", label="Pareto front")
-    other = ok[~ok["pareto"]]
-    ax.plot(other["cost_usd_per_gpu"], other["step_time"], "x", color="gray",
-            label="dominated")
-    ref = ok[ok["design"] == "reference"]
-    ax.plot(ref["cost_usd_per_gpu"], ref["step_time"], "*", ms=14, color="C3",
-            label=f"reference ({df.attrs.get('reference', '')})")
-    ax.set_xlabel("cost per GPU (USD, illustrative build cost)")
-    ax.set_ylabel("step time (s)")
-    ax.set_yscale("log")
-    ax.grid(True, alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-
-
 def codesign_cmd(
-    model: Annotated[str, typer.Option(help=_MODEL_HELP, show_default=False)],
+    model: Model,
     hardware: Annotated[str, typer.Option(
         help="Reference hardware (bounds are multiples of its parameters).",
         show_default=False)],
@@ -291,19 +267,20 @@ def codesign_cmd(
     seed: Annotated[int, typer.Option(help="Random seed of differential evolution.")] = 0,
     maxiter: Annotated[int, typer.Option(min=1, help="Generations.")] = 40,
     popsize: Annotated[int, typer.Option(min=2, help="Population multiplier.")] = 12,
-    params: Annotated[Path | None, typer.Option(
-        help="Efficiency-parameter YAML (default: the shipped calibration).",
-        show_default=False)] = None,
+    params: ParamsFile = None,
     plot: Annotated[Path | None, typer.Option(help="Write the Pareto front as a PNG.",
                                               show_default=False)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Co-design GPU hardware (FLOP/s, HBM, links) and parallel layout under cost budgets."""
-    from optimizers.codesign import codesign
+    from optimizers.codesign import DISPLAY_UNITS, codesign
     from optimizers.cost_model import CostModel
 
-    from .cli_train import load_inputs
+    from .plots import plot_pareto
 
+    for b in budget or ():
+        check_positive(b, "--budget")
+    check_output_path(plot, "--plot", (".png",))
     m, hw, p = load_inputs(model, hardware, params)
     df = codesign(m, hw, num_gpus, global_batch, budgets=budget, n_budgets=n_budgets,
                   bounds=parse_bounds(bound), seq_len=seq_len, dtype=dtype, fix=fix,
@@ -312,24 +289,23 @@ def codesign_cmd(
         plot_pareto(df, plot)
     if as_json:
         cm = CostModel()
-        rows = [{k: (None if isinstance(v, float) and math.isnan(v) else v)
-                 for k, v in r.items()} for r in df.to_dict(orient="records")]
-        typer.echo(json.dumps({"reference": hw.name, "model": m.name, "num_gpus": num_gpus,
-                               "global_batch": global_batch, "rows": rows,
-                               "cost_model": {"base": cm.base, "c_flops": cm.c_flops,
-                                              "c_hbm_cap": cm.c_hbm_cap,
-                                              "c_hbm_bw": cm.c_hbm_bw, "c_intra": cm.c_intra,
-                                              "c_inter": cm.c_inter,
-                                              "sources": dict(cm.sources)},
-                               "seconds": df.attrs.get("seconds")}, default=_json_default))
+        rows = df.rename(columns=rename_keys(df.columns))
+        for name, (col, scale) in DISPLAY_UNITS.items():  # back to SI, under the symbol name
+            rows[name] = rows.pop(col) * scale
+        rows["memory_per_gpu_bytes"] = rows.pop("mem_gib") * GIB
+        emit_json({"reference": hw.name, "model": m.name, "num_gpus": num_gpus,
+                   "global_batch": global_batch, "rows": rows.to_dict(orient="records"),
+                   "cost_model": {"base": cm.base, "c_flops": cm.c_flops,
+                                  "c_hbm_cap": cm.c_hbm_cap, "c_hbm_bw": cm.c_hbm_bw,
+                                  "c_intra": cm.c_intra, "c_inter": cm.c_inter,
+                                  "sources": dict(cm.sources)},
+                   "seconds": df.attrs.get("seconds")})
         return
-    from rich.console import Console
-
-    console = Console(width=max(Console().width, 150))
-    console.print(codesign_table(df))
+    con = console(150)
+    con.print(codesign_table(df))
     for r in df[df["status"] != "ok"].to_dict(orient="records"):
-        console.print(f"budget {r['budget_usd_per_gpu']:,.0f} USD/GPU: {r['status']}")
-    console.print(f"{df.attrs.get('candidates', 0):,} configurations per design; "
+        con.print(f"budget {r['budget_usd_per_gpu']:,.0f} USD/GPU: {r['status']}")
+    con.print(f"{df.attrs.get('candidates', 0):,} configurations per design; "
                   f"{df.attrs.get('seconds', 0):.1f} s. Costs: illustrative build-cost model "
                   f"(optimizers/cost_model.py lists the sources)."
                   + (f" Plot: {plot}" if plot else ""))
