@@ -213,10 +213,10 @@ def codesign(model, hardware, num_gpus: int, global_batch: int, *,
     """
     from scipy.optimize import differential_evolution
 
-    from symcost.api import _as_hardware, _as_model
+    from symcost.api import as_hardware, as_model
 
     t0 = time.perf_counter()
-    model, hw = _as_model(model), _as_hardware(hardware)
+    model, hw = as_model(model), as_hardware(hardware)
     cost_model = cost_model or CostModel()
     mb = _bounds(bounds)
     lo, hi = mb[:, 0], mb[:, 1]

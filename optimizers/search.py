@@ -275,13 +275,13 @@ def search(model, hardware, num_gpus: int | Sequence[int], global_batch: int, *,
         ConfigError: malformed inputs, constraints, objective or price (names the field and
             the rule).
     """
-    from symcost.api import _as_hardware, _as_model
+    from symcost.api import as_hardware, as_model
 
     t0 = time.perf_counter()
     objective = _check_objective(objective, price_per_gpu_hour)
     if int(top) < 1:
         raise ConfigError(f"top: must be >= 1 (got {top})")
-    model, hw = _as_model(model), _as_hardware(hardware)
+    model, hw = as_model(model), as_hardware(hardware)
     cons = make_constraints(fix, minimum, maximum, max_tp, max_vpp)
     space = enumerate_space(model, hw, num_gpus, global_batch, seq_len=seq_len, dtype=dtype,
                             flash_attention=flash_attention, constraints=cons,
@@ -474,13 +474,13 @@ def search_scipy(model, hardware, num_gpus: int | Sequence[int], global_batch: i
     """
     from scipy.optimize import differential_evolution
 
-    from symcost.api import _as_hardware, _as_model
+    from symcost.api import as_hardware, as_model
 
     from .space import _as_int_list, check_inputs
 
     t0 = time.perf_counter()
     objective = _check_objective(objective, price_per_gpu_hour)
-    model, hw = _as_model(model), _as_hardware(hardware)
+    model, hw = as_model(model), as_hardware(hardware)
     counts = _as_int_list("num_gpus", num_gpus)
     seq = check_inputs(model, hw, global_batch, seq_len, dtype)
     cons = make_constraints(fix, minimum, maximum, max_tp, max_vpp)

@@ -512,9 +512,9 @@ def enumerate_space(model, hardware, num_gpus: int | Sequence[int], global_batch
     Raises:
         ConfigError: bad GPU count, batch, sequence length or dtype for this model/hardware.
     """
-    from symcost.api import _as_hardware, _as_model
+    from symcost.api import as_hardware, as_model
 
-    model, hw = _as_model(model), _as_hardware(hardware)
+    model, hw = as_model(model), as_hardware(hardware)
     counts = _as_int_list("num_gpus", num_gpus)
     if counts[-1] >= 2**21:
         raise ConfigError(f"num_gpus: at most {2**21 - 1} GPUs (got {counts[-1]})")

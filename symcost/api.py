@@ -3,31 +3,43 @@
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 import sympy as sp
 
+from hwspecs import HardwareSpec, load_hardware
+
 from . import symbols as S
 from .config import (TrainingConfig, hardware_bindings, model_bindings, parallel_bindings,
                      resolve)
 from .evaluate import evaluate_broadcast
 from .lower import CompiledModel, lower
+from .models import ModelSpec, get_model
 from .params import Params, load_params
 from .schema import keyed, stamp
 from .training import BREAKDOWN, MEMORY, training_expressions
 
 
-def _as_model(model):
-    from .models import ModelSpec, get_model
+def as_model(model: "ModelSpec | str | os.PathLike[str]") -> ModelSpec:
+    """``model`` as a :class:`~symcost.models.ModelSpec`: a spec is returned as is, a string
+    is a preset id or alias, or a path to a Hugging Face ``config.json`` / model YAML.
 
+    Raises:
+        ModelSpecError: unknown preset or invalid file.
+    """
     return model if isinstance(model, ModelSpec) else get_model(model)
 
 
-def _as_hardware(hw):
-    from hwspecs import HardwareSpec, load_hardware
+def as_hardware(hw: "HardwareSpec | str | os.PathLike[str]") -> HardwareSpec:
+    """``hw`` as a :class:`~hwspecs.HardwareSpec`: a spec is returned as is, a string is a
+    hardware id or a path to a hardware YAML.
 
+    Raises:
+        HardwareSpecError: unknown id or invalid file.
+    """
     return hw if isinstance(hw, HardwareSpec) else load_hardware(hw)
 
 
@@ -74,7 +86,7 @@ def training_inputs(model, hardware, config: TrainingConfig,
     Raises:
         ConfigError, ModelSpecError, HardwareSpecError, ParamsError: invalid input.
     """
-    model, hw = _as_model(model), _as_hardware(hardware)
+    model, hw = as_model(model), as_hardware(hardware)
     return _bind(model, hw, resolve(model, hw, config), params)
 
 
@@ -100,7 +112,7 @@ def prepare_training(model, hardware, config: TrainingConfig | None = None,
     Raises:
         ConfigError, ModelSpecError, HardwareSpecError, ParamsError: invalid input.
     """
-    model, hw = _as_model(model), _as_hardware(hardware)
+    model, hw = as_model(model), as_hardware(hardware)
     cfg = resolve(model, hw, merge_config(config, **config_fields))
     return model, hw, cfg, _bind(model, hw, cfg, params)
 

@@ -731,12 +731,12 @@ def predict_interval(model, hardware, config=None, params: Params | None = None,
         CalibrationError: the parameters were never calibrated for that GPU generation.
         ConfigError, ModelSpecError, HardwareSpecError: invalid input.
     """
-    from .api import _as_hardware, _as_model, training_inputs, training_model
+    from .api import as_hardware, as_model, training_inputs, training_model
     from .api import merge_config
 
     params = params or load_params()
     config = merge_config(config, **config_fields)
-    m, hw = _as_model(model), _as_hardware(hardware)
+    m, hw = as_model(model), as_hardware(hardware)
     terms = _uncertainty_terms(params, hw.generation)
     if terms is None:
         raise CalibrationError(f"predict_interval: the parameters were never calibrated for "

@@ -40,7 +40,7 @@ import sympy as sp
 from hwspecs import format_bytes
 
 from . import symbols as S
-from .api import _as_hardware, _as_model, used_symbols
+from .api import as_hardware, as_model, used_symbols
 from .config import (ACT_DTYPES, DTYPE_BYTES, INT4_GROUP, KV_DTYPES, WEIGHT_DTYPES,
                      InferenceConfig, InferenceConfigError, hardware_bindings,
                      inference_hardware_bindings, inference_parallel_bindings, model_bindings,
@@ -85,7 +85,7 @@ def inference_inputs(model, hardware, config: InferenceConfig,
     Raises:
         InferenceConfigError, ModelSpecError, HardwareSpecError, ParamsError: invalid input.
     """
-    model, hw = _as_model(model), _as_hardware(hardware)
+    model, hw = as_model(model), as_hardware(hardware)
     return _bind_inputs(model, hw, resolve_inference(model, hw, config), params)
 
 
@@ -259,7 +259,7 @@ def predict_inference(model, hardware, config: InferenceConfig | None = None,
         config = InferenceConfig(**config_fields)
     elif config_fields:
         config = config.replace(**config_fields)
-    m, hw = _as_model(model), _as_hardware(hardware)
+    m, hw = as_model(model), as_hardware(hardware)
     cfg = resolve_inference(m, hw, config)
     inputs = _bind_inputs(m, hw, cfg, params)
     cm = inference_model(precision)

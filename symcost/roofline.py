@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import sympy as sp
@@ -132,15 +133,15 @@ def roofline_table(model, hardware: Sequence, config=None, params=None, **config
     """
     import pandas as pd
 
-    from .infer_api import (InferenceConfig, _as_hardware, _as_model, inference_inputs,
+    from .infer_api import (InferenceConfig, as_hardware, as_model, inference_inputs,
                             resolve_inference)
 
     if config is None:
         config = InferenceConfig(**config_fields)
     elif config_fields:
         config = config.replace(**config_fields)
-    m = _as_model(model)
-    hws = [_as_hardware(h) for h in hardware]
+    m = as_model(model)
+    hws = [as_hardware(h) for h in hardware]
     if not hws:
         raise ValueError("hardware: give at least one GPU")
     cm = roofline_model()
@@ -214,17 +215,18 @@ def dram_study(model, base_hardware, config=None, params=None, *, stacks: int = 
 
     import pandas as pd
 
-    from .infer_api import (InferenceConfig, _as_hardware, _as_model, evaluate_inference,
+    from .infer_api import (InferenceConfig, as_hardware, as_model, evaluate_inference,
                             inference_inputs, resolve_inference)
 
     if config is None:
         config = InferenceConfig(**config_fields)
     elif config_fields:
         config = config.replace(**config_fields)
-    m, hw = _as_model(model), _as_hardware(base_hardware)
+    m, hw = as_model(model), as_hardware(base_hardware)
     if int(stacks) != stacks or stacks < 1:
         raise ValueError(f"stacks: must be a positive integer (got {stacks!r})")
-    techs = [{"name": f"{hw.name} (datasheet)", "bw": hw.hbm_bandwidth, "stack_gbs": None}]
+    techs: list[dict[str, Any]] = [
+        {"name": f"{hw.name} (datasheet)", "bw": hw.hbm_bandwidth, "stack_gbs": None}]
     techs += [{"name": t["name"], "bw": t["stack_gbs"] * 1e9 * stacks,
                "stack_gbs": t["stack_gbs"]} for t in HBM_TECHNOLOGIES]
     grid = np.unique(np.round(np.geomspace(1, 4096, 97)))

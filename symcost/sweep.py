@@ -514,7 +514,7 @@ def sweep(model, hardware, config: TrainingConfig | None = None, params=None, *,
             vary.
         ConfigError, ModelSpecError, HardwareSpecError, ParamsError: bad base inputs.
     """
-    from .api import _as_hardware, _as_model
+    from .api import as_hardware, as_model
     from .params import load_params
     from .training import training_expressions
 
@@ -534,7 +534,7 @@ def sweep(model, hardware, config: TrainingConfig | None = None, params=None, *,
         raise SweepError(f"outputs: unknown {', '.join(bad)}; known: {', '.join(all_outputs)}")
     if not outputs:
         raise SweepError("outputs: none requested")
-    m, hw = _as_model(model), _as_hardware(hardware)
+    m, hw = as_model(model), as_hardware(hardware)
     params = params or load_params()
     base = _base_values(m, hw, config, params)
 

@@ -516,7 +516,7 @@ def test_helpers_are_shared_with_the_training_side():
     import symcost.training as tr
     from symcost.ops import cost
 
-    assert ia._as_model is api._as_model and ia._as_hardware is api._as_hardware
+    assert ia.as_model is api.as_model and ia.as_hardware is api.as_hardware
     assert inf._select is tr._select and inf._sum_time is tr._sum_time
     assert inf.total is cost.total
     assert not hasattr(inf, "_sum") and not hasattr(inf, "_time")
