@@ -33,8 +33,8 @@ PRECISIONS = ("float32", "float64")
 
 #: ``rows(start, n) -> one float64 array of n values per column``.
 RowSource = Callable[[int, int], Sequence[npt.NDArray[np.float64]]]
-#: ``progress(rows_done)``, called after each chunk.
-Progress = Callable[[int], None]
+#: ``progress(rows_done, rows_total)``, called after each chunk.
+Progress = Callable[[int, int], None]
 
 
 def pick_chunk(rows: int) -> int:
@@ -88,7 +88,7 @@ def evaluate_chunks(fn: Callable[..., Sequence[Any]], rows: RowSource, n_columns
         n_outputs: number of outputs of ``fn``.
         precision: ``float32`` or ``float64`` (JAX x64 is enabled for float64 only).
         chunk: rows per call; :func:`pick_chunk` of ``total`` when None.
-        progress: called with the rows done after each chunk.
+        progress: called with the rows done and the total after each chunk.
         out_dtypes: NumPy dtype of each output (the precision's float when None).
 
     Returns:
@@ -135,7 +135,7 @@ def evaluate_chunks(fn: Callable[..., Sequence[Any]], rows: RowSource, n_columns
                         out.append(np.empty((total,) + r.shape[1:], dtype=dts[i]))
                     out[i][p_start:p_start + p_n] = r[:p_n]
                 if progress is not None:
-                    progress(p_start + p_n)
+                    progress(p_start + p_n, total)
             pending = (start, n, res) if k < n_chunks else None
     return out
 
@@ -193,7 +193,7 @@ def evaluate_model(cm: CompiledModel, inputs: Mapping[str, Any],
             ``cm`` (extra names are ignored). Base units.
         outputs: output names (all when None).
         chunk: rows per compiled call (:func:`pick_chunk` of ``n`` when None).
-        progress: called with the rows done after each chunk.
+        progress: called with the rows done and the total after each chunk.
 
     Returns:
         Output name -> array ``(n,)`` in ``cm.dtype``.

@@ -468,7 +468,7 @@ def sweep(model, hardware, config: TrainingConfig | None = None, params=None, *,
           vary: Mapping[str, object], samples: int | None = None,
           outputs: Sequence[str] = DEFAULT_OUTPUTS, precision: str = DEFAULT_PRECISION,
           rank_by: str = "step_time", recheck_top: int = 100, seed: int = 0,
-          chunk_size: int | None = None, progress: Progress | bool | None = None,
+          chunk_size: int | None = None, progress: Progress | None = None,
           **config_fields):
     """Evaluate the training model over a grid or a random sample of configurations.
 
@@ -497,9 +497,8 @@ def sweep(model, hardware, config: TrainingConfig | None = None, params=None, *,
             seeded by ``(seed, block index)``).
         chunk_size: rows per compiled call; None picks from :data:`CHUNK_SIZES` by the
             number of rows (also for the float64 re-check).
-        progress: called with the number of rows done after each chunk (the CLI draws its
-            progress bar from it; the core draws nothing). ``True``/``False`` are accepted
-            and mean no callback.
+        progress: called with the rows done and the total after each chunk (the CLI draws
+            its progress bar from it; the core draws nothing); None for no callback.
 
     Returns:
         pandas DataFrame with one row per configuration: the varied variables (canonical
@@ -547,7 +546,7 @@ def sweep(model, hardware, config: TrainingConfig | None = None, params=None, *,
     inputs, outs, codes, derived = _evaluate(
         plan, base, total, chunk_inputs, chunk_size or pick_chunk(total),
         "float64" if precision == "float64" else "float32",
-        progress if callable(progress) else None)
+        progress)
     mixed = precision == "mixed"
     out_cols = {o: outs[o].astype(np.float64) if mixed else outs[o] for o in outputs}
     rechecked = np.zeros(total, dtype=bool)
@@ -747,7 +746,7 @@ def _evaluate(plan: _Plan, base: dict, total: int, chunk_inputs, chunk_size: int
     dtypes = [np_dt] * len(plan.evaluated) + [np.int8] + [np_dt] * len(plan.derived)
     res = evaluate_chunks(fn, rows, len(plan.varied), [base[n] for n in plan.fixed], total,
                           len(names_out), dtype, chunk_size,
-                          progress if callable(progress) else None, dtypes)
+                          progress, dtypes)
     cols = dict(zip(names_out, res))
     codes = cols.pop("_code")
     derived = {d: cols.pop(d) for d in plan.derived}

@@ -163,10 +163,29 @@ def test_options_reach_the_config():
                    "dp_overlap": False}
 
 
-def test_choice_options_match_the_config_module():
-    hints = typing.get_type_hints(train, include_extras=True)
-    assert set(typing.get_args(typing.get_args(hints["recompute"])[0])) == set(RECOMPUTE_MODES)
-    assert set(typing.get_args(typing.get_args(hints["dtype"])[0])) == set(DTYPES)
+def test_options_are_derived_from_the_field_table():
+    """Every training field is a `train` option whose flag is the field name with `_` -> `-`,
+    whose help lists the field's allowed values, and whose bad values get the field table's
+    message, with the flag in place of the field name."""
+    import typer.main
+
+    from symcost.fields import TRAINING_FIELDS
+
+    cmd = typer.main.get_command(app).get_command(None, "train")
+    params = {p.name: p for p in cmd.params}
+    for name, f in TRAINING_FIELDS.items():
+        p = params[name]
+        assert f.flag in p.opts, (name, p.opts)
+        if f.kind == "bool":
+            assert p.secondary_opts == ["--no-" + f.flag[2:]]
+        if f.kind == "enum":
+            assert f.describe() in p.help
+    assert set(TRAINING_FIELDS["recompute"].choices) == set(RECOMPUTE_MODES)
+    assert set(TRAINING_FIELDS["dtype"].choices) == set(DTYPES)
+    res = run(*GPT3, "--recompute", "sometimes")
+    assert res.exit_code == 2
+    assert res.stderr == ("error: --recompute: must be one of none, selective, full "
+                          "(got 'sometimes')\n")
 
 
 def test_params_file_is_used(tmp_path):
@@ -193,12 +212,12 @@ BAD_CONFIG = "{not json"
 
 
 @pytest.mark.parametrize("args, words", [
-    (["--tp", "7", "--num-gpus", "112"], ["tp", "7", "heads", "96"]),
-    (["--num-gpus", "1000", "--tp", "8", "--pp", "16"], ["num_gpus", "divisible"]),
+    (["--tp", "7", "--num-gpus", "112"], ["--tp:", "7", "heads", "96"]),
+    (["--num-gpus", "1000", "--tp", "8", "--pp", "16"], ["--num-gpus:", "divisible"]),
     (["--hardware", "x100"], ["--hardware", "x100", "a100-sxm4-80gb", "h100-sxm5-80gb"]),
     (["--model", "nope"], ["--model", "nope", "gpt3-175b"]),
-    (["--micro-batch", "2", "--global-batch", "1000"], ["global_batch", "1000", "divisible"]),
-    (["--dtype", "fp8"], ["dtype", "fp8"]),
+    (["--micro-batch", "2", "--global-batch", "1000"], ["--global-batch:", "1000", "divisible"]),
+    (["--dtype", "fp8"], ["--dtype:", "fp8"]),
     (["--model", "{bad}"], ["--model", "invalid JSON"]),
     (["--params", "{missing}"], ["--params", "cannot read"]),
 ])

@@ -308,3 +308,23 @@ def test_sweep_too_large_for_memory_is_refused_before_computing(monkeypatch):
     with pytest.raises(SweepError, match=r"samples: 1,000,000,000 rows need about \d+\.\d GiB "
                                          r"in memory and this machine has 24\.0 GiB"):
         sweep(GPT["model"], GPT["hardware"], vary={"tp": [1, 2]}, samples=10**9)
+
+
+def test_progress_is_a_callback_of_rows_done():
+    """The core reports progress through a callback (no progress bar drawn by the core)."""
+    calls = []
+    sweep(GPT["model"], GPT["hardware"], vary={"tp": [1, 2]}, samples=10_000, chunk_size=4096,
+          progress=lambda done, total: calls.append((done, total)))
+    assert calls == [(4096, 10_000), (8192, 10_000), (10_000, 10_000)]
+
+
+def test_cli_progress_bar_only_on_a_terminal(monkeypatch):
+    import io
+
+    from symcost.cli.common import ProgressBar
+
+    with ProgressBar("sweep", enabled=False) as cb:
+        assert cb is None
+    monkeypatch.setattr("sys.stderr", io.StringIO())          # not a terminal
+    with ProgressBar("sweep") as cb:
+        assert cb is None

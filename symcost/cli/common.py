@@ -12,24 +12,27 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from collections.abc import Mapping
+from typing import Annotated, Any
 
 import typer
 
 from hwspecs import HardwareSpecError, load_hardware
 
 from ..config import TrainingConfig
+from ..fields import INFERENCE_FIELDS, MODEL_FIELDS, TRAINING_FIELDS, Field
 from ..models import ModelSpecError, get_model
 from ..params import ParamsError, load_params
 from ..schema import stamp
 from .format import GIB
 
-__all__ = ["DEFAULTS", "AsJson", "CliInputError", "Dp", "Dtype", "Flash", "GlobalBatch",
-           "Hardware", "MicroBatch", "Model", "NumGpus", "Overlap", "ParamsFile", "Pp", "Recompute",
-           "SeqLen", "Sp", "Tp", "Vpp", "Zero", "check_output_path", "console", "emit_json",
-           "load_inputs", "load_params_option", "memory_warning", "split_list",
-           "training_fit", "warn"]
+__all__ = ["AsJson", "CliInputError", "DEFAULTS", "Dp", "Dtype", "Flash", "GlobalBatch",
+           "Hardware", "MicroBatch", "Model", "NumGpus", "Overlap", "ParamsFile", "Pp",
+           "ProgressBar", "Recompute", "SeqLen", "Sp", "Tp", "Vpp", "Zero", "check_output_path",
+           "console", "emit_json", "field_option", "flag_message", "load_inputs",
+           "load_params_option", "memory_warning", "split_list", "training_fit", "warn"]
 
 #: the defaults of the shared training options (those of :class:`TrainingConfig`).
 DEFAULTS = TrainingConfig()
@@ -40,37 +43,51 @@ class CliInputError(ValueError):
     price); printed as ``error: <option>: <rule>`` with exit code 2."""
 
 
+def field_option(name: str, table: Mapping[str, Field] = TRAINING_FIELDS, **kw: Any) -> Any:
+    """The typer option of configuration field ``name``, derived from its
+    :class:`~symcost.fields.Field`: the flag is the field name with ``_`` -> ``-``
+    (``--micro-batch``; on/off fields get ``--x/--no-x``), the help is the field's doc and
+    allowed values. Values are checked by the field table in the core (one message for the
+    API, the CLI and sweeps), not by click.
+
+    Args:
+        name: field name.
+        table: :data:`~symcost.fields.TRAINING_FIELDS` or
+            :data:`~symcost.fields.INFERENCE_FIELDS`.
+        kw: other :func:`typer.Option` arguments (e.g. ``help`` to replace the field's doc).
+    """
+    f = table[name]
+    decls = (f"{f.flag}/--no-{f.flag[2:]}",) if f.kind == "bool" else (f.flag,)
+    text = f.doc[0].upper() + f.doc[1:]
+    if f.kind in ("enum", "str"):
+        text += f" ({f.describe()})"
+    kw.setdefault("help", text + ".")
+    kw.setdefault("show_default", f.default is not None)
+    return typer.Option(*decls, **kw)
+
+
 # --- options shared by the commands that take a training configuration (``train``, ``sweep``,
-# ``sensitivity``, ``bottleneck``, ``explain``); the flag is the field name with ``_`` -> ``-``.
+# ``sensitivity``, ``bottleneck``, ``explain``), each derived from its field.
 Model = Annotated[str, typer.Option(
     help="Model preset id (see train --list-models) or a Hugging Face config.json path.",
     show_default=False)]
 Hardware = Annotated[str, typer.Option(
     help="Hardware id (see train --list-hardware) or a hardware YAML path.",
     show_default=False)]
-NumGpus = Annotated[int | None, typer.Option(help="GPUs in the job (default tp*pp*dp).",
-                                             show_default=False)]
-Tp = Annotated[int, typer.Option(help="Tensor-parallel degree.")]
-Pp = Annotated[int, typer.Option(help="Pipeline-parallel degree.")]
-Dp = Annotated[int | None, typer.Option(help="Data-parallel degree (default num_gpus/(tp*pp)).",
-                                        show_default=False)]
-Sp = Annotated[bool, typer.Option("--sp/--no-sp", help="Megatron sequence parallelism.")]
-Vpp = Annotated[int, typer.Option(
-    help="Virtual pipeline stages per GPU (interleaved 1F1B when > 1).")]
-MicroBatch = Annotated[int, typer.Option(help="Sequences per micro-batch per GPU.")]
-GlobalBatch = Annotated[int | None, typer.Option(
-    help="Sequences per optimizer step (default dp*micro_batch).", show_default=False)]
-SeqLen = Annotated[int | None, typer.Option(help="Tokens per sequence (default: the model's).",
-                                            show_default=False)]
-Recompute = Annotated[Literal["none", "selective", "full"], typer.Option(
-    help="Activation recomputation.")]
-Zero = Annotated[int, typer.Option(min=0, max=3, help="ZeRO stage 0-3.")]
-Dtype = Annotated[Literal["bf16", "fp16", "fp8"], typer.Option(help="GEMM dtype.")]
-Flash = Annotated[bool, typer.Option("--flash-attention/--no-flash-attention",
-                                     help="FlashAttention.")]
-Overlap = Annotated[bool, typer.Option("--dp-overlap/--no-dp-overlap",
-                                       help="Overlap data-parallel communication with "
-                                            "backward compute.")]
+NumGpus = Annotated[int | None, field_option("num_gpus")]
+Tp = Annotated[int, field_option("tp")]
+Pp = Annotated[int, field_option("pp")]
+Dp = Annotated[int | None, field_option("dp")]
+Sp = Annotated[bool, field_option("sp")]
+Vpp = Annotated[int, field_option("vpp")]
+MicroBatch = Annotated[int, field_option("micro_batch")]
+GlobalBatch = Annotated[int | None, field_option("global_batch")]
+SeqLen = Annotated[int | None, field_option("seq_len")]
+Recompute = Annotated[str, field_option("recompute")]
+Zero = Annotated[int, field_option("zero")]
+Dtype = Annotated[str, field_option("dtype")]
+Flash = Annotated[bool, field_option("flash_attention")]
+Overlap = Annotated[bool, field_option("dp_overlap")]
 ParamsFile = Annotated[Path | None, typer.Option(
     help="Efficiency-parameter YAML (default: the shipped calibration).", show_default=False,
     dir_okay=False)]
@@ -159,6 +176,63 @@ def check_output_path(path: Path | None, option: str, suffixes: tuple[str, ...] 
             raise CliInputError(f"{option}: directory {str(target)!r} does not exist")
     if not os.access(target, os.W_OK | os.X_OK):
         raise CliInputError(f"{option}: directory {str(target)!r} is not writable")
+
+
+def flag_message(message: str, params: set[str]) -> str:
+    """A core error message with its leading field name replaced by the command's flag for
+    that field: ``"tp: 7 does not divide ..."`` -> ``"--tp: 7 does not divide ..."`` when the
+    command has a ``tp`` option (``params``: the command's parameter names). Messages that
+    start with anything else (``memory:``, ``context:``, a flag) are returned unchanged."""
+    head, sep, rest = message.partition(":")
+    tables = (TRAINING_FIELDS, INFERENCE_FIELDS, MODEL_FIELDS)
+    if sep and head in params and any(head in t for t in tables):
+        f = next(t[head] for t in tables if head in t)
+        return f"{f.flag}:{rest}"
+    return message
+
+
+class ProgressBar:
+    """A rich progress bar on stderr fed by the core's ``progress(done, total)`` callbacks
+    (:data:`symcost.evaluate.Progress`), with rate and time remaining; silent (the callback
+    is None) when ``enabled`` is False (``--json``, ``--quiet``) or stderr is not a terminal.
+
+    Use as ``with ProgressBar("sweep", not as_json) as cb: sweep(..., progress=cb)``.
+    """
+
+    def __init__(self, label: str, enabled: bool = True) -> None:
+        self.label = label
+        self.enabled = enabled and sys.stderr.isatty()
+        self._bar: Any = None
+        self._task: Any = None
+        self._t0 = 0.0
+
+    def __enter__(self) -> Any:
+        if not self.enabled:
+            return None
+        from rich.console import Console
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TaskProgressColumn,
+                                   TextColumn, TimeRemainingColumn)
+
+        self._bar = Progress(TextColumn(self.label), BarColumn(), MofNCompleteColumn(),
+                             TaskProgressColumn(), TextColumn("{task.fields[rate]}"),
+                             TimeRemainingColumn(), console=Console(stderr=True),
+                             transient=True)
+        self._bar.start()
+        return self.update
+
+    def update(self, done: int, total: int) -> None:
+        """Move the bar to ``done`` of ``total`` rows."""
+        now = time.perf_counter()
+        if self._task is None:
+            self._t0 = now
+            self._task = self._bar.add_task(self.label, total=total, rate="")
+        rate = done / (now - self._t0) if now > self._t0 else 0.0
+        self._bar.update(self._task, completed=done, total=total,
+                         rate=f"{rate:,.0f} rows/s" if rate else "")
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._bar is not None:
+            self._bar.stop()
 
 
 def warn(message: str) -> None:

@@ -22,26 +22,31 @@ heads exits with code 2 and one ``error:`` line (see :mod:`symcost.cli.main`).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import typer
 
 from hwspecs import HardwareSpecError, load_hardware
 
 from ..config import InferenceConfig
+from ..fields import INFERENCE_FIELDS
 from ..schema import rename_keys
 from .common import (Hardware, Model, ParamsFile, check_output_path, console, emit_json,
-                     load_inputs, load_params_option, memory_warning)
+                     field_option, load_inputs, load_params_option, memory_warning)
 from .format import fmt_time, format_bytes
 
 # Function-local imports below only keep NumPy, pandas, JAX, rich and SymPy cost expressions out
 # of ``symcost --help`` (see symcost.cli.common); none of them avoids an import cycle.
 
 _DEFAULT = InferenceConfig()
+
+
+def _opt(name: str, **kw: Any) -> Any:
+    """The option of inference field ``name`` (:func:`symcost.cli.common.field_option`)."""
+    return field_option(name, INFERENCE_FIELDS, **kw)
+
 DEFAULT_ROOFLINE_HARDWARE = "a100-sxm4-80gb,h100-sxm5-80gb,h200-sxm-141gb,b200"
 
-Dtype = Literal["bf16", "fp16", "fp8", "int8", "int4"]
-ActDtype = Literal["bf16", "fp16", "fp8", "int8"]
 
 STAGE_HELP = {
     "gemm": "weight GEMMs (QKV, output, MLP)",
@@ -114,34 +119,20 @@ def summary_tables(result) -> list:
 
 def infer(
     model: Model, hardware: Hardware,
-    batch: Annotated[int, typer.Option(help="Sequences per replica.")] = _DEFAULT.batch,
-    input_len: Annotated[int, typer.Option(help="Prompt tokens.")] = _DEFAULT.input_len,
-    output_len: Annotated[int, typer.Option(help="Generated tokens.")] = _DEFAULT.output_len,
-    tp: Annotated[int, typer.Option(help="Tensor-parallel degree.")] = _DEFAULT.tp,
-    pp: Annotated[int, typer.Option(help="Pipeline-parallel degree.")] = _DEFAULT.pp,
-    num_gpus: Annotated[int | None, typer.Option(
-        help="GPUs in total (default tp*pp; a multiple of tp*pp gives replicas).",
-        show_default=False)] = None,
-    dtype: Annotated[Dtype, typer.Option(
-        help="Default dtype of weights, activations and KV cache.")] = "bf16",
-    weight_dtype: Annotated[Dtype | None, typer.Option(
-        help="Weight dtype (int4: AWQ/GPTQ-style, dequantized in the GEMM).",
-        show_default=False)] = None,
-    act_dtype: Annotated[ActDtype | None, typer.Option(
-        help="Activation / GEMM compute dtype.", show_default=False)] = None,
-    kv_dtype: Annotated[ActDtype | None, typer.Option(
-        help="KV-cache dtype.", show_default=False)] = None,
-    flash_attention: Annotated[bool, typer.Option(
-        "--flash-attention/--no-flash-attention",
-        help="FlashAttention (prefill) and flash-decoding (decode).")] = True,
-    max_num_tokens: Annotated[int, typer.Option(
-        help="Most tokens per forward step (prefill chunk).")] = _DEFAULT.max_num_tokens,
-    kv_mem_frac: Annotated[float, typer.Option(
-        help="Fraction of the free memory given to the KV cache.")] = _DEFAULT.kv_mem_frac,
-    kv_on_demand: Annotated[bool, typer.Option(
-        "--kv-on-demand/--kv-reserve",
-        help="Continuous batching allocates KV blocks on demand (vLLM, TensorRT-LLM "
-             "MAX_UTILIZATION) or reserves input+output tokens per request.")] = False,
+    batch: Annotated[int, _opt("batch")] = _DEFAULT.batch,
+    input_len: Annotated[int, _opt("input_len")] = _DEFAULT.input_len,
+    output_len: Annotated[int, _opt("output_len")] = _DEFAULT.output_len,
+    tp: Annotated[int, _opt("tp")] = _DEFAULT.tp,
+    pp: Annotated[int, _opt("pp")] = _DEFAULT.pp,
+    num_gpus: Annotated[int | None, _opt("num_gpus")] = None,
+    dtype: Annotated[str, _opt("dtype")] = _DEFAULT.dtype,
+    weight_dtype: Annotated[str | None, _opt("weight_dtype")] = None,
+    act_dtype: Annotated[str | None, _opt("act_dtype")] = None,
+    kv_dtype: Annotated[str | None, _opt("kv_dtype")] = None,
+    flash_attention: Annotated[bool, _opt("flash_attention")] = _DEFAULT.flash_attention,
+    max_num_tokens: Annotated[int, _opt("max_num_tokens")] = _DEFAULT.max_num_tokens,
+    kv_mem_frac: Annotated[float, _opt("kv_mem_frac")] = _DEFAULT.kv_mem_frac,
+    kv_on_demand: Annotated[bool, _opt("kv_on_demand")] = _DEFAULT.kv_on_demand,
     params: ParamsFile = None,
     precision: Annotated[Literal["float64", "float32"], typer.Option(
         help="Evaluation precision.")] = "float64",
@@ -183,11 +174,11 @@ def roofline(
     input_len: Annotated[int, typer.Option(help="Prompt tokens.")] = 2048,
     output_len: Annotated[int, typer.Option(help="Generated tokens.")] = 128,
     tp: Annotated[int, typer.Option(help="Tensor-parallel degree.")] = 1,
-    dtype: Annotated[Dtype, typer.Option(help="Default dtype (all GPUs must support it).")
+    dtype: Annotated[str, _opt("dtype", help="Default dtype (all GPUs must support it).")
                      ] = "bf16",
-    weight_dtype: Annotated[Dtype | None, typer.Option(show_default=False)] = None,
-    act_dtype: Annotated[ActDtype | None, typer.Option(show_default=False)] = None,
-    kv_dtype: Annotated[ActDtype | None, typer.Option(show_default=False)] = None,
+    weight_dtype: Annotated[str | None, _opt("weight_dtype")] = None,
+    act_dtype: Annotated[str | None, _opt("act_dtype")] = None,
+    kv_dtype: Annotated[str | None, _opt("kv_dtype")] = None,
     max_num_tokens: Annotated[int, typer.Option(
         help="Prefill chunk (tokens per forward step).")] = _DEFAULT.max_num_tokens,
     params: Annotated[Path | None, typer.Option(show_default=False, dir_okay=False,
@@ -256,7 +247,7 @@ def dram_study(
     input_len: Annotated[int, typer.Option(help="Prompt tokens.")] = 2048,
     output_len: Annotated[int, typer.Option(help="Generated tokens.")] = 128,
     tp: Annotated[int, typer.Option(help="Tensor-parallel degree.")] = 1,
-    dtype: Annotated[Dtype, typer.Option(help="Dtype of weights, activations, KV.")] = "fp8",
+    dtype: Annotated[str, _opt("dtype")] = "fp8",
     params: Annotated[Path | None, typer.Option(show_default=False, dir_okay=False,
                                                 help="Efficiency-parameter YAML.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON records.")] = False,

@@ -23,8 +23,12 @@ import importlib
 import os
 import sys
 
+from typing import Any
+
 import typer
 from typer.core import TyperGroup
+
+from .common import flag_message
 
 # Function-local imports below only keep NumPy, pandas, JAX, rich and SymPy cost expressions out
 # of ``symcost --help`` (see symcost.cli.common); none of them avoids an import cycle.
@@ -70,8 +74,15 @@ class _Group(TyperGroup):
         except Exception as exc:
             if not is_user_error(exc):
                 raise
-            typer.echo(f"error: {one_line(exc)}", err=True)
+            typer.echo(f"error: {flag_message(one_line(exc), _command_params(ctx))}", err=True)
             ctx.exit(USER_ERROR_EXIT)
+
+
+def _command_params(ctx: Any) -> set[str]:
+    """Parameter names of the sub-command being invoked (empty when there is none)."""
+    name = ctx.invoked_subcommand
+    cmd = ctx.command.get_command(ctx, name) if name else None
+    return {p.name for p in cmd.params if p.name} if cmd is not None else set()
 
 
 def enable_compilation_cache() -> str | None:

@@ -33,8 +33,8 @@ import typer
 
 from ..config import RECOMPUTE_MODES, TrainingConfig
 from ..schema import OUTPUT_KEYS, rename_keys
-from .common import (DEFAULTS as _D, AsJson, Dp, Dtype, Flash, GlobalBatch,
-                     Hardware, MicroBatch, Model, NumGpus, Overlap, ParamsFile, Pp, Recompute,
+from .common import (DEFAULTS as _D, AsJson, Dp, Dtype, Flash, GlobalBatch, Hardware,
+                     MicroBatch, Model, NumGpus, Overlap, ParamsFile, Pp, ProgressBar, Recompute,
                      SeqLen, Sp, Tp, Vpp, Zero, check_output_path, console, emit_json,
                      load_inputs, memory_warning, split_list, training_fit)
 from .format import fmt_time, format_bytes
@@ -120,9 +120,10 @@ def sweep_cmd(
     outs = split_list(outputs)
     if outs != ["all"] and sort not in outs:
         raise SweepError(f"--sort: {sort!r} is not among --outputs ({', '.join(outs)})")
-    df = sweep(m, hw, cfg, p, vary=specs, samples=samples, outputs=outs or ["step_time"],
-               precision=precision, rank_by=sort, seed=seed, chunk_size=chunk_size,
-               progress=not as_json)
+    with ProgressBar("sweep", not as_json) as bar:
+        df = sweep(m, hw, cfg, p, vary=specs, samples=samples, outputs=outs or ["step_time"],
+                   precision=precision, rank_by=sort, seed=seed, chunk_size=chunk_size,
+                   progress=bar)
     keys = rename_keys(df.columns)
     if out is not None:
         write_table(df.rename(columns=keys), out)
