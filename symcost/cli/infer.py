@@ -22,7 +22,7 @@ heads exits with code 2 and one ``error:`` line (see :mod:`symcost.cli.main`).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
@@ -37,6 +37,9 @@ from .format import fmt_time, format_bytes
 
 # Function-local imports below only keep NumPy, pandas, JAX, rich and SymPy cost expressions out
 # of ``symcost --help`` (see symcost.cli.common); none of them avoids an import cycle.
+
+if TYPE_CHECKING:  # pragma: no cover - rich is imported when a table is drawn
+    from rich.console import JustifyMethod
 
 _DEFAULT = InferenceConfig()
 
@@ -222,9 +225,11 @@ def roofline(
                         "arithmetic intensity, ridge = peak/bandwidth, TFLOP/s = attainable "
                         "min(peak, FLOP/B x bandwidth), time = model time with efficiencies",
                   title_justify="left")
-        for col, j in (("phase", "left"), ("op", "left"), ("dtype", "left"), ("GFLOP", "right"),
-                       ("MB", "right"), ("FLOP/B", "right"), ("ridge", "right"),
-                       ("TFLOP/s", "right"), ("bound", "left"), ("time", "right")):
+        cols: tuple[tuple[str, JustifyMethod], ...] = (
+            ("phase", "left"), ("op", "left"), ("dtype", "left"), ("GFLOP", "right"),
+            ("MB", "right"), ("FLOP/B", "right"), ("ridge", "right"), ("TFLOP/s", "right"),
+            ("bound", "left"), ("time", "right"))
+        for col, j in cols:
             t.add_column(col, justify=j, no_wrap=True)
         for _, r in sub.iterrows():
             t.add_row(r["phase"], r["op"], r["dtype"], f"{r['flops'] / 1e9:,.1f}",

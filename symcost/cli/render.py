@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+from rich.console import JustifyMethod
 from rich.table import Table
 
 from ..bottleneck import DESCRIPTIONS, Bottleneck
@@ -63,8 +64,10 @@ def bottleneck_table(result: Bottleneck) -> Table:
     t = Table(title=f"What limits it: {result.model.name} on {result.config.num_gpus} x "
                     f"{result.hardware.name}, step {fmt_time(result.step_time)}",
               title_justify="left", caption=result.summary(), caption_justify="left")
-    for c, j in (("operator", "left"), ("time", "right"), ("share", "right"),
-                 ("bound", "left"), ("compute / memory / comm", "right"), ("what", "left")):
+    cols: tuple[tuple[str, JustifyMethod], ...] = (
+        ("operator", "left"), ("time", "right"), ("share", "right"), ("bound", "left"),
+        ("compute / memory / comm", "right"), ("what", "left"))
+    for c, j in cols:
         t.add_column(c, justify=j)
     for r in result.operators:
         p = r.parts
