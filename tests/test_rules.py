@@ -128,3 +128,15 @@ def test_fields_are_checked_once_with_one_message():
         coerce(TRAINING_FIELDS["tp"], "1.5")
     assert str(api.value) == str(fld.value).replace("'1.5'", "1.5")
     assert str(api.value) in str(swp.value)
+
+
+def test_readme_documents_every_field_and_rule():
+    from pathlib import Path
+
+    from symcost.fields import INFERENCE_FIELDS
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    for name in (*TRAINING_FIELDS, *INFERENCE_FIELDS):
+        assert f"`{name}`" in text, name
+    for rule in R.TRAINING_RULES + R.INFERENCE_RULES + R.OUTPUT_RULES:
+        assert f"`{rule.code}`" in text, rule.code
