@@ -252,3 +252,47 @@ def test_sweep_table_is_readable():
     assert re.search(r"\d+\.\d\d GiB", out)              # memory in GiB
     assert re.search(r"\d+\.\d{3} (ms|s) ", out)          # times with their unit
     assert not re.search(r"\d\.\d+e\+\d\d", out)          # no raw byte counts
+
+
+# --------------------------------------------------------------------- every command, one rule
+BASE7 = ["--model", "gpt-1.7b", "--hardware", "a100-sxm4-40gb", "--tp", "7",
+         "--num-gpus", "7", "--global-batch", "7"]
+
+
+@pytest.mark.parametrize("args, flag", [
+    (["train", *BASE7], "--tp"),
+    (["explain", "step_time", *BASE7], "--tp"),
+    (["sensitivity", *BASE7], "--tp"),
+    (["bottleneck", *BASE7], "--tp"),
+    (["infer", "--model", "gpt-1.7b", "--hardware", "a100-sxm4-40gb", "--tp", "7"], "--tp"),
+    (["search", "--model", "gpt-1.7b", "--hardware", "a100-sxm4-40gb", "--num-gpus", "8",
+      "--global-batch", "8", "--seq-len", "4096"], "--seq-len"),
+    (["codesign", "--model", "gpt-1.7b", "--hardware", "a100-sxm4-40gb", "--num-gpus", "8",
+      "--global-batch", "8", "--budget", "-1"], "--budget"),
+    (["roofline", "--model", "gpt-1.7b", "--hardware", "x100"], "--hardware"),
+    (["dram-study", "--model", "gpt-1.7b", "--dtype", "fp4"], "--dtype"),
+    (["validate", "no-such-file.csv"], "measurements"),
+    (["calibrate", "no-such-file.csv", "-o", "out.yaml"], "measurements"),
+    (["train", "--model", "gpt-1.7b", "--hardware", "a100-sxm4-40gb", "--seq-len",
+      "100000000"], "--seq-len"),
+    (["train", "--model", "gpt-1.7b", "--hardware", "a100-sxm4-40gb", "--pp", "2",
+      "--num-gpus", "2"], "--global-batch"),
+    (["sweep", "--model", "gpt-1.7b", "--hardware", "a100-sxm4-40gb", "--vary", "tp=1.5,2"],
+     "vary tp"),
+    (["sweep", "--model", "gpt-1.7b", "--hardware", "a100-sxm4-40gb", "--vary", "tp=1,2",
+      "--samples", "100000000000"], "samples"),
+])
+def test_every_command_reports_a_broken_rule_in_one_line(args, flag, tmp_path, monkeypatch):
+    """Each command: the rule's one-line message, named by the command's flag for the field
+    (or the field / input name where the command has no such flag), exit code 2."""
+    monkeypatch.chdir(tmp_path)
+    res = run(*args)
+    assert_user_error(res, flag)
+
+
+def test_sweep_masks_a_broken_base_configuration_with_the_rule():
+    """A sweep reports rule-breaking rows as masked, with the same rule text (not an error)."""
+    res = run("sweep", *BASE7, "--vary", "hbm_bw=1e12,2e12", "--json")
+    assert res.exit_code == 0, res.output
+    d = json.loads(res.stdout)
+    assert d["invalid_counts"] == {"tp: does not divide heads": 2}

@@ -287,3 +287,20 @@ def test_tp_must_divide_ffn_and_kv_heads_rule():
                          tp=8, num_gpus=8)
     with pytest.raises(ConfigError, match="does not divide ffn_hidden"):
         predict_training(llama.replace(ffn_hidden=28674), "h100-sxm5-80gb", tp=4, num_gpus=4)
+
+
+def test_evaluate_training_does_not_recompile_for_a_new_length():
+    """New array lengths reuse the bucketed compiled chunk (one evaluator): the jit cache of
+    the chunk function holds one entry after three different lengths."""
+    from symcost import evaluate as EV
+    from symcost.api import training_inputs, training_model
+
+    inp = training_inputs("gpt-1.7b", "a100-sxm4-40gb", TrainingConfig(tp=2, num_gpus=8))
+    cm = training_model("float32")
+    values = []
+    for n in (3, 17, 1000):
+        batch = {k: np.full(n, v) for k, v in inp.items()}
+        values.append(evaluate_training(batch, "float32")["step_time"])
+    fns = [fn for key, fn in EV._MODEL_FUNCTIONS.items() if key[0] == cm.key]
+    assert fns and all(fn._cache_size() == 1 for fn in fns)
+    assert values[0][0] == values[1][0] == values[2][-1]
