@@ -18,7 +18,7 @@ from . import rules as R
 from . import symbols as S
 from .fields import (ACT_DTYPES, DTYPE_BYTES, INFERENCE_FIELDS, INT4_GROUP, KV_DTYPES,
                      RECOMPUTE_MODES, TRAINING_FIELDS, WEIGHT_DTYPES, ConfigError, coerce,
-                     encode)
+                     encode, model_parallel_size)
 
 if TYPE_CHECKING:  # pragma: no cover
     from hwspecs import HardwareSpec
@@ -135,13 +135,13 @@ def resolve(model: "ModelSpec", hw: "HardwareSpec", cfg: TrainingConfig) -> Trai
             positions; the global batch needed with ``pp > 1``).
     """
     c = _coerce_all(TRAINING_FIELDS, cfg, ConfigError)
-    tp, pp = c["tp"], c["pp"]
+    replica = model_parallel_size(c)
     if c["dp"] is None:
-        n = 1 * tp * pp if c["num_gpus"] is None else c["num_gpus"]
-        dp = n / (tp * pp)
+        n = replica if c["num_gpus"] is None else c["num_gpus"]
+        dp = n / replica
         c["dp"] = int(dp) if float(dp).is_integer() else dp
     if c["num_gpus"] is None:
-        c["num_gpus"] = tp * pp * c["dp"]
+        c["num_gpus"] = replica * c["dp"]
     given = c["global_batch"] is not None
     if not given:
         c["global_batch"] = c["micro_batch"] * c["dp"]
@@ -304,7 +304,7 @@ def resolve_inference(model: "ModelSpec", hw: "HardwareSpec",
     """
     c = _coerce_all(INFERENCE_FIELDS, cfg, InferenceConfigError)
     if c["num_gpus"] is None:
-        c["num_gpus"] = c["tp"] * c["pp"]
+        c["num_gpus"] = model_parallel_size(c)
     w, a, kv = resolve_dtypes(cfg)
     c.update(weight_dtype=w, act_dtype=a, kv_dtype=kv)
     values = {**model_facts(model), **c, "hw_dtypes": frozenset(hw.peak_flops),

@@ -201,6 +201,22 @@ MODEL_FIELDS: dict[str, Field] = _table(
 )
 
 
+#: the parallel degrees whose product, times ``dp``, is ``num_gpus`` (Narayanan et al. 2021:
+#: ``n = t * p * d``). A new model-parallel dimension (context or expert parallelism) is a
+#: field plus its name here: the GPU-count rules, the derivation of ``dp`` in
+#: :func:`symcost.config.resolve` and in sweeps follow.
+MODEL_PARALLEL: tuple[str, ...] = ("tp", "pp")
+
+
+def model_parallel_size(values: Mapping[str, Any]) -> Any:
+    """Product of the :data:`MODEL_PARALLEL` degrees in ``values`` (scalars or arrays): the
+    GPUs of one data-parallel replica."""
+    out: Any = 1
+    for name in MODEL_PARALLEL:
+        out = out * values[name]
+    return out
+
+
 def _fail(f: Field, value: object) -> ConfigError:
     return ConfigError(f"{f.name}: must be {f.describe()} (got {value!r})")
 
@@ -337,7 +353,8 @@ def lookup(name: str, *tables: Mapping[str, Field]) -> Field:
     raise ConfigError(f"{name}: unknown field; known: {', '.join(known)}")
 
 
-__all__ = ["ACT_DTYPES", "ConfigError", "DTYPE_BYTES", "INT4_GROUP", "Field", "INFERENCE_FIELDS", "KV_DTYPES", "MAX_COUNT",
+__all__ = ["ACT_DTYPES", "ConfigError", "DTYPE_BYTES", "INT4_GROUP", "MODEL_PARALLEL",
+           "model_parallel_size", "Field", "INFERENCE_FIELDS", "KV_DTYPES", "MAX_COUNT",
            "MODEL_FIELDS", "RECOMPUTE_MODES", "TRAINING_FIELDS", "TRAIN_DTYPES",
            "WEIGHT_DTYPES", "check_array", "coerce", "decode", "encode", "lookup",
            "text_value"]

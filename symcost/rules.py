@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from .fields import DTYPE_BYTES, ConfigError
+from .fields import DTYPE_BYTES, MODEL_PARALLEL, ConfigError, model_parallel_size
 
 Values = Mapping[str, Any]
 
@@ -98,17 +98,18 @@ HEADS_KV = Rule(
     lambda v: f"{_i(v['heads'])} is not divisible by kv_heads ({_i(v['kv_heads'])})")
 
 # ----------------------------------------------------------------------------- layout
+_MP = "*".join(MODEL_PARALLEL)
 NUM_GPUS_DIVISIBLE = Rule(
-    "num_gpus_divisible_by_tp_pp", "num_gpus", ("num_gpus", "tp", "pp"),
-    lambda v, xp: ~indivisible(xp, v["num_gpus"], v["tp"] * v["pp"]),
-    "not divisible by tp*pp",
-    lambda v: f"{_i(v['num_gpus'])} is not divisible by tp*pp = "
-              f"{_i(v['tp'] * v['pp'])}")
+    "num_gpus_divisible_by_tp_pp", "num_gpus", ("num_gpus",) + MODEL_PARALLEL,
+    lambda v, xp: ~indivisible(xp, v["num_gpus"], model_parallel_size(v)),
+    f"not divisible by {_MP}",
+    lambda v: f"{_i(v['num_gpus'])} is not divisible by {_MP} = "
+              f"{_i(model_parallel_size(v))}")
 NUM_GPUS_PRODUCT = Rule(
-    "num_gpus_is_tp_pp_dp", "num_gpus", ("num_gpus", "tp", "pp", "dp"),
-    lambda v, xp: v["tp"] * v["pp"] * v["dp"] == v["num_gpus"], "tp*pp*dp != num_gpus",
-    lambda v: f"tp*pp*dp = {_i(v['tp'])}*{_i(v['pp'])}*{_i(v['dp'])} = "
-              f"{_i(v['tp'] * v['pp'] * v['dp'])} != num_gpus = {_i(v['num_gpus'])}")
+    "num_gpus_is_tp_pp_dp", "num_gpus", ("num_gpus", "dp") + MODEL_PARALLEL,
+    lambda v, xp: model_parallel_size(v) * v["dp"] == v["num_gpus"], f"{_MP}*dp != num_gpus",
+    lambda v: f"{_MP}*dp = {'*'.join(_i(v[k]) for k in MODEL_PARALLEL + ('dp',))} = "
+              f"{_i(model_parallel_size(v) * v['dp'])} != num_gpus = {_i(v['num_gpus'])}")
 GLOBAL_BATCH_NEEDED = Rule(
     "global_batch_given_with_pp", "global_batch", ("global_batch_given", "pp"),
     lambda v, xp: (v["global_batch_given"] > 0.5) | (v["pp"] < 1.5),

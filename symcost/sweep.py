@@ -60,8 +60,8 @@ from . import rules as R
 from . import symbols as S
 from .config import (TrainingConfig, hardware_bindings, hardware_facts, model_bindings)
 from .evaluate import CHUNK_SIZES, Progress, evaluate_chunks, pick_chunk
-from .fields import (MODEL_FIELDS, TRAINING_FIELDS, ConfigError, Field, check_array, coerce,
-                     encode, text_value)
+from .fields import (MODEL_FIELDS, MODEL_PARALLEL, TRAINING_FIELDS, ConfigError, Field,
+                     check_array, coerce, encode, model_parallel_size, text_value)
 
 #: outputs a sweep returns unless told otherwise.
 DEFAULT_OUTPUTS = ("step_time", "tokens_per_s", "mfu", "mem_total", "mem_headroom")
@@ -397,7 +397,7 @@ def _make_plan(base: dict, varied: Sequence[str], outputs: Sequence[str], hw) ->
     gb_mode = "value" if ("global_batch" in varied or "global_batch" in base) else "derived"
     fixed = tuple(n for n in variables() if n not in varied and n in base)
     derived = []
-    if dp_mode == "num_gpus" and {"tp", "pp", "num_gpus"} & set(varied):
+    if dp_mode == "num_gpus" and {*MODEL_PARALLEL, "num_gpus"} & set(varied):
         derived.append("dp")
     if gb_mode == "derived" and ("micro_batch" in varied or "dp" in varied or "dp" in derived):
         derived.append("global_batch")
@@ -442,14 +442,14 @@ def _chunk_function(plan: _Plan, dtype: str):
     def run(varied, fixed):
         v = dict(zip(plan.varied, varied))
         v.update(zip(plan.fixed, fixed))
-        tp, pp, mb = v["tp"], v["pp"], v["micro_batch"]
+        mb = v["micro_batch"]
         like = jnp.zeros(jnp.shape(varied[0]), varied[0].dtype)
         if plan.dp_mode == "num_gpus":
-            v["dp"] = v["num_gpus"] / (tp * pp) + like
+            v["dp"] = v["num_gpus"] / model_parallel_size(v) + like
         else:
             v["dp"] = v["dp"] + like
             if "num_gpus" not in v:
-                v["num_gpus"] = tp * pp * v["dp"]
+                v["num_gpus"] = model_parallel_size(v) * v["dp"]
         gb = v["global_batch"] if plan.gb_mode == "value" else v["dp"] * mb
         v["global_batch"] = gb + like
         args = model_arguments(v, jnp)
