@@ -256,6 +256,14 @@ COMMAND_SCHEMAS: dict[str, dict] = {
     "validate": _object({"rows": _rows(_validate_row), "summary": _OBJ,
                          "skipped": _rows(_OBJ)}),
     "calibrate": _object({"output": _STR, "generations": _OBJ, "not_fitted": _OBJ}),
+    "dissect": _object({"model": _STR, "from": _STR, "to": _STR, "num_gpus": _INT,
+                        "factors": {"type": "array", "items": _STR}, "speedup": _NUM,
+                        "step_time_from_s": _NUM, "step_time_to_s": _NUM,
+                        "shapley_log": _OBJ, "shapley_speedup": _OBJ,
+                        "integrated_gradients_log": _OBJ,
+                        "integrated_gradients_speedup": _OBJ, "agreement_share": _OBJ,
+                        "explanation": _STR, "layout_from": _OBJ, "layout_to": _OBJ,
+                        "hybrids": _rows(_OBJ)}),
 }
 for _schema in COMMAND_SCHEMAS.values():
     _schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"

@@ -16,7 +16,7 @@ from ..sensitivity import TORNADO_STEP, SensitivityError, SensitivityResult
 
 # matplotlib is imported inside the functions only to keep it out of ``symcost --help``.
 
-__all__ = ["plot_pareto", "plot_roofline", "tornado_chart"]
+__all__ = ["plot_pareto", "plot_roofline", "tornado_chart", "waterfall_chart"]
 
 
 def _figure(width: float, height: float, dpi: int = 120):
@@ -149,3 +149,29 @@ def plot_pareto(df, path: str | os.PathLike) -> None:
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)
+
+
+def waterfall_chart(result, path: str | os.PathLike, title: str = "") -> None:
+    """Write a waterfall PNG of a :class:`optimizers.dissect.DissectResult`: from 1x, each
+    factor's Shapley speed-up multiplies the running total (log scale), ending at the
+    system speed-up; the integrated-gradient factors are drawn beside as markers."""
+    fig, ax = _figure(9, 5)
+    names = list(result.factors)
+    shap = result.factor_speedups("shapley")
+    ig = result.factor_speedups("integrated_gradients")
+    level = 1.0
+    for i, f in enumerate(names):
+        new = level * shap[f]
+        ax.bar(i, new - level, bottom=level, color="tab:green" if new >= level else "tab:red",
+               width=0.6)
+        ax.plot([i], [level * ig[f]], marker="D", color="black", ms=5,
+                label="integrated gradients" if i == 0 else None)
+        level = new
+    ax.bar(len(names), result.speedup - 1.0, bottom=1.0, color="tab:blue", width=0.6)
+    ax.set_xticks(range(len(names) + 1), names + ["total"], rotation=20, fontsize=8)
+    ax.set_yscale("log")
+    ax.set_ylabel("speed-up (x, cumulative)")
+    ax.set_title(title or f"speed-up {result.speedup:.2f}x", fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(os.fspath(path))
