@@ -257,6 +257,7 @@ COMMAND_SCHEMAS: dict[str, dict] = {
                          "skipped": _rows(_OBJ)}),
     "calibrate": _object({"output": _STR, "generations": _OBJ, "not_fitted": _OBJ}),
     "dissect": _object({"model": _STR, "from": _STR, "to": _STR, "num_gpus": _INT,
+                        "workload": {"enum": ["train", "serve"]},
                         "factors": {"type": "array", "items": _STR}, "speedup": _NUM,
                         "step_time_from_s": _NUM, "step_time_to_s": _NUM,
                         "shapley_log": _OBJ, "shapley_speedup": _OBJ,

@@ -117,3 +117,35 @@ def test_cli_json_validates_and_plot_is_written(tmp_path):
     jsonschema.validate(d, COMMAND_SCHEMAS["dissect"])
     assert d["schema_version"] >= 1 and png.stat().st_size > 10_000
     assert math.prod(d["shapley_speedup"].values()) == pytest.approx(d["speedup"], rel=1e-9)
+
+
+# ----------------------------------------------------------------------------- serving
+def test_serving_shapley_is_log_additive_and_matches_a_direct_grid():
+    from optimizers.dissect import dissect_serving
+    from symcost.infer_api import predict_inference
+
+    r = dissect_serving("llama-2-7b", A, B, 2, input_len=512, output_len=64,
+                        tpot_target_s=0.03, dtype_to="fp8")
+    assert sum(r.shapley.values()) == pytest.approx(math.log(r.speedup), rel=1e-12)
+    assert sum(r.integrated_gradients.values()) == pytest.approx(math.log(r.speedup))
+    assert abs(r.ig_completeness_error) < 1e-2
+    # second implementation of the baseline's value: predict_inference over the same grid
+    best = 0.0
+    for tp in (1, 2):
+        for batch in (2**k for k in range(13)):
+            p = predict_inference("llama-2-7b", A, tp=tp, num_gpus=2, batch=batch,
+                                  input_len=512, output_len=64, check_memory=False)
+            v = p.values
+            if (v["serve_iteration"] <= 0.03 and v["serve_max_batch"] >= 1
+                    and v["serve_batch"] >= batch):
+                best = max(best, v["throughput"])
+    rec = next(h for h in r.hybrids if not h["factors"])
+    assert rec["throughput_tokens_per_s"] == pytest.approx(best, rel=1e-12)
+
+
+def test_serving_target_nothing_meets_is_a_clear_error():
+    from optimizers.dissect import dissect_serving
+
+    with pytest.raises(DissectError, match=r"within tpot 0.001 ms"):
+        dissect_serving("llama-2-7b", A, B, 1, input_len=512, output_len=64,
+                        tpot_target_s=1e-6)
