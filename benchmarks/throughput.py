@@ -97,7 +97,7 @@ def sweep_engine(sizes, dtype: str, cols: dict, reps: int) -> dict[int, tuple[fl
     C = SW.DEFAULT_CHUNK
     t = time.perf_counter()
     SW._evaluate(plan, base, 10, lambda s, n, _k: [cols[v][s:s + n] for v in plan.varied],
-                 C, dtype, False)
+                 C, dtype, None)
     print(f"  compile ({dtype}, sweep outputs): {time.perf_counter() - t:.2f} s")
     out = {}
     with jax.enable_x64(dtype == "float64"):
@@ -130,7 +130,7 @@ def sweep_engine(sizes, dtype: str, cols: dict, reps: int) -> dict[int, tuple[fl
             cpu1 = time.process_time()
             secs_s = _best(lambda n=n: SW._evaluate(
                 plan, base, n, lambda s, m, _k: [cols[v][s:s + m] for v in plan.varied],
-                C, dtype, False), r)
+                C, dtype, None), r)
             cpu_s = (time.process_time() - cpu1) / r
             out[n] = (n / secs, n / secs_s)
             print(f"  {dtype} {n:>10,d} configs: model {n / secs:10.4g} configs/s "
@@ -208,8 +208,8 @@ def precision_study(n: int, cols: dict) -> None:
     def get(s, m, _k):
         return [cols[v][s:s + m] for v in plan.varied]
 
-    _, o32, c32, _ = SW._evaluate(plan, base, n, get, SW.DEFAULT_CHUNK, "float32", False)
-    _, o64, c64, _ = SW._evaluate(plan, base, n, get, SW.DEFAULT_CHUNK, "float64", False)
+    _, o32, c32, _ = SW._evaluate(plan, base, n, get, SW.DEFAULT_CHUNK, "float32", None)
+    _, o64, c64, _ = SW._evaluate(plan, base, n, get, SW.DEFAULT_CHUNK, "float64", None)
     h32, h64 = o32["mem_headroom"], o64["mem_headroom"]
     rule_ok = (c64 == 0) | (c64 == len(SW.REASONS))
     print(f"  rows passing the rules: {rule_ok.sum():,} of {n:,}")
