@@ -171,15 +171,16 @@ def test_options_are_derived_from_the_field_table():
 
     from symcost.fields import TRAINING_FIELDS
 
-    cmd = typer.main.get_command(app).get_command(None, "train")
-    params = {p.name: p for p in cmd.params}
-    for name, f in TRAINING_FIELDS.items():
-        p = params[name]
-        assert f.flag in p.opts, (name, p.opts)
-        if f.kind == "bool":
-            assert p.secondary_opts == ["--no-" + f.flag[2:]]
-        if f.kind == "enum":
-            assert f.describe() in p.help
+    group = typer.main.get_command(app)
+    for command in ("train", "sweep", "sensitivity", "bottleneck", "explain"):
+        params = {p.name: p for p in group.get_command(None, command).params}
+        for name, f in TRAINING_FIELDS.items():   # a new field is an option of every command
+            p = params[name]
+            assert f.flag in p.opts, (command, name, p.opts)
+            if f.kind == "bool":
+                assert p.secondary_opts == ["--no-" + f.flag[2:]]
+            if f.kind == "enum":
+                assert f.describe() in p.help
     assert set(TRAINING_FIELDS["recompute"].choices) == set(RECOMPUTE_MODES)
     assert set(TRAINING_FIELDS["dtype"].choices) == set(DTYPES)
     res = run(*GPT3, "--recompute", "sometimes")

@@ -33,10 +33,9 @@ import typer
 
 from ..config import RECOMPUTE_MODES, TrainingConfig
 from ..schema import OUTPUT_KEYS, rename_keys
-from .common import (DEFAULTS as _D, AsJson, Dp, Dtype, Flash, GlobalBatch, Hardware,
-                     MicroBatch, Model, NumGpus, Overlap, ParamsFile, Pp, ProgressBar, Recompute,
-                     SeqLen, Sp, Tp, Vpp, Zero, check_output_path, console, emit_json,
-                     load_inputs, memory_warning, split_list, training_fit)
+from .common import (AsJson, Hardware, Model, ParamsFile, ProgressBar, check_output_path,
+                     console, emit_json, load_inputs, memory_warning, split_list, training_fit,
+                     training_options)
 from .format import fmt_time, format_bytes
 
 # Function-local imports below only keep NumPy, pandas, JAX, rich and SymPy cost expressions out
@@ -48,9 +47,9 @@ _MAX_TABLE_OUTPUTS = 6
 _RECOMPUTE_NAMES = {v: k for k, v in RECOMPUTE_MODES.items()}
 
 
-def _base(model, hardware, params, **fields):
+def _base(model, hardware, params, config: TrainingConfig):
     m, hw, p = load_inputs(model, hardware, params)
-    return m, hw, p, TrainingConfig(**fields)
+    return m, hw, p, config
 
 
 def _warn_fit(m, hw, cfg, p) -> bool:
@@ -78,6 +77,7 @@ def _cell(column: str, value) -> str:
 
 
 # ----------------------------------------------------------------------------- sweep
+@training_options
 def sweep_cmd(
     model: Model, hardware: Hardware,
     vary: Annotated[list[str], typer.Option(
@@ -99,21 +99,14 @@ def sweep_cmd(
     chunk_size: Annotated[int | None, typer.Option(
         help="Rows per compiled call (default: 4096 when the sweep fits, else 65536).",
         show_default=False)] = None,
-    num_gpus: NumGpus = _D.num_gpus, tp: Tp = _D.tp, pp: Pp = _D.pp, dp: Dp = _D.dp,
-    sp: Sp = _D.sp, vpp: Vpp = _D.vpp, micro_batch: MicroBatch = _D.micro_batch,
-    global_batch: GlobalBatch = _D.global_batch, seq_len: SeqLen = None,
-    recompute: Recompute = _D.recompute, zero: Zero = _D.zero, dtype: Dtype = _D.dtype,
-    flash_attention: Flash = _D.flash_attention, dp_overlap: Overlap = _D.dp_overlap,
+    *, config: TrainingConfig,
     params: ParamsFile = None, as_json: AsJson = False,
 ) -> None:
     """Evaluate a grid or random sample of configurations; invalid rows are masked."""
     from ..sweep import LARGER_IS_BETTER, SweepError, parse_vary, sweep, write_table
 
     check_output_path(out, "--out", (".csv", ".parquet"))
-    m, hw, p, cfg = _base(model, hardware, params, num_gpus=num_gpus, tp=tp, pp=pp, dp=dp,
-                          sp=sp, vpp=vpp, micro_batch=micro_batch, global_batch=global_batch,
-                          seq_len=seq_len, recompute=recompute, zero=zero, dtype=dtype,
-                          flash_attention=flash_attention, dp_overlap=dp_overlap)
+    m, hw, p, cfg = _base(model, hardware, params, config)
     specs = dict(parse_vary(v) for v in vary)
     if len(specs) != len(vary):
         raise SweepError("--vary: a variable is given twice")
@@ -172,6 +165,7 @@ def sweep_cmd(
 
 
 # ----------------------------------------------------------------------------- sensitivity
+@training_options
 def sensitivity_cmd(
     model: Model, hardware: Hardware,
     outputs: Annotated[str, typer.Option(help="Comma-separated outputs.")] =
@@ -183,11 +177,7 @@ def sensitivity_cmd(
         help="Write a tornado chart (PNG).", show_default=False)] = None,
     plot_output: Annotated[str, typer.Option(help="Output the tornado chart shows.")] =
         "step_time",
-    num_gpus: NumGpus = _D.num_gpus, tp: Tp = _D.tp, pp: Pp = _D.pp, dp: Dp = _D.dp,
-    sp: Sp = _D.sp, vpp: Vpp = _D.vpp, micro_batch: MicroBatch = _D.micro_batch,
-    global_batch: GlobalBatch = _D.global_batch, seq_len: SeqLen = None,
-    recompute: Recompute = _D.recompute, zero: Zero = _D.zero, dtype: Dtype = _D.dtype,
-    flash_attention: Flash = _D.flash_attention, dp_overlap: Overlap = _D.dp_overlap,
+    *, config: TrainingConfig,
     params: ParamsFile = None, as_json: AsJson = False,
 ) -> None:
     """Elasticities d ln y / d ln x of step time, MFU and memory at one configuration."""
@@ -198,10 +188,7 @@ def sensitivity_cmd(
 
     check_output_path(plot, "--plot", (".png",))
 
-    m, hw, p, cfg = _base(model, hardware, params, num_gpus=num_gpus, tp=tp, pp=pp, dp=dp,
-                          sp=sp, vpp=vpp, micro_batch=micro_batch, global_batch=global_batch,
-                          seq_len=seq_len, recompute=recompute, zero=zero, dtype=dtype,
-                          flash_attention=flash_attention, dp_overlap=dp_overlap)
+    m, hw, p, cfg = _base(model, hardware, params, config)
     outs = split_list(outputs)
     if plot is not None and plot_output not in outs:
         raise SensitivityError(f"--plot-output: {plot_output!r} is not among --outputs "
@@ -224,13 +211,10 @@ def sensitivity_cmd(
 
 
 # ----------------------------------------------------------------------------- bottleneck
+@training_options
 def bottleneck_cmd(
     model: Model, hardware: Hardware,
-    num_gpus: NumGpus = _D.num_gpus, tp: Tp = _D.tp, pp: Pp = _D.pp, dp: Dp = _D.dp,
-    sp: Sp = _D.sp, vpp: Vpp = _D.vpp, micro_batch: MicroBatch = _D.micro_batch,
-    global_batch: GlobalBatch = _D.global_batch, seq_len: SeqLen = None,
-    recompute: Recompute = _D.recompute, zero: Zero = _D.zero, dtype: Dtype = _D.dtype,
-    flash_attention: Flash = _D.flash_attention, dp_overlap: Overlap = _D.dp_overlap,
+    *, config: TrainingConfig,
     params: ParamsFile = None, as_json: AsJson = False,
 ) -> None:
     """What limits a step: each operator compute-, memory- or communication-bound, with its
@@ -239,10 +223,7 @@ def bottleneck_cmd(
 
     from .render import bottleneck_table
 
-    m, hw, p, cfg = _base(model, hardware, params, num_gpus=num_gpus, tp=tp, pp=pp, dp=dp,
-                          sp=sp, vpp=vpp, micro_batch=micro_batch, global_batch=global_batch,
-                          seq_len=seq_len, recompute=recompute, zero=zero, dtype=dtype,
-                          flash_attention=flash_attention, dp_overlap=dp_overlap)
+    m, hw, p, cfg = _base(model, hardware, params, config)
     res = bottleneck(m, hw, cfg, p)
     fits = _warn_fit(m, hw, res.config, p)
     if as_json:
@@ -267,6 +248,7 @@ def _list_formulas(value: bool) -> None:
         raise typer.Exit()
 
 
+@training_options
 def explain_cmd(
     name: Annotated[str, typer.Argument(
         help="Output (step_time, mfu, mem_total, ...) or operator (qkv_proj, tp_comm, ...); "
@@ -279,20 +261,13 @@ def explain_cmd(
     list_: Annotated[bool, typer.Option(
         "--list", callback=_list_formulas, is_eager=True, expose_value=False,
         help="List outputs and operators and exit.")] = False,
-    num_gpus: NumGpus = _D.num_gpus, tp: Tp = _D.tp, pp: Pp = _D.pp, dp: Dp = _D.dp,
-    sp: Sp = _D.sp, vpp: Vpp = _D.vpp, micro_batch: MicroBatch = _D.micro_batch,
-    global_batch: GlobalBatch = _D.global_batch, seq_len: SeqLen = None,
-    recompute: Recompute = _D.recompute, zero: Zero = _D.zero, dtype: Dtype = _D.dtype,
-    flash_attention: Flash = _D.flash_attention, dp_overlap: Overlap = _D.dp_overlap,
+    *, config: TrainingConfig,
     params: ParamsFile = None, as_json: AsJson = False,
 ) -> None:
     """Print the formula of an output or operator with only --keep symbols left free."""
     from ..explain import explain
 
-    m, hw, p, cfg = _base(model, hardware, params, num_gpus=num_gpus, tp=tp, pp=pp, dp=dp,
-                          sp=sp, vpp=vpp, micro_batch=micro_batch, global_batch=global_batch,
-                          seq_len=seq_len, recompute=recompute, zero=zero, dtype=dtype,
-                          flash_attention=flash_attention, dp_overlap=dp_overlap)
+    m, hw, p, cfg = _base(model, hardware, params, config)
     f = explain(name, m, hw, cfg, p, keep=split_list(keep))
     fits = _warn_fit(m, hw, cfg, p)
     if as_json:

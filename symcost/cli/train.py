@@ -24,9 +24,8 @@ from hwspecs import list_hardware
 
 from ..config import TrainingConfig
 from ..models import list_models
-from .common import (DEFAULTS as _D, Dp, Dtype, Flash, GlobalBatch, Hardware, MicroBatch, Model,
-                     NumGpus, Overlap, ParamsFile, Pp, Recompute, SeqLen, Sp, Tp, Vpp, Zero,
-                     console, emit_json, load_inputs, memory_warning)
+from .common import (Hardware, Model, ParamsFile, console, emit_json, load_inputs,
+                     memory_warning, training_options)
 from .format import fmt_time, format_bytes
 
 # Function-local imports below only keep NumPy, pandas, JAX, rich and SymPy cost expressions out
@@ -113,13 +112,10 @@ def summary_tables(result) -> list:
     return [perf, mem, brk]
 
 
+@training_options
 def train(
     model: Model, hardware: Hardware,
-    num_gpus: NumGpus = _D.num_gpus, tp: Tp = _D.tp, pp: Pp = _D.pp, dp: Dp = _D.dp,
-    sp: Sp = _D.sp, vpp: Vpp = _D.vpp, micro_batch: MicroBatch = _D.micro_batch,
-    global_batch: GlobalBatch = _D.global_batch, seq_len: SeqLen = None,
-    recompute: Recompute = _D.recompute, zero: Zero = _D.zero, dtype: Dtype = _D.dtype,
-    flash_attention: Flash = _D.flash_attention, dp_overlap: Overlap = _D.dp_overlap,
+    *, config: TrainingConfig,
     params: ParamsFile = None,
     precision: Annotated[Literal["float64", "float32"], typer.Option(
         help="Evaluation precision.")] = "float64",
@@ -140,10 +136,7 @@ def train(
     from ..api import predict_training
 
     m, hw, p = load_inputs(model, hardware, params)
-    cfg = TrainingConfig(num_gpus=num_gpus, tp=tp, pp=pp, dp=dp, sp=sp, vpp=vpp,
-                         micro_batch=micro_batch, global_batch=global_batch, seq_len=seq_len,
-                         recompute=recompute, zero=zero, dtype=dtype,
-                         flash_attention=flash_attention, dp_overlap=dp_overlap)
+    cfg = config
     result = predict_training(m, hw, cfg, params=p, precision=precision)
     want = as_json if interval is None else interval
     intervals = prediction_intervals(m, hw, cfg, p) if want else {}
