@@ -154,15 +154,11 @@ def all_outputs(n: int, dtype: str, cols: dict, reps: int) -> float:
         import jax.numpy as jnp
 
         def args(s):
-            vals = []
-            for name in cm.input_names:
-                if name == "dp":
-                    vals.append(jnp.asarray(dp[s:s + chunk].astype(np_dt)))
-                elif name in cols:
-                    vals.append(jnp.asarray(cols[name][s:s + chunk].astype(np_dt)))
-                else:
-                    vals.append(jnp.asarray(np.asarray(base[name], np_dt)))
-            return vals
+            row = dict(base)
+            row.update({k: c[s:s + chunk] for k, c in cols.items()})
+            row["dp"] = dp[s:s + chunk]
+            sym = SW.model_arguments(row, np)        # variable names -> symbol names
+            return [jnp.asarray(np.asarray(sym[name], np_dt)) for name in cm.input_names]
 
         jax.block_until_ready(cm._jitted(*args(0)))
 

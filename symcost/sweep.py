@@ -53,6 +53,7 @@ import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -469,6 +470,7 @@ def sweep(model, hardware, config: TrainingConfig | None = None, params=None, *,
           outputs: Sequence[str] = DEFAULT_OUTPUTS, precision: str = DEFAULT_PRECISION,
           rank_by: str = "step_time", recheck_top: int = 100, seed: int = 0,
           chunk_size: int | None = None, progress: Progress | None = None,
+          client: Any = None, partition_rows: int | None = None,
           **config_fields):
     """Evaluate the training model over a grid or a random sample of configurations.
 
@@ -499,6 +501,11 @@ def sweep(model, hardware, config: TrainingConfig | None = None, params=None, *,
             number of rows (also for the float64 re-check).
         progress: called with the rows done and the total after each chunk (the CLI draws
             its progress bar from it; the core draws nothing); None for no callback.
+        client: a ``dask.distributed.Client``: the rows are evaluated in partitions on its
+            workers (:func:`sweep_partition`) and gathered; the result is identical to a
+            local sweep. None (default): this process.
+        partition_rows: rows per Dask task (rounded up to a multiple of the chunk size);
+            default about four partitions per worker.
 
     Returns:
         pandas DataFrame with one row per configuration: the varied variables (canonical
@@ -543,10 +550,15 @@ def sweep(model, hardware, config: TrainingConfig | None = None, params=None, *,
     check_memory(total, plan)
 
     t0 = time.perf_counter()
-    inputs, outs, codes, derived = _evaluate(
-        plan, base, total, chunk_inputs, chunk_size or pick_chunk(total),
-        "float64" if precision == "float64" else "float32",
-        progress)
+    chunk = chunk_size or pick_chunk(total)
+    dtype = "float64" if precision == "float64" else "float32"
+    if client is None:
+        inputs, outs, codes, derived = _evaluate(plan, base, total, chunk_inputs, chunk,
+                                                 dtype, progress)
+    else:
+        inputs, outs, codes, derived = _evaluate_distributed(
+            client, plan, base, specs, samples, seed, total, chunk, dtype, partition_rows,
+            progress)
     mixed = precision == "mixed"
     out_cols = {o: outs[o].astype(np.float64) if mixed else outs[o] for o in outputs}
     rechecked = np.zeros(total, dtype=bool)
@@ -567,6 +579,56 @@ def sweep(model, hardware, config: TrainingConfig | None = None, params=None, *,
         "varied": list(plan.varied), "outputs": list(outputs),
     })
     return df
+
+
+def sweep_partition(plan: _Plan, base: dict, specs: Mapping[str, object],
+                    samples: int | None, seed: int, start: int, n: int, chunk: int,
+                    dtype: str) -> tuple[dict, dict, np.ndarray, dict]:
+    """Rows ``start .. start+n-1`` of a sweep, evaluated where this runs (a Dask worker):
+    the rows are regenerated from the specification (grid index or random blocks seeded by
+    row), so a partition needs no data from the client; the same compiled chunk function as
+    a local sweep evaluates them (compiled once per worker process).
+
+    Returns:
+        ``(inputs, outputs, codes, derived)`` of those rows, as :func:`_evaluate` returns.
+    """
+    _, rows = _row_source(specs, samples, seed)
+    return _evaluate(plan, base, n, lambda s, m, k: rows(start + s, m, k), chunk, dtype,
+                     None)
+
+
+def _evaluate_distributed(client: Any, plan: _Plan, base: dict, specs: Mapping[str, object],
+                          samples: int | None, seed: int, total: int, chunk: int, dtype: str,
+                          partition_rows: int | None, progress: Progress | None):
+    """:func:`_evaluate` on a Dask cluster: the rows are split into partitions (a multiple
+    of ``chunk`` rows each, about four per worker unless ``partition_rows`` is given), each
+    evaluated by :func:`sweep_partition` on a worker, and gathered in row order. Every row
+    is computed by the same compiled function on the same chunk size as locally, so the
+    result is identical bit for bit."""
+    from distributed import as_completed
+
+    if partition_rows is None:
+        workers = max(1, len(client.scheduler_info().get("workers", {})))
+        partition_rows = -(-total // (4 * workers))
+    size = max(chunk, -(-int(partition_rows) // chunk) * chunk)
+    starts = list(range(0, total, size))
+    futures = [client.submit(sweep_partition, plan, base, specs, samples, seed, st,
+                             min(size, total - st), chunk, dtype, pure=False)
+               for st in starts]
+    index = {f.key: i for i, f in enumerate(futures)}
+    parts: list[Any] = [None] * len(futures)
+    done = 0
+    for fut in as_completed(futures):
+        i = index[fut.key]
+        parts[i] = fut.result()
+        done += min(size, total - starts[i])
+        if progress is not None:
+            progress(done, total)
+    inputs = {k: np.concatenate([p[0][k] for p in parts]) for k in plan.varied}
+    outs = {k: np.concatenate([p[1][k] for p in parts]) for k in parts[0][1]}
+    codes = np.concatenate([p[2] for p in parts])
+    derived = {k: np.concatenate([p[3][k] for p in parts]) for k in plan.derived}
+    return inputs, outs, codes, derived
 
 
 def _specs(vary: Mapping[str, object]) -> dict[str, object]:

@@ -9,6 +9,7 @@ tables; nothing in the CLI needs a local import to avoid an import cycle.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import json
@@ -17,7 +18,7 @@ import sys
 import time
 import typing
 from pathlib import Path
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Annotated, Any
 
 import typer
@@ -32,9 +33,9 @@ from ..schema import stamp
 from .format import GIB
 
 __all__ = ["AsJson", "CliInputError", "DEFAULTS", "Hardware", "Model", "ParamsFile",
-           "ProgressBar", "check_output_path", "console", "emit_json", "field_option",
-           "flag_message", "load_inputs", "load_params_option", "memory_warning", "split_list",
-           "training_fit", "training_options", "warn"]
+           "ProgressBar", "check_output_path", "console", "dask_client", "emit_json",
+           "field_option", "flag_message", "load_inputs", "load_params_option",
+           "memory_warning", "split_list", "training_fit", "training_options", "warn"]
 
 #: the defaults of the shared training options (those of :class:`TrainingConfig`).
 DEFAULTS = TrainingConfig()
@@ -260,6 +261,40 @@ class ProgressBar:
     def __exit__(self, *exc: Any) -> None:
         if self._bar is not None:
             self._bar.stop()
+
+
+@contextlib.contextmanager
+def dask_client(workers: int | None, scheduler: str | None) -> Iterator[Any]:
+    """A ``dask.distributed.Client`` for ``--workers N`` (a ``LocalCluster`` of N worker
+    processes, one thread each, closed on exit) or ``--scheduler ADDRESS`` (an existing
+    cluster), or None for neither.
+
+    Raises:
+        CliInputError: dask.distributed is not installed, or the scheduler cannot be
+            reached.
+    """
+    if workers is None and scheduler is None:
+        yield None
+        return
+    try:
+        import distributed
+    except ImportError:
+        raise CliInputError("--workers: needs dask.distributed "
+                            "(pip install 'symcost[distributed]')") from None
+    if scheduler is not None:
+        try:
+            client = distributed.Client(scheduler, timeout="10s")
+        except (OSError, TimeoutError) as exc:
+            raise CliInputError(f"--scheduler: cannot reach {scheduler} ({exc})") from None
+        try:
+            yield client
+        finally:
+            client.close()
+        return
+    with distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                  dashboard_address=None, silence_logs=40) as cluster, \
+            distributed.Client(cluster) as client:
+        yield client
 
 
 def warn(message: str) -> None:

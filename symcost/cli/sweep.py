@@ -33,9 +33,9 @@ import typer
 
 from ..config import RECOMPUTE_MODES, TrainingConfig
 from ..schema import OUTPUT_KEYS, rename_keys
-from .common import (AsJson, Hardware, Model, ParamsFile, ProgressBar, check_output_path,
-                     console, emit_json, load_inputs, memory_warning, split_list, training_fit,
-                     training_options)
+from .common import (AsJson, CliInputError, Hardware, Model, ParamsFile, ProgressBar,
+                     check_output_path, console, dask_client, emit_json, load_inputs,
+                     memory_warning, split_list, training_fit, training_options)
 from .format import fmt_time, format_bytes
 
 # Function-local imports below only keep NumPy, pandas, JAX, rich and SymPy cost expressions out
@@ -99,6 +99,12 @@ def sweep_cmd(
     chunk_size: Annotated[int | None, typer.Option(
         help="Rows per compiled call (default: 4096 when the sweep fits, else 65536).",
         show_default=False)] = None,
+    workers: Annotated[int | None, typer.Option(
+        help="Evaluate on a local Dask cluster of this many worker processes.",
+        show_default=False, min=1)] = None,
+    scheduler: Annotated[str | None, typer.Option(
+        help="Evaluate on an existing Dask cluster (e.g. tcp://host:8786).",
+        show_default=False)] = None,
     *, config: TrainingConfig,
     params: ParamsFile = None, as_json: AsJson = False,
 ) -> None:
@@ -113,10 +119,12 @@ def sweep_cmd(
     outs = split_list(outputs)
     if outs != ["all"] and sort not in outs:
         raise SweepError(f"--sort: {sort!r} is not among --outputs ({', '.join(outs)})")
-    with ProgressBar("sweep", not as_json) as bar:
+    if workers is not None and scheduler is not None:
+        raise CliInputError("--workers: give --workers or --scheduler, not both")
+    with dask_client(workers, scheduler) as client, ProgressBar("sweep", not as_json) as bar:
         df = sweep(m, hw, cfg, p, vary=specs, samples=samples, outputs=outs or ["step_time"],
                    precision=precision, rank_by=sort, seed=seed, chunk_size=chunk_size,
-                   progress=bar)
+                   progress=bar, client=client)
     keys = rename_keys(df.columns)
     if out is not None:
         write_table(df.rename(columns=keys), out)
