@@ -16,8 +16,9 @@ __all__ = ["DTYPES", "GENERATIONS", "HardwareSpec"]
 DTYPES: frozenset[str] = frozenset({"fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4"})
 
 #: Architecture generations. Selects calibrated efficiency constants elsewhere
-#: in ``symcost``; ``cdna3`` is AMD's MI300 family, the rest are NVIDIA.
-GENERATIONS: frozenset[str] = frozenset({"ampere", "hopper", "blackwell", "cdna3"})
+#: in ``symcost``; ``cdna3`` is AMD's MI300 family, the rest are NVIDIA (``ada``: Ada
+#: Lovelace, RTX 40-series / RTX 6000 Ada / L40S).
+GENERATIONS: frozenset[str] = frozenset({"ampere", "ada", "hopper", "blackwell", "cdna3"})
 
 _V = TypeVar("_V")
 

@@ -24,6 +24,9 @@ from hwspecs import (
 )
 
 REQUIRED_IDS = ("a100-sxm4-40gb", "a100-sxm4-80gb", "h100-sxm5-80gb", "h200-sxm-141gb", "b200")
+#: hardware ids of the shared measurements (../shared/validation README) and of issues 11/13
+NEW_IDS = ("h800-sxm5-80gb", "a800-sxm4-80gb", "b300", "gb200", "gb300", "rtx-4090", "rtx-3090",
+           "rtx-6000-ada", "l40s")
 SPEC_NUMERIC_FIELDS = (
     "hbm_capacity",
     "hbm_bandwidth",
@@ -73,19 +76,33 @@ def test_builtin_loads_and_is_complete(hw_id: str) -> None:
     assert all(len(text) > 40 for text in spec.sources.values())
 
 
+#: documented departures from the usual tensor-core ratios, each stated in the file's sources
+#: (hw id -> (fp8/bf16, fp4/fp8) expected ratios)
+RATIO_EXCEPTIONS: dict[str, tuple[float, float]] = {
+    "l40s": (733 / 362.05, 2.0),  # L40S datasheet prints FP8 733 and BF16 362.05 dense (2.02:1)
+    "gb300": (2.0, 3.0),  # Blackwell Ultra: dense NVFP4 15 PFLOPS = 3x dense FP8 5 PFLOPS
+}
+#: GeForce parts run tensor FP16/BF16 with FP32 accumulate at half rate, so TF32 = BF16 / 2
+#: still holds; their GDDR6X ridge points are low (RTX 3090: 71 TFLOPS / 936 GB/s = 76)
+GDDR_PARTS = ("rtx-3090", "rtx-4090", "rtx-6000-ada", "l40s")
+
+
 @pytest.mark.parametrize("hw_id", list_hardware())
 def test_builtin_peaks_are_dense_and_consistent(hw_id: str) -> None:
     """Catch dense/sparse mix-ups: tensor-core ratios are fixed per generation."""
     spec = load_hardware(hw_id)
     p = spec.peak_flops
+    r8, r4 = RATIO_EXCEPTIONS.get(hw_id, (2.0, 2.0))
     assert p["bf16"] == p["fp16"]
     assert p["tf32"] == pytest.approx(p["bf16"] / 2, rel=0.03)
     if "fp8" in p:
-        assert p["fp8"] == pytest.approx(2 * p["bf16"], rel=1e-3)
+        assert p["fp8"] == pytest.approx(r8 * p["bf16"], rel=1e-3)
     if "fp4" in p:
-        assert p["fp4"] == pytest.approx(2 * p["fp8"], rel=1e-3)
-    # dense BF16 ridge points of 2020-2025 accelerators sit between ~100 and ~350 FLOP/byte
-    assert 100 < p["bf16"] / spec.hbm_bandwidth < 350
+        assert p["fp4"] == pytest.approx(r4 * p["fp8"], rel=1e-3)
+    # dense BF16 ridge points of 2020-2025 HBM accelerators sit between ~100 and ~350
+    # FLOP/byte; GDDR parts span ~75 (RTX 3090) to ~420 (L40S: 362 TFLOPS / 864 GB/s)
+    lo, hi = (50, 450) if hw_id in GDDR_PARTS else (100, 350)
+    assert lo < p["bf16"] / spec.hbm_bandwidth < hi
 
 
 @pytest.mark.parametrize("hw_id", list_hardware())
@@ -173,6 +190,103 @@ def test_optional_builtins_conversions() -> None:
     assert mi300x.hbm_bandwidth == 5.3e12
     assert mi300x.intra_node_bandwidth == 448e9
     assert mi300x.inter_node_bandwidth == 50e9
+
+
+# ------------------------------------------------- issue 11 / 13 hardware (datasheet values)
+
+
+@pytest.mark.parametrize("hw_id", NEW_IDS)
+def test_new_hardware_loads_with_a_source_per_number(hw_id: str) -> None:
+    spec = load_hardware(hw_id)
+    assert spec.name == hw_id
+    path = Path(__file__).resolve().parents[1] / "hwspecs" / "data" / f"{hw_id}.yaml"
+    doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    # every numeric group has a citation, and every peak dtype is named in the peak citation
+    assert set(doc["sources"]) == set(SOURCE_GROUPS)
+    for dtype in doc["peak_tflops"]:
+        assert dtype.upper() in doc["sources"]["peak_tflops"].upper(), dtype
+
+
+def test_h800_and_a800_are_h100_and_a100_with_nvlink_cut() -> None:
+    h800, h100 = load_hardware("h800-sxm5-80gb"), load_hardware("h100-sxm5-80gb")
+    assert h800.generation == "hopper"
+    assert h800.peak_flops == h100.peak_flops  # same GH100 compute
+    assert h800.hbm_bandwidth == h100.hbm_bandwidth == 3.35e12
+    # H800 datasheet: NVLink 400 GB/s bidirectional -> 200 GB/s per direction (H100: 450)
+    assert h800.intra_node_bandwidth == 200e9
+    # DeepSeek-V3 report Sec. 3.2.2: IB 50 GB/s per GPU (8x 400 Gb/s per node)
+    assert h800.inter_node_bandwidth == 50e9
+    a800, a100 = load_hardware("a800-sxm4-80gb"), load_hardware("a100-sxm4-80gb")
+    assert a800.generation == "ampere"
+    assert a800.peak_flops == a100.peak_flops  # same GA100 compute
+    assert a800.peak("bf16") == 312e12  # A100 datasheet, 80GB SXM column: BF16 312 dense
+    assert a800.hbm_capacity == 80 * 2**30 and a800.hbm_bandwidth == 2.039e12
+    assert a800.intra_node_bandwidth == 200e9  # NVLink 400 GB/s bidirectional (A100: 600)
+
+
+def test_blackwell_ultra_and_nvl72() -> None:
+    b300 = load_hardware("b300")
+    assert b300.generation == "blackwell" and b300.gpus_per_node == 8
+    assert b300.peak("bf16") == 2.25e15  # HGX B300: FP16/BF16 36 PFLOPS sparse / 8 GPUs / 2
+    assert b300.peak("fp8") == 4.5e15  # HGX B300: FP8 72 PFLOPS sparse / 8 / 2
+    assert b300.hbm_capacity == 288 * 2**30  # Blackwell Ultra: 288 GB HBM3e per GPU
+    assert b300.intra_node_bandwidth == 900e9  # NVLink 5: 1.8 TB/s bidirectional
+    assert b300.inter_node_bandwidth == 100e9  # 8x ConnectX-8 800 Gb/s / 8 GPUs
+    assert "fp4" not in b300.peak_flops and "int8" not in b300.peak_flops  # not sourced
+    gb200 = load_hardware("gb200")
+    assert gb200.gpus_per_node == 72  # one NVLink domain of 72 GPUs (DGX GB200 user guide)
+    assert gb200.peak("bf16") == 2.5e15  # GB200 NVL72: FP16/BF16 360 PFLOPS sparse / 72 / 2
+    assert gb200.peak("fp4") == 10e15  # GB200 NVL72: FP4 1,440 PFLOPS sparse / 72 / 2
+    assert gb200.hbm_capacity == 186 * 2**30  # MLPerf Inference v6.1 Crusoe: "186 GB"
+    assert gb200.hbm_bandwidth == 8e12  # 576 TB/s per rack / 72
+    assert gb200.intra_node_bandwidth == 900e9  # 1.8 TB/s bidirectional per GPU
+    assert gb200.inter_node_bandwidth == 50e9  # one 400 Gb/s ConnectX-7 per GPU
+    gb300 = load_hardware("gb300")
+    assert gb300.gpus_per_node == 72
+    assert gb300.peak("fp4") == 15e15  # NVIDIA Blackwell Ultra blog: 15 PFLOPS dense NVFP4
+    assert gb300.peak("bf16") == 2.5e15
+    assert gb300.hbm_capacity == 288 * 2**30
+    assert gb300.inter_node_bandwidth == 100e9  # one 800 Gb/s ConnectX-8 per GPU
+
+
+def test_consumer_and_pcie_parts() -> None:
+    rtx4090 = load_hardware("rtx-4090")
+    assert rtx4090.generation == "ada"
+    # Ada whitepaper V2.01 appendix, RTX 4090: BF16 tensor with FP32 accumulate 165.2 dense
+    assert rtx4090.peak("bf16") == 165.2e12
+    assert rtx4090.peak("fp8") == 330.3e12  # FP8 with FP32 accumulate 330.3 dense
+    assert rtx4090.hbm_capacity == 24 * 2**30 and rtx4090.hbm_bandwidth == 1.008e12
+    # no P2P: ASSUMED effective half of PCIe 4.0 x16's 32 GB/s per direction
+    assert rtx4090.intra_node_bandwidth == 16e9
+    assert "peer-to-peer is disabled" in rtx4090.description.lower()
+    assert "host memory" in rtx4090.description
+    rtx3090 = load_hardware("rtx-3090")
+    assert rtx3090.generation == "ampere"
+    assert rtx3090.peak("bf16") == 71e12  # GA102 whitepaper appendix A: 71 with FP32 accumulate
+    assert rtx3090.hbm_bandwidth == 936e9
+    assert rtx3090.intra_node_bandwidth == 32e9  # PCIe 4.0 x16; NVLink bridge pairs not modelled
+    assert "not representable" in rtx3090.description
+    l40s = load_hardware("l40s")
+    assert l40s.generation == "ada"
+    assert l40s.peak("bf16") == 362.05e12  # L40S datasheet: BF16 362.05 | 733*
+    assert l40s.hbm_bandwidth == 864e9 and l40s.hbm_capacity == 48 * 2**30
+    assert l40s.intra_node_bandwidth == 32e9  # PCIe Gen4 x16: 64 GB/s bidirectional
+    rtx6000 = load_hardware("rtx-6000-ada")
+    assert rtx6000.generation == "ada"
+    assert rtx6000.hbm_bandwidth == 960e9 and rtx6000.peak("fp32") == 91.1e12
+    assert rtx6000.peak("fp8") == 1457.0e12 / 2  # datasheet: 1,457.0 TFLOPS FP8 with sparsity
+
+
+def test_every_generation_has_efficiency_parameters() -> None:
+    from symcost.params import load_params
+
+    params = load_params()
+    for hw_id in list_hardware():
+        assert load_hardware(hw_id).generation in params.generations, hw_id
+    # ada has no data: its values are ampere's, transferred (not fitted)
+    assert params.generations["ada"] == params.generations["ampere"]
+    assert params.provenance["transferred_from"]["ada"] == "ampere"
+    assert not params.fitted.get("ada")
 
 
 def test_peak_unsupported_dtype_names_it() -> None:

@@ -16,8 +16,12 @@ bound the context, as in training); the 10 stored inference draws that changed w
 in place. A second (issue 11's ``flops_convention``, merged with issue 10): the 38 MoE rows of
 the shared file (MBRIDGE Qwen3-30B-A3B, gpt-oss-120b) are skipped instead of being predicted as
 dense models, and the 18 MLM24 FLOP-rate rows use MLM24's own FLOP convention (step times
-unchanged); the validation part was refreshed after checking that nothing else moved. Every
-other value is as first written.
+unchanged); the validation part was refreshed after checking that nothing else moved. A third
+(issues 11 and 13, new hardware files a800-sxm4-80gb, rtx-4090, rtx-3090, gb200, gb300, ...):
+72 rows that were skipped as unknown hardware are now predicted; only the validation part was
+refreshed (``s["validation"] = run_validation(VALIDATION)``), after checking that the only
+difference was those rows moving from ``skipped`` to predicted. Every other value is as first
+written.
 
 The draws are described by plain field values (API keywords), so the test can replay them
 through the public API whatever the internals become.
