@@ -44,11 +44,11 @@ _EXPORTS = {
     # sweeps, sensitivity, attribution, formulas
     "Range": "sweep", "SweepError": "sweep",
     "elasticities": "sensitivity", "SensitivityError": "sensitivity",
-    "ExplainError": "explain",
+    "ExplainError": "substitution",
     # measurements
     "load_measurements": "validate", "validate_file": "validate",
     "MeasurementsError": "validate",
-    "cross_validate": "calibrate", "predict_interval": "calibrate",
+    "cross_validate": "calibrate", "predict_interval": "uncertainty",
     "CalibrationError": "calibrate",
 }
 #: submodules whose main function has the module's name: call ``symcost.sweep.sweep(...)``,

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+import numpy.typing as npt
 import sympy as sp
 
 from hwspecs import HardwareSpec, load_hardware
@@ -20,6 +21,7 @@ from .lower import CompiledModel, lower
 from .models import ModelSpec, get_model
 from .params import Params, load_params
 from .schema import keyed, stamp
+from .substitution import formula_with
 from .training import BREAKDOWN, MEMORY, training_expressions
 
 
@@ -55,11 +57,13 @@ def training_model(precision: str = "float64") -> CompiledModel:
         (in :data:`symcost.symbols.ALL_SYMBOLS` order), outputs as in
         :func:`symcost.training.training_expressions`.
     """
-    return lower(training_expressions(), _training_symbols(), precision)
+    return lower(training_expressions(), training_inputs_symbols(), precision)
 
 
 @functools.lru_cache(maxsize=1)
-def _training_symbols() -> tuple[sp.Symbol, ...]:
+def training_inputs_symbols() -> tuple[sp.Symbol, ...]:
+    """The input symbols of the training model, in :func:`training_model` order
+    (:data:`symcost.symbols.ALL_SYMBOLS` order), without lowering it."""
     return used_symbols(training_expressions().values())
 
 
@@ -88,6 +92,35 @@ def training_inputs(model, hardware, config: TrainingConfig,
     """
     model, hw = as_model(model), as_hardware(hardware)
     return _bind(model, hw, resolve(model, hw, config), params)
+
+
+def stack_training_inputs(configs: Iterable[tuple[ModelSpec | str, HardwareSpec | str,
+                                                  TrainingConfig]],
+                          params: Params | None = None, names: Sequence[str] | None = None
+                          ) -> dict[str, npt.NDArray[np.float64]]:
+    """:func:`training_inputs` of many configurations, stacked into float64 columns.
+
+    Args:
+        configs: ``(model, hardware, config)`` triples, as :func:`training_inputs` takes them.
+        params: efficiency parameters (each configuration takes its GPU generation's set);
+            the shipped calibration when None.
+        names: input names to stack (default: every input of the compiled training model).
+
+    Returns:
+        Mapping input name -> array of shape ``(number of configurations,)``, base units.
+
+    Raises:
+        ConfigError, ModelSpecError, HardwareSpecError: an invalid configuration.
+        ParamsError: ``params`` has no entry for a configuration's GPU generation.
+    """
+    rows = list(configs)
+    names = tuple(names or training_model("float64").input_names)
+    out = {n: np.empty(len(rows), dtype=np.float64) for n in names}
+    for i, (m, hw, cfg) in enumerate(rows):
+        vals = training_inputs(m, hw, cfg, params)
+        for n in names:
+            out[n][i] = vals[n]
+    return out
 
 
 def merge_config(config: TrainingConfig | None, **config_fields) -> TrainingConfig:
@@ -184,21 +217,16 @@ class TrainingResult:
         })
 
     def formula(self, name: str = "step_time", keep: tuple[str, ...] | None = None) -> sp.Expr:
-        """The SymPy expression behind output ``name``; symbols not in ``keep`` (names or the
-        aliases of :data:`symcost.explain.KEEP_ALIASES`) are replaced, unrounded, by this
+        """The SymPy expression behind output ``name``; symbols not named in ``keep``
+        (configuration fields such as ``layers``/``zero``, or symbol names; see
+        :func:`symcost.substitution.keep_symbols`) are replaced, unrounded, by this
         configuration's values (all kept when ``keep`` is None).
 
         Raises:
             KeyError: unknown output ``name``.
-            ExplainError: unknown symbol in ``keep``.
+            ExplainError: unknown name in ``keep``.
         """
-        expr = training_expressions()[name]
-        if keep is None:
-            return expr
-        from .explain import _keep_symbols, substitute
-
-        kept = {s.name for s in _keep_symbols(keep)}
-        return substitute(expr, {k: v for k, v in self.inputs.items() if k not in kept})
+        return formula_with(training_expressions()[name], self.inputs, keep)
 
     def _repr_latex_(self) -> str:
         return f"$\\mathrm{{step\\_time}} = {self.step_time:.4g}\\,\\mathrm{{s}}$"

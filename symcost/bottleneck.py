@@ -42,6 +42,8 @@ import sympy as sp
 
 from . import symbols as S
 from . import training as T
+from .api import prepare_training, training_inputs_symbols
+from .lower import lower
 from .ops import embedding as emb
 from .schema import SCHEMA_VERSION
 
@@ -136,7 +138,7 @@ def operator_times() -> dict[str, tuple[sp.Expr, str | None]]:
     Ls = T.layers_per_stage()
     fwd = T.layer_forward_compute()
     bwd = T.layer_backward_compute()
-    selective = T._unfused_forward().scale(1 - S.flash_attn).time  # as in layer_recompute
+    selective = T.unfused_attention_forward().scale(1 - S.flash_attn).time  # as in layer_recompute
     out: dict[str, tuple[sp.Expr, str | None]] = {}
     for op, cost in fwd.items():
         t = cost.time * (1 + T.IS_FULL) + bwd[op].time
@@ -169,9 +171,6 @@ def operator_expressions() -> dict[str, dict[str, sp.Expr]]:
 
 @functools.lru_cache(maxsize=1)
 def _compiled():
-    from .lower import lower
-    from .sweep import training_inputs_symbols
-
     flat = {f"{op}|{cat}": e for op, parts in operator_expressions().items()
             for cat, e in parts.items()}
     flat["step_time"] = T.training_expressions()["step_time"]
@@ -261,8 +260,6 @@ def bottleneck(model, hardware, config=None, params=None, **config_fields) -> Bo
     Raises:
         ConfigError, ModelSpecError, HardwareSpecError, ParamsError: invalid input.
     """
-    from .api import prepare_training
-
     m, hw, cfg, inputs = prepare_training(model, hardware, config, params,
                                           **config_fields)
     return attribute(inputs, m, hw, cfg)

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import sympy as sp
 
-from hwspecs import format_bytes
+from hwspecs import HardwareSpecError, format_bytes, list_hardware, load_hardware
 
 from . import symbols as S
 from .api import as_hardware, as_model, used_symbols
@@ -49,8 +49,14 @@ from .inference import (DECODE_BREAKDOWN, PREFILL_BREAKDOWN, STAGE_TERMS, TTFT_I
                         inference_expressions)
 from .evaluate import evaluate_broadcast
 from .lower import CompiledModel, lower
+from .measurements import RowError, cell, cell_float, cell_int, source_of
+from .models import ModelSpecError, get_model
 from .params import Params, load_params
 from .schema import keyed, stamp
+from .substitution import formula_with
+
+# pandas is imported inside the function that uses it, so that importing this module (and
+# ``symcost --help``) does not load it.
 
 __all__ = ["ACT_DTYPES", "DTYPE_BYTES", "INT4_GROUP", "KV_DTYPES", "WEIGHT_DTYPES",
            "InferenceConfig", "InferenceConfigError", "InferenceResult", "evaluate_inference",
@@ -187,23 +193,18 @@ class InferenceResult:
         })
 
     def formula(self, name: str = "tpot", keep: tuple[str, ...] | None = None) -> sp.Expr:
-        """The SymPy expression behind output ``name``; symbols not in ``keep`` (symbol names
-        or the aliases of :data:`symcost.explain.KEEP_ALIASES`) are replaced by this
-        request's values, unrounded (all kept when ``keep`` is None). Substitution is
-        structural (:func:`symcost.explain.substitute`, ``xreplace``), so mode flags select
-        their ``Piecewise`` branch.
+        """The SymPy expression behind output ``name``; symbols not named in ``keep``
+        (configuration fields such as ``layers``/``batch``, or symbol names; see
+        :func:`symcost.substitution.keep_symbols`) are replaced by this request's values,
+        unrounded (all kept when ``keep`` is None). Substitution is structural
+        (:func:`symcost.substitution.substitute`, ``xreplace``), so mode flags select their
+        ``Piecewise`` branch.
 
         Raises:
             KeyError: unknown output ``name``.
-            ExplainError: unknown symbol in ``keep``.
+            ExplainError: unknown name in ``keep``.
         """
-        from .explain import _keep_symbols, substitute
-
-        expr = inference_expressions()[name]
-        if keep is None:
-            return expr
-        kept = {s.name for s in _keep_symbols(keep)}
-        return substitute(expr, {k: v for k, v in self.inputs.items() if k not in kept})
+        return formula_with(inference_expressions()[name], self.inputs, keep)
 
 
 def memory_error(result: InferenceResult) -> InferenceConfigError | None:
@@ -376,10 +377,7 @@ def _row_model(row):
     Raises:
         RowError: blank or unknown model, malformed shape column (naming the column).
     """
-    from .models import ModelSpecError, get_model
-    from .validate import RowError, _get, _int
-
-    name = _get(row, "model")
+    name = cell(row, "model")
     if name is None:
         raise RowError("model: blank (a preset name is needed for the architecture)")
     try:
@@ -388,7 +386,7 @@ def _row_model(row):
         raise RowError(f"model: {name!r} has no preset to supply its architecture") from None
     shape = {}
     for col in ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab"):
-        v = _int(row, col)
+        v = cell_int(row, col)
         if v is not None:
             shape[col] = v
     return m.replace(**shape) if shape else m
@@ -401,9 +399,7 @@ def _row_request(row, source: str, metric: str, measured: float,
     Raises:
         RowError: lengths not stated or malformed (naming the column).
     """
-    from .validate import RowError, _get, _int
-
-    s_in, s_out = _int(row, "input_len"), _int(row, "output_len")
+    s_in, s_out = cell_int(row, "input_len"), cell_int(row, "output_len")
     if source == "TRT017":
         if s_in is None or s_out is None:
             raise RowError("input_len/output_len: blank (both are needed)")
@@ -411,11 +407,11 @@ def _row_request(row, source: str, metric: str, measured: float,
     if source == "MLPI40":
         settings = {k: MLPI40_SETTINGS[k] for k in ("kv_mem_frac", "max_num_tokens",
                                                     "kv_on_demand")}
-        scenario = "offline" if "offline" in str(_get(row, "case_id") or "").lower() \
+        scenario = "offline" if "offline" in str(cell(row, "case_id") or "").lower() \
             else "server"
         settings["batch_cap"] = MLPI40_SETTINGS["batch_cap"][scenario]
         out_mean = MLPERF_OPENORCA_OUTPUT_MEAN
-        notes = str(_get(row, "notes") or "")
+        notes = str(cell(row, "notes") or "")
         match = re.search(r"([0-9]+(?:\.[0-9]*)?)\s*(?:completed\s+)?samples/s", notes)
         if match and float(match.group(1)) > 0 and metric in ("offline_tokens_per_s",
                                                               "server_tokens_per_s"):
@@ -430,8 +426,8 @@ def _row_request(row, source: str, metric: str, measured: float,
         raise RowError("input_len/output_len: blank (both are needed)")
     # other sources: the stated batch, else one request for a latency metric and the
     # TensorRT-LLM defaults (memory-limited batch, capped at 4096) for a throughput metric
-    batch = _int(row, "micro_batch")
-    batch = _int(row, "global_batch") if batch is None else batch
+    batch = cell_int(row, "micro_batch")
+    batch = cell_int(row, "global_batch") if batch is None else batch
     if batch is None:
         batch = 4096 if ROW_METRICS[metric] == "throughput" else 1
     return s_in, s_out, {"kv_mem_frac": 0.9, "batch_cap": batch, "max_num_tokens": 8192}
@@ -587,17 +583,12 @@ def _prepare_serve_row(rec: Mapping, params: Params, mlperf_in: float
                        ) -> ServeRow | dict | None:
     """One record as a :class:`ServeRow`; a dict ``{case_id, source, metric, reason}`` when
     it cannot be predicted; None when it is not a serve/prefill row."""
-    from hwspecs import HardwareSpecError, list_hardware, load_hardware
-
-    from .models import ModelSpecError
-    from .validate import RowError, _float, _get, _int, source_of
-
-    workload = str(_get(rec, "workload") or "").lower()
+    workload = str(cell(rec, "workload") or "").lower()
     if workload not in ("serve", "prefill"):
         return None
-    case_id = str(_get(rec, "case_id") or "")
+    case_id = str(cell(rec, "case_id") or "")
     source = source_of(case_id)
-    metric = str(_get(rec, "metric") or "")
+    metric = str(cell(rec, "metric") or "")
 
     def skip(reason: str) -> dict:
         return {"case_id": case_id, "source": source, "metric": metric, "reason": reason}
@@ -606,11 +597,11 @@ def _prepare_serve_row(rec: Mapping, params: Params, mlperf_in: float
         return skip(f"metric {metric!r} is not modelled (tail percentiles and unknown "
                     "metrics are not predicted)")
     try:
-        measured = _float(rec, "value")
+        measured = cell_float(rec, "value")
         if measured is None or measured <= 0:
-            raise RowError(f"value: must be a positive number (got {_get(rec, 'value')!r})")
+            raise RowError(f"value: must be a positive number (got {cell(rec, 'value')!r})")
         m = _row_model(rec)
-        hw_id = _get(rec, "hardware")
+        hw_id = cell(rec, "hardware")
         if hw_id is None:
             raise RowError("hardware: blank (a canonical hardware id is needed)")
         try:
@@ -618,11 +609,11 @@ def _prepare_serve_row(rec: Mapping, params: Params, mlperf_in: float
         except HardwareSpecError:
             raise RowError(f"hardware: unknown id {hw_id!r} (known: "
                            f"{', '.join(list_hardware())})") from None
-        tp, pp, n = _int(rec, "tp"), _int(rec, "pp"), _int(rec, "n_gpus")
+        tp, pp, n = cell_int(rec, "tp"), cell_int(rec, "pp"), cell_int(rec, "n_gpus")
         tp = 1 if tp is None else tp
         pp = 1 if pp is None else pp
         n = tp * pp if n is None else n
-        dtype = str(_get(rec, "dtype") or "bf16").lower()
+        dtype = str(cell(rec, "dtype") or "bf16").lower()
         s_in, s_out, settings = _row_request(rec, source, metric, measured, mlperf_in)
         cfg = InferenceConfig(batch=settings["batch_cap"], input_len=s_in,
                               output_len=s_out, tp=tp, pp=pp, num_gpus=n, dtype=dtype,

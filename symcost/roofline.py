@@ -20,6 +20,7 @@ flash-decoding in decode); FLOPs are the executed ones (the causal half in prefi
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Sequence
 from typing import Any
@@ -28,12 +29,19 @@ import numpy as np
 import sympy as sp
 
 from . import symbols as S
+from .api import as_hardware, as_model, used_symbols
+from .config import InferenceConfig, resolve_inference
 from .functions import CeilDiv
 from .inference import (INFERENCE_EFFICIENCIES, attention_decode, attention_prefill,
                         layer_gemms, lm_head, mean_decode_context, replace_symbols)
 from .ops.attention import CAUSAL_FRACTION
 from .ops.cost import Cost
+from .infer_api import evaluate_inference, inference_inputs
+from .lower import lower
 from .training import gemm_peak
+
+# pandas is imported inside the functions that use it, so that importing this module (and
+# ``symcost --help``) does not load it.
 
 #: operators of one layer (plus the LM head of the step), in table order.
 OPERATORS = ("qkv_proj", "attention", "out_proj", "mlp_up", "mlp_down", "lm_head")
@@ -103,9 +111,6 @@ def roofline_expressions() -> dict[str, sp.Expr]:
 @functools.lru_cache(maxsize=2)
 def roofline_model(precision: str = "float64"):
     """:func:`roofline_expressions` lowered once (a :class:`~symcost.lower.CompiledModel`)."""
-    from .api import used_symbols
-    from .lower import lower
-
     exprs = roofline_expressions()
     return lower(exprs, used_symbols(exprs.values()), precision)
 
@@ -132,9 +137,6 @@ def roofline_table(model, hardware: Sequence, config=None, params=None, **config
             lacks, e.g. fp8 on A100, is an error naming that GPU).
     """
     import pandas as pd
-
-    from .infer_api import (InferenceConfig, as_hardware, as_model, inference_inputs,
-                            resolve_inference)
 
     if config is None:
         config = InferenceConfig(**config_fields)
@@ -211,12 +213,7 @@ def dram_study(model, base_hardware, config=None, params=None, *, stacks: int = 
         ValueError: ``stacks`` not a positive integer; InferenceConfigError etc. for an
             invalid request.
     """
-    import dataclasses
-
     import pandas as pd
-
-    from .infer_api import (InferenceConfig, as_hardware, as_model, evaluate_inference,
-                            inference_inputs, resolve_inference)
 
     if config is None:
         config = InferenceConfig(**config_fields)

@@ -39,11 +39,21 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+import sympy as sp
 
 from . import symbols as S
+from .api import prepare_training, training_inputs, training_inputs_symbols, training_model
+from .config import ConfigError, TrainingConfig, resolve
 from .evaluate import column_source, evaluate_chunks
 from .fields import MODEL_FIELDS, TRAINING_FIELDS
+from .lower import lower
+from .models import ModelSpecError
+from .params import load_params
 from .schema import OUTPUT_KEYS, SCHEMA_VERSION
+from .training import training_expressions
+
+# jax is imported inside the functions that use it, so that importing this module (and
+# ``symcost --help``) does not load it.
 
 DEFAULT_OUTPUTS = ("step_time", "mfu", "mem_total")
 DEFAULT_DISCRETE = ("tp", "pp", "dp", "micro_batch", "vpp")
@@ -83,8 +93,6 @@ def continuous_parameters() -> tuple[str, ...]:
     """Names of the parameters differentiated by autodiff, in symbol-declaration order:
     non-discrete ``hardware`` and ``efficiency`` symbols the training model uses, and
     :data:`MODEL_CONTINUOUS`."""
-    from .sweep import training_inputs_symbols
-
     used = {s.name for s in training_inputs_symbols()}
     out = []
     for name, info in S.REGISTRY.items():
@@ -106,10 +114,6 @@ def _elasticity_function(outputs: tuple[str, ...], wrt: tuple[str, ...], dtype: 
     """
     import jax
     import jax.numpy as jnp
-
-    from .lower import lower
-    from .sweep import training_inputs_symbols
-    from .training import training_expressions
 
     exprs = training_expressions()
     inputs = training_inputs_symbols()
@@ -157,10 +161,6 @@ def elasticities(inputs: Mapping[str, object], wrt: Sequence[str] | None = None,
         SensitivityError: unknown output, a ``wrt`` that is discrete or not an input,
             missing inputs, or arrays of different lengths.
     """
-    import jax
-
-    from .sweep import training_inputs_symbols
-
     outputs = _check_outputs(outputs)
     wrt = tuple(continuous_parameters() if wrt is None else wrt)
     bad = [w for w in wrt if w not in continuous_parameters()]
@@ -214,8 +214,6 @@ def _chunked_elasticity_function(outputs: tuple[str, ...], wrt: tuple[str, ...],
 
 
 def _check_outputs(outputs) -> tuple[str, ...]:
-    from .training import training_expressions
-
     known = tuple(training_expressions())
     outputs = tuple(dict.fromkeys(outputs))
     bad = [o for o in outputs if o not in known]
@@ -296,8 +294,6 @@ class SensitivityResult:
     def to_dict(self) -> dict:
         """JSON-ready summary (the ``sensitivity --json`` object without ``fits``): outputs
         keyed by :data:`symcost.schema.OUTPUT_KEYS`, one entry per parameter."""
-        from .config import TrainingConfig
-
         return _clean({"schema_version": SCHEMA_VERSION,
             "model": self.model.name, "hardware": self.hardware.name,
             "config": {k: getattr(self.config, k) for k in TrainingConfig.__dataclass_fields__},
@@ -343,12 +339,6 @@ def sensitivity(model, hardware, config=None, params=None, *,
         SensitivityError: unknown output or parameter.
         ConfigError, ModelSpecError, HardwareSpecError, ParamsError: invalid configuration.
     """
-    import sympy as sp
-
-    from .api import prepare_training
-    from .params import load_params
-    from .training import training_expressions
-
     outputs = _check_outputs(outputs)
     disc = []
     for d in discrete:
@@ -439,10 +429,6 @@ def _neighbour(model, hw, cfg, params, name: str, direction: int):
     ``tp``/``pp`` changes keep ``num_gpus`` (``dp`` follows), a ``dp`` change moves
     ``num_gpus``; the global batch is held at its resolved value.
     """
-    from .api import training_inputs
-    from .config import ConfigError, resolve
-    from .models import ModelSpecError
-
     where, fld = DISCRETE_FIELDS[name]
     v0 = getattr(cfg if where == "config" else model, fld)
     limit = max(v0 * _MAX_NEIGHBOUR_FACTOR, v0 + 64) if direction > 0 else 1
@@ -473,8 +459,6 @@ def _neighbour(model, hw, cfg, params, name: str, direction: int):
 
 
 def _fits(inputs: dict) -> bool:
-    from .api import training_model
-
     cm = training_model("float64")
     out = cm(**{n: inputs[n] for n in cm.input_names})
     return bool(out["mem_headroom"] >= 0)

@@ -58,10 +58,17 @@ import numpy as np
 
 from . import rules as R
 from . import symbols as S
+from .api import as_hardware, as_model, merge_config, training_inputs_symbols
 from .config import (TrainingConfig, hardware_bindings, hardware_facts, model_bindings)
 from .evaluate import CHUNK_SIZES, Progress, evaluate_chunks, pick_chunk
 from .fields import (MODEL_FIELDS, TRAINING_FIELDS, ConfigError, Field, check_array, coerce,
                      encode, text_value)
+from .lower import lower
+from .params import BOUNDS, load_params
+from .training import training_expressions
+
+# jax and pandas are imported inside the functions that use them, so that importing this
+# module (and ``symcost --help``) loads neither.
 
 #: outputs a sweep returns unless told otherwise.
 DEFAULT_OUTPUTS = ("step_time", "tokens_per_s", "mfu", "mem_total", "mem_headroom")
@@ -159,16 +166,6 @@ def sweepable_names() -> frozenset[str]:
     return frozenset(variables())
 
 
-@functools.lru_cache(maxsize=1)
-def training_inputs_symbols() -> tuple:
-    """The input symbols of the training model, in :func:`symcost.api.training_model` order
-    (without lowering it)."""
-    from .api import used_symbols
-    from .training import training_expressions
-
-    return used_symbols(training_expressions().values())
-
-
 def _is_discrete(name: str) -> bool:
     f = field_of(name)
     if f is not None:
@@ -196,8 +193,6 @@ def _check_values(name: str, arr: np.ndarray, generated: bool = False) -> np.nda
     (:func:`symcost.fields.check_array`: ``tp=1.5`` is an error); a symbol's finiteness,
     sign and, for efficiency parameters, physical range (:data:`symcost.params.BOUNDS`).
     Values ``generated`` from a range are rounded first for integer variables."""
-    from .params import BOUNDS
-
     if not np.all(np.isfinite(arr)):
         raise SweepError(f"vary {name}: values must be finite")
     if generated and _is_discrete(name):
@@ -429,9 +424,6 @@ def _chunk_function(plan: _Plan, dtype: str):
     import jax
     import jax.numpy as jnp
 
-    from .lower import lower
-    from .training import training_expressions
-
     exprs = training_expressions()
     inputs = training_inputs_symbols()
     cm = lower({k: exprs[k] for k in plan.evaluated}, inputs, dtype)
@@ -514,18 +506,12 @@ def sweep(model, hardware, config: TrainingConfig | None = None, params=None, *,
             vary.
         ConfigError, ModelSpecError, HardwareSpecError, ParamsError: bad base inputs.
     """
-    from .api import as_hardware, as_model
-    from .params import load_params
-    from .training import training_expressions
-
     if precision not in PRECISIONS:
         raise SweepError(f"precision: must be one of {', '.join(PRECISIONS)} (got {precision!r})")
     if not vary:
         raise SweepError("vary: nothing to vary")
     if chunk_size is not None and (int(chunk_size) != chunk_size or chunk_size < 1):
         raise SweepError(f"chunk_size: must be a positive integer (got {chunk_size!r})")
-    from .api import merge_config
-
     config = merge_config(config, **config_fields)
     all_outputs = tuple(training_expressions())
     outputs = all_outputs if tuple(outputs) == ("all",) else tuple(dict.fromkeys(outputs))
