@@ -36,16 +36,17 @@ import functools
 import math
 import os
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
+import numpy.typing as npt
 
 from .api import training_model
 from .measurements import PreparedRow
 from .params import BOUNDS, PARAM_NAMES, Params, load_params, params_from_dict, save_params
-from .uncertainty import PRIOR_REL_SD, CalibrationError, log_step_time_jacobian
+from .uncertainty import PRIOR_REL_SD, CalibrationError, FloatArray, log_step_time_jacobian
 from .validate import (builtin_measurements, load_measurements, metric_factor, predict_rows,
                        prepare_rows, split_by_params, stack_inputs, summarize)
 
@@ -137,7 +138,7 @@ class CalibrationResult:
 
 
 # ----------------------------------------------------------------------------- runs
-def run_table(prepared) -> pd.DataFrame:
+def run_table(prepared: Sequence[PreparedRow]) -> pd.DataFrame:
     """Group measurement rows into runs and compute each run's implied measured step time.
 
     Args:
@@ -198,16 +199,16 @@ def _fit_generation(gen: str, X_inputs: dict[str, np.ndarray], y: np.ndarray,
     hi = np.array([BOUNDS[p][1] for p in fit])
     theta0 = np.clip(theta0, lo, hi)
 
-    def model(theta):
-        inp = dict(X_inputs)
+    def model(theta: FloatArray) -> tuple[FloatArray, FloatArray]:
+        inp: dict[str, npt.ArrayLike] = dict(X_inputs)
         for p, v in zip(fit, theta):
             inp[p] = np.full(n, v)
         ls, J = log_step_time_jacobian(inp, fit)
         return ls - y, J
 
-    cache: dict = {}
+    cache: dict[tuple[float, ...], tuple[FloatArray, FloatArray]] = {}
 
-    def get(theta):
+    def get(theta: npt.ArrayLike) -> tuple[FloatArray, FloatArray]:
         key = tuple(np.asarray(theta, dtype=np.float64))
         if key not in cache:
             cache.clear()
@@ -242,7 +243,7 @@ def _fit_generation(gen: str, X_inputs: dict[str, np.ndarray], y: np.ndarray,
                                f"({', '.join(free)}); need more runs than parameters")
     sel = np.array([fit.index(p) for p in free])
 
-    def full(th):
+    def full(th: FloatArray) -> FloatArray:
         t = theta0.copy()
         t[sel] = th
         return t
@@ -263,7 +264,7 @@ def _fit_generation(gen: str, X_inputs: dict[str, np.ndarray], y: np.ndarray,
                  np.isclose(v, BOUNDS[p][0], rtol=1e-6, atol=1e-12)
                  or np.isclose(v, BOUNDS[p][1], rtol=1e-6, atol=1e-12))
     cov_names = tuple(p for p in free if p not in at_b)
-    cov = np.zeros((0, 0))
+    cov: npt.NDArray[Any] = np.zeros((0, 0))
     stderr: dict[str, float] = {}
     # at the optimum a parameter can stop mattering (e.g. communication no longer exposed):
     # it keeps its fitted value but gets no standard error (reported "not identifiable")
@@ -293,7 +294,7 @@ def _fit_generation(gen: str, X_inputs: dict[str, np.ndarray], y: np.ndarray,
                          math.sqrt(s2), dof, cost0, cost, int(res.nfev), str(res.message))
 
 
-def calibrate_rows(prepared, start: Params | None = None, fit: Sequence[str] = DEFAULT_FIT,
+def calibrate_rows(prepared: Sequence[PreparedRow], start: Params | None = None, fit: Sequence[str] = DEFAULT_FIT,
                    generations: Sequence[str] | None = None) -> CalibrationResult:
     """Fit efficiency parameters per GPU generation to prepared measurement rows.
 
@@ -355,7 +356,7 @@ def calibrate_rows(prepared, start: Params | None = None, fit: Sequence[str] = D
     fitted = {g: tuple(v) for g, v in start.fitted.items()}
     for g, gf in fits.items():
         stderr[g], cov[g], fitted[g] = gf.stderr, gf.covariance.tolist(), gf.fitted
-    prov = dict(start.provenance)
+    prov: dict[str, Any] = dict(start.provenance)
     prov["residual_sigma_log"] = {**dict(prov.get("residual_sigma_log") or {}),
                                   **{g: gf.sigma for g, gf in fits.items()}}
     prov["dof"] = {**dict(prov.get("dof") or {}), **{g: gf.dof for g, gf in fits.items()}}
@@ -404,12 +405,12 @@ def transfer_missing(params: Params, have: Sequence[str], want: Sequence[str]
         ``(params, transferred)`` with ``transferred`` mapping target -> source generation
         (also recorded in ``provenance.transferred_from``).
     """
-    names = list(params.provenance.get("fitted_parameters") or DEFAULT_FIT)
+    names = list(cast(Sequence[str], params.provenance.get("fitted_parameters") or DEFAULT_FIT))
     gens = {g: dict(v) for g, v in params.generations.items()}
     stderr = {g: dict(v) for g, v in params.stderr.items()}
     cov = dict(params.covariance)
     fitted = dict(params.fitted)
-    prov = dict(params.provenance)
+    prov: dict[str, Any] = dict(params.provenance)
     sig = dict(prov.get("residual_sigma_log") or {})
     dof = dict(prov.get("dof") or {})
     moved = dict(prov.get("transferred_from") or {})
@@ -450,8 +451,9 @@ def start_params(params: Params) -> Params:
 
 
 # ----------------------------------------------------------------------------- cross-validation
-def cross_validate(prepared, start: Params | None = None, fit: Sequence[str] = DEFAULT_FIT,
-                   level: float = 0.9, group=None) -> pd.DataFrame:
+def cross_validate(prepared: Sequence[PreparedRow], start: Params | None = None,
+                   fit: Sequence[str] = DEFAULT_FIT, level: float = 0.9,
+                   group: Callable[[PreparedRow], Any] | None = None) -> pd.DataFrame:
     """Leave-one-group-out cross-validation (default group: the source).
 
     For each group, fit on every other group starting from ``start`` and predict the held-out
@@ -506,7 +508,7 @@ def cross_validate(prepared, start: Params | None = None, fit: Sequence[str] = D
 
 def _only_generations(params: Params, keep: set[str]) -> Params:
     """Only generations fitted (or transferred) in this fold carry an uncertainty."""
-    prov = dict(params.provenance)
+    prov: dict[str, Any] = dict(params.provenance)
     prov["residual_sigma_log"] = {g: v for g, v in (prov.get("residual_sigma_log") or {}).items()
                                   if g in keep}
     return Params(params.generations, prov,
@@ -516,7 +518,7 @@ def _only_generations(params: Params, keep: set[str]) -> Params:
 
 
 # ----------------------------------------------------------------------------- files
-def check_output_path(path: str | os.PathLike) -> None:
+def check_output_path(path: str | os.PathLike[str]) -> None:
     """Check, before any computation, that a parameter file can be written at ``path``.
 
     Args:
@@ -544,7 +546,7 @@ def _default_file_mode() -> int:
     return 0o666 & ~mask
 
 
-def write_params(params: Params, path: str | os.PathLike) -> None:
+def write_params(params: Params, path: str | os.PathLike[str]) -> None:
     """Write ``params`` atomically (temporary file, then rename): on any error the previous
     file at ``path`` is untouched.
 
@@ -557,7 +559,7 @@ def write_params(params: Params, path: str | os.PathLike) -> None:
             written (:func:`check_output_path`).
         ParamsError: a value is out of range.
     """
-    def finite(x) -> bool:
+    def finite(x: object) -> bool:
         if isinstance(x, Mapping):
             return all(finite(v) for v in x.values())
         if isinstance(x, (list, tuple, np.ndarray)):
@@ -597,7 +599,8 @@ _HEADER = ("# Efficiency parameters per GPU generation (base units: fractions, s
            "# date and command; stderr/covariance/fitted describe the fit's uncertainty.\n")
 
 
-def calibrate(path: str | os.PathLike | None = None, start: Params | str | os.PathLike | None = None,
+def calibrate(path: str | os.PathLike[str] | None = None,
+              start: Params | str | os.PathLike[str] | None = None,
               fit: Sequence[str] = DEFAULT_FIT, command: str | None = None,
               transfer_to: Sequence[str] = ()) -> CalibrationResult:
     """Calibrate on a measurements file (no file is written; see :func:`write_params`).
@@ -641,7 +644,7 @@ def calibrate(path: str | os.PathLike | None = None, start: Params | str | os.Pa
     params, moved = transfer_missing(res.params, list(res.fits), list(transfer_to))
     before = summarize(predict_rows(prepared, start, intervals=False))
     after = summarize(predict_rows(prepared, params, intervals=False))
-    prov = dict(params.provenance)
+    prov: dict[str, Any] = dict(params.provenance)
     prov.update({
         "data": str(path),
         "date": _dt.date.today().isoformat(),
@@ -660,7 +663,8 @@ def calibrate(path: str | os.PathLike | None = None, start: Params | str | os.Pa
                              "calibration chain (the start of cross-validation folds)",
         "not_fitted": dict(res.not_fitted),
     })
-    root = {g: dict(v) for g, v in dict(start.provenance.get("start_values") or {}).items()}
+    root = {g: dict(v) for g, v in
+            dict(cast(Mapping[str, Any], start.provenance.get("start_values") or {})).items()}
     for g, vals in start.generations.items():
         root.setdefault(g, {})
         for p in fit:
@@ -678,7 +682,7 @@ def _names(value: str | Sequence[str]) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _mape_dict(summary: dict) -> dict:
+def _mape_dict(summary: dict[str, Any]) -> dict[str, float]:
     out = {"overall": round(float(summary["mape_pct"]), 3)}
     for s in summary["by_source"]:
         out[s["source"]] = round(float(s["mape_pct"]), 3)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from hwspecs import HardwareSpec
 
@@ -77,21 +78,19 @@ def is_blank(value: object) -> bool:
         isinstance(value, str) and not value.strip())
 
 
-def cell(row: Mapping[str, object], name: str) -> object | None:
-    """The cell of column ``name``: None when blank or absent, strings stripped."""
+#: one row: column name -> cell (text as read from a CSV, or any value from Python).
+Row = Mapping[Any, Any]
+
+
+def cell(row: Row, name: str) -> Any:
+    """The cell of column ``name`` as given (text stripped): None when blank or absent."""
     v = row.get(name)
     if is_blank(v):
         return None
     return v.strip() if isinstance(v, str) else v
 
 
-def cell_text(row: Mapping[str, object], name: str) -> str | None:
-    """The cell of column ``name`` as text (None when blank or absent)."""
-    v = cell(row, name)
-    return None if v is None else str(v)
-
-
-def cell_float(row: Mapping[str, object], name: str) -> float | None:
+def cell_float(row: Row, name: str) -> float | None:
     """The cell of column ``name`` as a finite number (None when blank).
 
     Raises:
@@ -101,7 +100,7 @@ def cell_float(row: Mapping[str, object], name: str) -> float | None:
     if v is None:
         return None
     try:
-        f = float(v)  # type: ignore[arg-type]
+        f = float(v)
     except (TypeError, ValueError):
         raise RowError(f"{name}: {v!r} is not a number") from None
     if not math.isfinite(f):
@@ -109,7 +108,7 @@ def cell_float(row: Mapping[str, object], name: str) -> float | None:
     return f
 
 
-def cell_int(row: Mapping[str, object], name: str) -> int | None:
+def cell_int(row: Row, name: str) -> int | None:
     """The cell of column ``name`` as a whole number (None when blank).
 
     Raises:
@@ -123,5 +122,5 @@ def cell_int(row: Mapping[str, object], name: str) -> int | None:
     return int(f)
 
 
-__all__ = ["PreparedRow", "RowError", "SkippedRow", "cell", "cell_float", "cell_int",
-           "cell_text", "is_blank", "source_of"]
+__all__ = ["PreparedRow", "Row", "RowError", "SkippedRow", "cell", "cell_float", "cell_int",
+           "is_blank", "source_of"]

@@ -65,8 +65,10 @@ from importlib import resources
 from pathlib import Path
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any, TextIO
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from hwspecs import HardwareSpecError, list_hardware, load_hardware
@@ -74,7 +76,7 @@ from hwspecs import HardwareSpecError, list_hardware, load_hardware
 from .api import evaluate_training, stack_training_inputs
 from .config import ConfigError, TrainingConfig, resolve
 from .infer_api import predict_inference_rows
-from .measurements import (PreparedRow, RowError, SkippedRow, cell, cell_float, cell_int,
+from .measurements import (PreparedRow, Row, RowError, SkippedRow, cell, cell_float, cell_int,
                            source_of)
 from .models import ModelSpec, ModelSpecError, get_model
 from .params import Params, load_params
@@ -117,7 +119,7 @@ INFERENCE_REASON = "inference rows: not predicted by the training model"
 #:   learned position embeddings and biases (the published ``n_params_b`` grows by ``hidden``
 #:   per token of ``seq_len`` and matches ``bias=True, position='learned'`` to 4 digits), with
 #:   ``max_seq_len = seq_len``.
-SOURCE_DEFAULTS: dict[str, dict] = {
+SOURCE_DEFAULTS: dict[str, dict[str, Any]] = {
     "NAR21": {"flash_attention": False},
     "MLM22": {"flash_attention": False},
     "MPT": {"flash_attention": True, "arch": {"position": "learned", "bias": True},
@@ -156,7 +158,8 @@ FLOPS_CONVENTIONS = ("model", "hardware", "megatron_sc21")
 
 
 # ----------------------------------------------------------------------------- metric formulas
-def nar21_flops(batch, seq, layers, hidden, vocab):
+def nar21_flops(batch: npt.ArrayLike, seq: npt.ArrayLike, layers: npt.ArrayLike,
+                hidden: npt.ArrayLike, vocab: npt.ArrayLike) -> npt.NDArray[np.float64]:
     """FLOPs per step as Narayanan et al. count them (with full activation recomputation).
 
     ``F = 96 * B * s * l * h^2 * (1 + s/(6h) + V/(16 l h))``.
@@ -177,7 +180,9 @@ def nar21_flops(batch, seq, layers, hidden, vocab):
     return 96.0 * B * s * l * h**2 * (1.0 + s / (6.0 * h) + V / (16.0 * l * h))
 
 
-def llm_foundry_flops_per_token(n_params, layers, hidden, seq, recompute: str = "none"):
+def llm_foundry_flops_per_token(n_params: npt.ArrayLike, layers: npt.ArrayLike,
+                                hidden: npt.ArrayLike, seq: npt.ArrayLike,
+                                recompute: str = "none") -> npt.NDArray[np.float64]:
     """Model FLOPs per token as llm-foundry's benchmark README counts them.
 
     MFU: ``6*N + 12*L*h*s`` (``3 * (2N + 4*L*h*s)``: dense matmuls and attention, no norms or
@@ -238,6 +243,8 @@ def metric_factor(row: PreparedRow) -> tuple[float, float]:
         RowError: unknown metric.
     """
     cfg, m, hw = row.config, row.model, row.hardware
+    # a prepared row's configuration is resolved: every derived field is set
+    assert cfg.global_batch is not None and cfg.seq_len is not None and cfg.num_gpus is not None
     B, s, n = float(cfg.global_batch), float(cfg.seq_len), float(cfg.num_gpus)
     peak = hw.peak(cfg.dtype)
     tokens = B * s
@@ -299,7 +306,7 @@ def builtin_measurements() -> Path:
     return path
 
 
-def load_measurements(path: str | os.PathLike | None = None) -> pd.DataFrame:
+def load_measurements(path: str | os.PathLike[str] | TextIO | None = None) -> pd.DataFrame:
     """Read a measurements CSV; every cell as text (parsed per row by :func:`prepare_rows`).
 
     Args:
@@ -423,7 +430,7 @@ def flash_attention_rule(source: str, notes: str | None) -> tuple[bool, str]:
     return True, "default (FlashAttention)"
 
 
-def unmodelled_reason(row: Mapping) -> str | None:
+def unmodelled_reason(row: Row) -> str | None:
     """Why the training model cannot represent a measurement row, or None.
 
     Checked columns (format of ``shared/validation/README.md``): ``experts`` or ``top_k`` > 1,
@@ -463,9 +470,9 @@ def unmodelled_reason(row: Mapping) -> str | None:
     return None
 
 
-def _model_for_row(row: Mapping, source: str, seq: int | None) -> ModelSpec:
+def _model_for_row(row: Row, source: str, seq: int | None) -> ModelSpec:
     exact, flags = preset_for_name(cell(row, "model"))
-    shape = {}
+    shape: dict[str, Any] = {}
     for col, fld in _SHAPE_COLUMNS.items():
         v = cell_int(row, col)
         if v is None:
@@ -495,7 +502,8 @@ def _model_for_row(row: Mapping, source: str, seq: int | None) -> ModelSpec:
         raise RowError(str(exc)) from None
 
 
-def _parallel(row: Mapping, n_gpus: int, defaults: dict) -> tuple[int, int, int | None]:
+def _parallel(row: Row, n_gpus: int, defaults: dict[str, object]
+              ) -> tuple[int, int, int | None]:
     tp, pp, dp = cell_int(row, "tp"), cell_int(row, "pp"), cell_int(row, "dp")
     if tp is None and pp is None:
         if dp is not None and dp == n_gpus:
@@ -504,6 +512,7 @@ def _parallel(row: Mapping, n_gpus: int, defaults: dict) -> tuple[int, int, int 
         raise RowError("parallel config not stated (tp and pp blank)")
     if tp is None or pp is None:
         known, other = ("tp", tp) if tp is not None else ("pp", pp)
+        assert other is not None  # one of tp, pp is stated
         missing = "pp" if known == "tp" else "tp"
         if dp is None or n_gpus % (other * dp):
             raise RowError(f"{missing}: blank and not derivable ({known}={other}, "
@@ -514,7 +523,7 @@ def _parallel(row: Mapping, n_gpus: int, defaults: dict) -> tuple[int, int, int 
     return tp, pp, dp
 
 
-def _prepare_one(row: Mapping) -> PreparedRow:
+def _prepare_one(row: Row) -> PreparedRow:
     case_id = str(row.get("case_id") or "")
     source = source_of(case_id)
     metric = cell(row, "metric")
@@ -539,10 +548,12 @@ def _prepare_one(row: Mapping) -> PreparedRow:
     except HardwareSpecError:
         raise RowError(f"unknown hardware {hw_id!r} (known: {', '.join(list_hardware())})"
                        ) from None
-    defaults: dict = {}
+    defaults: dict[str, object] = {}
     n_gpus = cell_int(row, "n_gpus")
-    if n_gpus is None and None not in (cell_int(row, "tp"), cell_int(row, "pp"), cell_int(row, "dp")):
-        n_gpus = cell_int(row, "tp") * cell_int(row, "pp") * cell_int(row, "dp")
+    stated = (cell_int(row, "tp"), cell_int(row, "pp"), cell_int(row, "dp"))
+    if n_gpus is None and stated[0] is not None and stated[1] is not None \
+            and stated[2] is not None:
+        n_gpus = stated[0] * stated[1] * stated[2]
         defaults["n_gpus"] = "tp*pp*dp"
     if n_gpus is None or n_gpus <= 0:
         raise RowError("n_gpus: blank or not positive")
@@ -553,8 +564,8 @@ def _prepare_one(row: Mapping) -> PreparedRow:
     if dp is None:
         defaults["dp"] = "n_gpus/(tp*pp)"
 
-    def opt(name, default, conv=cell_int):
-        v = conv(row, name)
+    def opt(name: str, default: int) -> int:
+        v = cell_int(row, name)
         if v is None:
             defaults[name] = default
             return default
@@ -775,13 +786,13 @@ def split_by_params(prepared: Sequence[PreparedRow], params: Params
 
 
 # ----------------------------------------------------------------------------- summary
-def mape(errors_pct) -> float:
+def mape(errors_pct: npt.ArrayLike) -> float:
     """Mean absolute percentage error of signed errors in percent (NaN when empty)."""
     e = np.abs(np.asarray(errors_pct, dtype=np.float64))
     return float(e.mean()) if e.size else float("nan")
 
 
-def summarize(rows: pd.DataFrame, skipped: Sequence[SkippedRow] = ()) -> dict:
+def summarize(rows: pd.DataFrame, skipped: Sequence[SkippedRow] = ()) -> dict[str, Any]:
     """MAPE per (source, metric), per source and overall, plus counts.
 
     ``mape_pct`` and ``max_abs_error_pct`` are over the ``train`` rows (the training model's
@@ -799,7 +810,7 @@ def summarize(rows: pd.DataFrame, skipped: Sequence[SkippedRow] = ()) -> dict:
         rows = rows.assign(workload="train")
     train = rows[rows["workload"] == "train"]
     infer = rows[rows["workload"] != "train"]
-    out: dict = {"n_predicted": int(len(rows)), "n_skipped": len(skipped),
+    out: dict[str, Any] = {"n_predicted": int(len(rows)), "n_skipped": len(skipped),
                  "mape_pct": mape(train["error_pct"]) if len(train) else None,
                  "max_abs_error_pct": float(train["error_pct"].abs().max()) if len(train)
                  else None,
@@ -869,12 +880,12 @@ class ValidationReport:
 
     rows: pd.DataFrame
     skipped: list[SkippedRow]
-    summary: dict
+    summary: dict[str, Any]
     params: Params
     path: str = ""
     prepared: list[PreparedRow] = field(default_factory=list, repr=False)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """JSON-ready: ``{"rows": [{case_id, source, metric, workload, measured, predicted,
         error_pct, pred_lo, pred_hi}...], "summary": {...}, "skipped": [{case_id, reason}...]}``
         (NaN becomes null)."""
@@ -886,7 +897,7 @@ class ValidationReport:
                 "skipped": [{"case_id": s.case_id, "reason": s.reason} for s in self.skipped]}
 
 
-def _jsonable(v):
+def _jsonable(v: Any) -> Any:
     if isinstance(v, dict):
         return {k: _jsonable(x) for k, x in v.items()}
     if isinstance(v, (list, tuple)):
@@ -918,7 +929,8 @@ def validate_frame(df: pd.DataFrame, params: Params, path: str = "",
     return ValidationReport(rows, skipped, summarize(rows, skipped), params, path, prepared)
 
 
-def validate_file(path: str | os.PathLike | None = None, params: Params | str | os.PathLike | None = None,
+def validate_file(path: str | os.PathLike[str] | None = None,
+                  params: Params | str | os.PathLike[str] | None = None,
                   intervals: bool = True, level: float = 0.9,
                   inference: bool = True) -> ValidationReport:
     """Validate the model against a measurements file.
