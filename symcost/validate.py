@@ -13,8 +13,8 @@ them when no file is given.
 A row that cannot be predicted is never dropped silently: :func:`prepare_rows` returns it with
 the reason (inference workload, unknown hardware or metric, parallel layout not stated,
 malformed value, invalid configuration, ...). Serve/prefill rows go to the inference model
-through :func:`predict_inference_hook` when it is available (``symcost.infer_api``); their
-conventions are documented there, and the summary keeps the training MAPE (train rows) apart.
+through :func:`predict_inference_hook` (:func:`symcost.infer_api.predict_inference_rows`);
+their conventions are documented there, and the summary keeps the training MAPE (train rows) apart.
 
 Defaults for blank fields (the format: "blank means the source does not say"):
 
@@ -839,12 +839,11 @@ def summarize(rows: pd.DataFrame, skipped: Sequence[SkippedRow] = ()) -> dict[st
 
 def predict_inference_hook(df: pd.DataFrame, params: Params
                            ) -> tuple[pd.DataFrame | None, list[SkippedRow]]:
-    """Serve/prefill rows through the inference model, when it offers a row predictor.
+    """Serve/prefill rows through the inference model.
 
-    Hook: uses ``symcost.infer_api.predict_inference_rows(df, params)`` (owned by the
-    inference model; its conventions are documented there). Returns ``(None, [])`` when that
-    function does not exist or the file has no serve/prefill rows; the training-side
-    validation then lists those rows as skipped with :data:`INFERENCE_REASON`.
+    Uses :func:`symcost.infer_api.predict_inference_rows` (owned by the inference model; its
+    conventions are documented there). Returns ``(None, [])`` when the file has no
+    serve/prefill rows.
 
     Returns:
         ``(rows, skipped)``: predictions with the columns of :func:`predict_rows` that apply

@@ -121,6 +121,20 @@ def test_cli_explain_list_and_latex():
     assert bad.exit_code == 2 and "unknown formula" in bad.output
 
 
+def test_cli_explain_keeps_field_names():
+    """``--keep tp,layers,zero``: the field vocabulary, as the configuration options use it."""
+    from symcost.cli import app
+
+    args = ["--model", GPT3[0], "--hardware", GPT3[1], "--num-gpus", "1024", "--tp", "8",
+            "--pp", "16", "--global-batch", "1536", "--recompute", "full", "--zero", "1"]
+    res = RUNNER.invoke(app, ["explain", "step_time", "--keep", "tp,layers,zero", *args])
+    assert res.exit_code == 0, res.output
+    same = RUNNER.invoke(app, ["explain", "step_time", "--keep", "tp,n_layers,zero_stage",
+                               *args])
+    assert same.exit_code == 0 and res.output == same.output
+    assert "n_layers" in res.output and "zero_stage" in res.output
+
+
 # ----------------------------------------------------------------------------- bottleneck
 def test_split_roofline_rule():
     c, m = S.hidden / S.peak_flops_16, S.hidden / S.hbm_bw
