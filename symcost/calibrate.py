@@ -399,7 +399,7 @@ def transfer_missing(params: Params, have: Sequence[str], want: Sequence[str]
     ``provenance.fitted_parameters`` are copied from the first generation of
     :data:`TRANSFER_FROM` that is in ``have`` (all other parameters keep their values), with
     that generation's residual sigma. The copy carries no covariance: every copied parameter
-    gets the prior uncertainty (:data:`PRIOR_REL_SD`) in :func:`row_intervals`.
+    gets the prior uncertainty (:data:`PRIOR_REL_SD`) in :func:`symcost.uncertainty.row_intervals`.
 
     Returns:
         ``(params, transferred)`` with ``transferred`` mapping target -> source generation

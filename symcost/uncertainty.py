@@ -90,7 +90,7 @@ def log_step_time_jacobian(inputs: Mapping[str, npt.ArrayLike], wrt: Sequence[st
 
     Args:
         inputs: symbol name -> array ``(n,)`` for every input of the training model (as from
-            :func:`symcost.validate.stack_inputs`).
+            :func:`symcost.api.stack_training_inputs`).
         wrt: names of input symbols to differentiate by (usually efficiency parameters).
 
     Returns:

@@ -722,7 +722,7 @@ def predict_rows(prepared: Sequence[PreparedRow], params: Params | None = None,
         prepared: rows from :func:`prepare_rows` (their generations must be in ``params``).
         params: efficiency parameters; the shipped calibration when None.
         intervals: add ``pred_lo``/``pred_hi`` (``level`` prediction interval, see
-            :func:`symcost.calibrate.row_intervals`) where ``params`` carries a covariance for
+            :func:`symcost.uncertainty.row_intervals`) where ``params`` carries a covariance for
             the row's generation (NaN elsewhere).
         level: interval probability.
 
