@@ -36,7 +36,7 @@ import time
 import numpy as np
 
 from symcost import sweep as SW
-from symcost.api import training_model
+from symcost.api import training_inputs_symbols, training_model
 from symcost.config import TrainingConfig
 from symcost.params import load_params
 
@@ -179,7 +179,7 @@ def scalar_loop(n: int, cols: dict) -> tuple[float, np.ndarray]:
 
     plan, base = _plan_and_base()
     exprs = training_expressions()
-    inputs = SW.training_inputs_symbols()
+    inputs = training_inputs_symbols()
     f = sp.lambdify(inputs, [exprs[o] for o in SW.DEFAULT_OUTPUTS],
                     modules=[{"CeilDiv": lambda a, b: math.ceil(a / b)}, "math"], cse=True)
     names = [s.name for s in inputs]

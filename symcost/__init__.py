@@ -9,6 +9,34 @@ This module is the public API. Importing it has no side effects and is cheap: ea
 imported from its module on first use (PEP 562), so ``import symcost`` pulls in neither JAX
 nor pandas.
 
+Layers: a module imports only from the layers below it (``|`` separates modules of one
+layer that do not import each other, ``:`` those that may). The core computes and returns
+data; rendering (tables, colours, plots) lives in ``symcost.cli``, which nothing in the core
+imports; ``optimizers`` sits above the core and uses its public names. No module imports a
+project module inside a function (only jax, pandas, scipy and matplotlib are imported where
+used, to keep ``import symcost`` and ``symcost --help`` light), and no private name is
+imported across modules. Top to bottom::
+
+    symcost.cli
+    optimizers
+    symcost.calibrate | symcost.sweep | symcost.sensitivity | symcost.explain | symcost.roofline
+    symcost.validate | symcost.bottleneck
+    symcost.uncertainty | symcost.infer_api
+    symcost.api
+    symcost.evaluate | symcost.measurements
+    symcost.lower | symcost.config
+    symcost.training : symcost.inference
+    symcost.ops | symcost.models | symcost.params | symcost.rules | symcost.substitution | hwspecs
+    symcost.symbols : symcost.functions : symcost.fields : symcost.schema
+
+From the bottom: the vocabulary (symbols, field table, JSON keys); operator costs, specs,
+parameters, the rule table and formula substitution; the cost assembly (SymPy expressions of
+training and inference); lowering and configuration; evaluation and measurement rows; the
+public training API; inference and prediction intervals; validation and bottleneck
+attribution; the analyses (calibration, sweeps, sensitivity, formulas, rooflines). The list
+is the import-linter contract of ``pyproject.toml``, checked by ``tests/test_layers.py``
+(``benchmarks/import_graph.py`` prints the graph).
+
 Training: :func:`predict_training`, :func:`training_expressions`, :func:`training_model`,
 :func:`evaluate_training`. Inference: :func:`predict_inference`, :func:`roofline_table`,
 :func:`dram_study`. Exploration: :func:`symcost.sweep.sweep`,
@@ -44,11 +72,11 @@ _EXPORTS = {
     # sweeps, sensitivity, attribution, formulas
     "Range": "sweep", "SweepError": "sweep",
     "elasticities": "sensitivity", "SensitivityError": "sensitivity",
-    "ExplainError": "explain",
+    "ExplainError": "substitution",
     # measurements
     "load_measurements": "validate", "validate_file": "validate",
     "MeasurementsError": "validate",
-    "cross_validate": "calibrate", "predict_interval": "calibrate",
+    "cross_validate": "calibrate", "predict_interval": "uncertainty",
     "CalibrationError": "calibrate",
 }
 #: submodules whose main function has the module's name: call ``symcost.sweep.sweep(...)``,

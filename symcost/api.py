@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import sympy as sp
 
 from hwspecs import HardwareSpec, load_hardware
@@ -20,10 +22,11 @@ from .lower import CompiledModel, lower
 from .models import ModelSpec, get_model
 from .params import Params, load_params
 from .schema import keyed, stamp
+from .substitution import formula_with
 from .training import BREAKDOWN, MEMORY, training_expressions
 
 
-def as_model(model: "ModelSpec | str | os.PathLike[str]") -> ModelSpec:
+def as_model(model: ModelSpec | str | os.PathLike[str]) -> ModelSpec:
     """``model`` as a :class:`~symcost.models.ModelSpec`: a spec is returned as is, a string
     is a preset id or alias, or a path to a Hugging Face ``config.json`` / model YAML.
 
@@ -33,7 +36,7 @@ def as_model(model: "ModelSpec | str | os.PathLike[str]") -> ModelSpec:
     return model if isinstance(model, ModelSpec) else get_model(model)
 
 
-def as_hardware(hw: "HardwareSpec | str | os.PathLike[str]") -> HardwareSpec:
+def as_hardware(hw: HardwareSpec | str | os.PathLike[str]) -> HardwareSpec:
     """``hw`` as a :class:`~hwspecs.HardwareSpec`: a spec is returned as is, a string is a
     hardware id or a path to a hardware YAML.
 
@@ -55,21 +58,24 @@ def training_model(precision: str = "float64") -> CompiledModel:
         (in :data:`symcost.symbols.ALL_SYMBOLS` order), outputs as in
         :func:`symcost.training.training_expressions`.
     """
-    return lower(training_expressions(), _training_symbols(), precision)
+    return lower(training_expressions(), training_inputs_symbols(), precision)
 
 
 @functools.lru_cache(maxsize=1)
-def _training_symbols() -> tuple[sp.Symbol, ...]:
+def training_inputs_symbols() -> tuple[sp.Symbol, ...]:
+    """The input symbols of the training model, in :func:`training_model` order
+    (:data:`symcost.symbols.ALL_SYMBOLS` order), without lowering it."""
     return used_symbols(training_expressions().values())
 
 
-def used_symbols(exprs) -> tuple[sp.Symbol, ...]:
+def used_symbols(exprs: Iterable[sp.Expr]) -> tuple[sp.Symbol, ...]:
     """The symbols free in ``exprs``, in :data:`symcost.symbols.ALL_SYMBOLS` order."""
-    free = set().union(*(sp.sympify(e).free_symbols for e in exprs))
+    free: set[sp.Symbol] = set().union(*(sp.sympify(e).free_symbols for e in exprs))
     return tuple(s for s in S.ALL_SYMBOLS if s in free)
 
 
-def training_inputs(model, hardware, config: TrainingConfig,
+def training_inputs(model: ModelSpec | str | os.PathLike[str],
+                    hardware: HardwareSpec | str | os.PathLike[str], config: TrainingConfig,
                     params: Params | None = None) -> dict[str, float]:
     """Bind every input symbol for one configuration (validated).
 
@@ -90,7 +96,37 @@ def training_inputs(model, hardware, config: TrainingConfig,
     return _bind(model, hw, resolve(model, hw, config), params)
 
 
-def merge_config(config: TrainingConfig | None, **config_fields) -> TrainingConfig:
+def stack_training_inputs(configs: Iterable[tuple[ModelSpec | str | os.PathLike[str],
+                                                  HardwareSpec | str | os.PathLike[str],
+                                                  TrainingConfig]],
+                          params: Params | None = None, names: Sequence[str] | None = None
+                          ) -> dict[str, npt.NDArray[np.float64]]:
+    """:func:`training_inputs` of many configurations, stacked into float64 columns.
+
+    Args:
+        configs: ``(model, hardware, config)`` triples, as :func:`training_inputs` takes them.
+        params: efficiency parameters (each configuration takes its GPU generation's set);
+            the shipped calibration when None.
+        names: input names to stack (default: every input of the compiled training model).
+
+    Returns:
+        Mapping input name -> array of shape ``(number of configurations,)``, base units.
+
+    Raises:
+        ConfigError, ModelSpecError, HardwareSpecError: an invalid configuration.
+        ParamsError: ``params`` has no entry for a configuration's GPU generation.
+    """
+    rows = list(configs)
+    names = tuple(names or training_model("float64").input_names)
+    out = {n: np.empty(len(rows), dtype=np.float64) for n in names}
+    for i, (m, hw, cfg) in enumerate(rows):
+        vals = training_inputs(m, hw, cfg, params)
+        for n in names:
+            out[n][i] = vals[n]
+    return out
+
+
+def merge_config(config: TrainingConfig | None, **config_fields: Any) -> TrainingConfig:
     """``config`` with ``config_fields`` applied (a new :class:`TrainingConfig` from the fields
     when ``config`` is None); not validated."""
     if config is None:
@@ -98,8 +134,11 @@ def merge_config(config: TrainingConfig | None, **config_fields) -> TrainingConf
     return config.replace(**config_fields) if config_fields else config
 
 
-def prepare_training(model, hardware, config: TrainingConfig | None = None,
-                     params: Params | None = None, **config_fields):
+def prepare_training(model: ModelSpec | str | os.PathLike[str],
+                     hardware: HardwareSpec | str | os.PathLike[str],
+                     config: TrainingConfig | None = None, params: Params | None = None,
+                     **config_fields: Any
+                     ) -> tuple[ModelSpec, HardwareSpec, TrainingConfig, dict[str, float]]:
     """Specs, validated configuration and symbol bindings for one training configuration.
 
     Args:
@@ -117,7 +156,8 @@ def prepare_training(model, hardware, config: TrainingConfig | None = None,
     return model, hw, cfg, _bind(model, hw, cfg, params)
 
 
-def _bind(model, hw, cfg: TrainingConfig, params: Params | None) -> dict[str, float]:
+def _bind(model: ModelSpec, hw: HardwareSpec, cfg: TrainingConfig,
+          params: Params | None) -> dict[str, float]:
     """Symbol bindings of an already resolved configuration."""
     params = params or load_params()
     values = model_bindings(model)
@@ -138,8 +178,8 @@ class TrainingResult:
     """
 
     values: dict[str, float]
-    model: object
-    hardware: object
+    model: ModelSpec
+    hardware: HardwareSpec
     config: TrainingConfig
     inputs: dict[str, float] = field(repr=False)
 
@@ -165,7 +205,7 @@ class TrainingResult:
         out["total"] = self.values["mem_total"]
         return out
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary keyed by :data:`symcost.schema.OUTPUT_KEYS`: ``step_time_s``,
         ``tokens_per_s``, ``tokens_per_s_per_gpu``, ``mfu``, ``hfu``, ``model_flops`` and
         ``hardware_flops`` (per step), ``params_total``, memory per GPU ``memory_*_bytes``
@@ -184,29 +224,25 @@ class TrainingResult:
         })
 
     def formula(self, name: str = "step_time", keep: tuple[str, ...] | None = None) -> sp.Expr:
-        """The SymPy expression behind output ``name``; symbols not in ``keep`` (names or the
-        aliases of :data:`symcost.explain.KEEP_ALIASES`) are replaced, unrounded, by this
+        """The SymPy expression behind output ``name``; symbols not named in ``keep``
+        (configuration fields such as ``layers``/``zero``, or symbol names; see
+        :func:`symcost.substitution.keep_symbols`) are replaced, unrounded, by this
         configuration's values (all kept when ``keep`` is None).
 
         Raises:
             KeyError: unknown output ``name``.
-            ExplainError: unknown symbol in ``keep``.
+            ExplainError: unknown name in ``keep``.
         """
-        expr = training_expressions()[name]
-        if keep is None:
-            return expr
-        from .explain import _keep_symbols, substitute
-
-        kept = {s.name for s in _keep_symbols(keep)}
-        return substitute(expr, {k: v for k, v in self.inputs.items() if k not in kept})
+        return formula_with(training_expressions()[name], self.inputs, keep)
 
     def _repr_latex_(self) -> str:
         return f"$\\mathrm{{step\\_time}} = {self.step_time:.4g}\\,\\mathrm{{s}}$"
 
 
-def predict_training(model, hardware, config: TrainingConfig | None = None,
-                     params: Params | None = None, precision: str = "float64",
-                     **config_fields) -> TrainingResult:
+def predict_training(model: ModelSpec | str | os.PathLike[str],
+                     hardware: HardwareSpec | str | os.PathLike[str],
+                     config: TrainingConfig | None = None, params: Params | None = None,
+                     precision: str = "float64", **config_fields: Any) -> TrainingResult:
     """Predict one training step.
 
     Args:
@@ -238,8 +274,8 @@ def predict_training(model, hardware, config: TrainingConfig | None = None,
     return TrainingResult(values, model, hw, cfg, inputs)
 
 
-def evaluate_training(inputs: Mapping[str, np.ndarray | float],
-                      precision: str = "float32") -> dict[str, np.ndarray]:
+def evaluate_training(inputs: Mapping[str, npt.ArrayLike],
+                      precision: str = "float32") -> dict[str, npt.NDArray[Any]]:
     """Evaluate the compiled training model on broadcast arrays (no validation).
 
     Rows stream through :func:`symcost.evaluate.evaluate_broadcast` in bucketed chunks, so a

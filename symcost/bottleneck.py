@@ -37,12 +37,20 @@ from __future__ import annotations
 import dataclasses
 import functools
 from dataclasses import dataclass
+from typing import Any
 
 import sympy as sp
 
+from hwspecs import HardwareSpec
+
 from . import symbols as S
 from . import training as T
+from .api import prepare_training, training_inputs_symbols
+from .config import TrainingConfig
+from .lower import CompiledModel, lower
+from .models import ModelSpec
 from .ops import embedding as emb
+from .params import Params
 from .schema import SCHEMA_VERSION
 
 CATEGORIES = ("compute", "memory", "communication", "idle", "overhead")
@@ -116,8 +124,9 @@ def split_roofline(expr: sp.Expr, leaf: str = "memory") -> dict[str, sp.Expr]:
             part = split_roofline(inner[0], leaf)
             return {k: coeff * v for k, v in part.items()}
     if isinstance(expr, sp.Piecewise) and expr.has(sp.Max):
-        parts = [(split_roofline(e, leaf), c) for e, c in expr.args]
-        return {k: sp.Piecewise(*((p[k], c) for p, c in parts)) for k in ("compute", leaf)}
+        branches = [(split_roofline(e, leaf), c) for e, c in expr.args]
+        return {k: sp.Piecewise(*((p[k], c) for p, c in branches))
+                for k in ("compute", leaf)}
     if _is_compute(expr):
         return {"compute": expr, leaf: zero}
     return {"compute": zero, leaf: expr}
@@ -136,7 +145,7 @@ def operator_times() -> dict[str, tuple[sp.Expr, str | None]]:
     Ls = T.layers_per_stage()
     fwd = T.layer_forward_compute()
     bwd = T.layer_backward_compute()
-    selective = T._unfused_forward().scale(1 - S.flash_attn).time  # as in layer_recompute
+    selective = T.unfused_attention_forward().scale(1 - S.flash_attn).time  # as in layer_recompute
     out: dict[str, tuple[sp.Expr, str | None]] = {}
     for op, cost in fwd.items():
         t = cost.time * (1 + T.IS_FULL) + bwd[op].time
@@ -168,10 +177,7 @@ def operator_expressions() -> dict[str, dict[str, sp.Expr]]:
 
 
 @functools.lru_cache(maxsize=1)
-def _compiled():
-    from .lower import lower
-    from .sweep import training_inputs_symbols
-
+def _compiled() -> CompiledModel:
     flat = {f"{op}|{cat}": e for op, parts in operator_expressions().items()
             for cat, e in parts.items()}
     flat["step_time"] = T.training_expressions()["step_time"]
@@ -212,9 +218,9 @@ class Bottleneck:
     step_time: float
     operators: list[OperatorRow]
     categories: dict[str, float]
-    model: object
-    hardware: object
-    config: object
+    model: ModelSpec | None
+    hardware: HardwareSpec | None
+    config: TrainingConfig | None
 
     @property
     def limiter(self) -> OperatorRow:
@@ -229,7 +235,7 @@ class Bottleneck:
         return (f"limited by {top.name} ({top.bound}-bound, {100 * top.share:.1f} % of the "
                 f"step); step time by category: {cats}")
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (the ``bottleneck --json`` object without ``fits``): ``model``,
         ``hardware``, ``config``, ``step_time_s``, ``summary``, ``categories`` (shares) and
         ``operators`` (``time_s``, ``share``, ``bound``, ``parts_s``)."""
@@ -246,7 +252,9 @@ class Bottleneck:
                               for r in self.operators]}
 
 
-def bottleneck(model, hardware, config=None, params=None, **config_fields) -> Bottleneck:
+def bottleneck(model: ModelSpec | str, hardware: HardwareSpec | str,
+               config: TrainingConfig | None = None, params: Params | None = None,
+               **config_fields: Any) -> Bottleneck:
     """Attribute the step time of one configuration to operators and bound categories.
 
     Args:
@@ -261,23 +269,24 @@ def bottleneck(model, hardware, config=None, params=None, **config_fields) -> Bo
     Raises:
         ConfigError, ModelSpecError, HardwareSpecError, ParamsError: invalid input.
     """
-    from .api import prepare_training
-
     m, hw, cfg, inputs = prepare_training(model, hardware, config, params,
                                           **config_fields)
     return attribute(inputs, m, hw, cfg)
 
 
-def attribute(inputs: dict[str, float], model=None, hardware=None, config=None) -> Bottleneck:
+def attribute(inputs: dict[str, float], model: ModelSpec | None = None,
+              hardware: HardwareSpec | None = None, config: TrainingConfig | None = None
+              ) -> Bottleneck:
     """:func:`bottleneck` from symbol bindings (``symcost.api.training_inputs``)."""
     cm = _compiled()
     vals = cm.call_numpy(**{n: inputs[n] for n in cm.input_names})
     step = float(vals["step_time"])
-    rows, cats = [], dict.fromkeys(CATEGORIES, 0.0)
+    rows: list[OperatorRow] = []
+    cats = dict.fromkeys(CATEGORIES, 0.0)
     for op, parts in operator_expressions().items():
         p = {cat: float(vals[f"{op}|{cat}"]) for cat in parts}
         total = sum(p.values())
-        bound = max(p, key=p.get) if total > 0 else "-"
+        bound = max(p, key=lambda c: p[c]) if total > 0 else "-"
         rows.append(OperatorRow(op, total, total / step if step else 0.0, bound, p))
         for cat, v in p.items():
             cats[cat] += v / step if step else 0.0

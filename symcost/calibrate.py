@@ -16,18 +16,13 @@ with :func:`scipy.optimize.least_squares` (trust-region reflective, bounds
 Only :data:`DEFAULT_FIT` is fitted unless asked otherwise; every other parameter keeps its
 starting value (``--params`` or the shipped file).
 
-Uncertainty (standard nonlinear-regression results, e.g. Seber and Wild 1989, "Nonlinear
-Regression", Sec. 2.1 and 5.1): with ``J`` the Jacobian at the optimum over the free parameters
-(those not at a bound), ``s^2 = sum r^2 / (n - k)``, ``cov = s^2 (J^T J)^-1`` and standard
-errors ``sqrt(diag(cov))``. A prediction interval for a new configuration with gradient ``g``
-(``d log t / d theta``) is, in log space, ``log t +- q * sqrt(g^T cov g + v_prior + s^2)``
-with ``q`` the Student-t quantile with ``n - k`` degrees of freedom: the delta method for the
-parameter uncertainty, a prior variance ``v_prior = sum_j (g_j * PRIOR_REL_SD * theta_j)^2``
-for the parameters the data did not determine (on a bound, not identifiable, or copied from
-another generation), and the residual (model) error of the fit, which dominates in-sample.
-Many rows (:func:`row_intervals`) take ``g`` from the JAX Jacobian; one configuration
-(:func:`predict_interval`, ``symcost train --json``) takes it from NumPy central differences
-(:func:`log_step_time_gradient`), which agree to ~1e-8 and need no JAX compile.
+Uncertainty: with ``J`` the Jacobian at the optimum over the free parameters (those not at
+a bound), ``s^2 = sum r^2 / (n - k)``, ``cov = s^2 (J^T J)^-1`` and standard errors
+``sqrt(diag(cov))`` (Seber and Wild 1989, "Nonlinear Regression", Sec. 2.1 and 5.1). The
+prediction intervals built from them (:func:`symcost.uncertainty.row_intervals`,
+:func:`symcost.uncertainty.predict_interval`) and the Jacobian
+(:func:`symcost.uncertainty.log_step_time_jacobian`) live in :mod:`symcost.uncertainty`,
+below :mod:`symcost.validate`, which reports the intervals.
 
 Generations without data: a generation that has no rows in a fit keeps its starting
 parameters; :func:`transfer_missing` copies a fitted generation into one without data (used for
@@ -41,23 +36,30 @@ import functools
 import math
 import os
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
+import numpy.typing as npt
 
-from .params import BOUNDS, PARAM_NAMES, Params, load_params, save_params
+from .api import training_model
+from .measurements import PreparedRow
+from .params import BOUNDS, PARAM_NAMES, Params, load_params, params_from_dict, save_params
+from .uncertainty import PRIOR_REL_SD, CalibrationError, FloatArray, log_step_time_jacobian
+from .validate import (builtin_measurements, load_measurements, metric_factor, predict_rows,
+                       prepare_rows, split_by_params, stack_inputs, summarize)
 
-if TYPE_CHECKING:  # pandas is imported where it is used (predict_interval does not need it)
+# pandas and scipy are imported inside the functions that use them, so that importing this
+# module (and ``symcost --help``) loads neither.
+
+if TYPE_CHECKING:  # for annotations only
     import pandas as pd
 
 __all__ = [
     "DEFAULT_FIT", "TRANSFER_FROM", "CalibrationError", "CalibrationResult", "GenerationFit",
-    "PRIOR_REL_SD", "bound_warnings", "calibrate", "calibrate_rows", "check_output_path", "cross_validate",
-    "interval_sd", "log_step_time_gradient", "log_step_time_jacobian", "predict_interval",
-    "row_intervals", "run_table",
-    "start_params", "transfer_missing", "write_params",
+    "bound_warnings", "calibrate", "calibrate_rows", "check_output_path", "cross_validate",
+    "run_table", "start_params", "transfer_missing", "write_params",
 ]
 
 #: parameters fitted by default (per generation): the achieved fractions of peak of GEMMs
@@ -80,18 +82,6 @@ TRANSFER_FROM: dict[str, tuple[str, ...]] = {
     "blackwell": ("hopper", "ampere"),
     "cdna3": ("hopper", "ampere", "blackwell"),
 }
-
-#: prior relative standard deviation of a parameter the data did not determine (not
-#: identifiable from the rows, on a bound, or copied from another generation): one standard
-#: deviation is 30% of its value. An assumption, used only for prediction intervals.
-PRIOR_REL_SD = 0.3
-
-#: row-count padding for the compiled Jacobian (one compile per padded size).
-_MIN_PAD = 64
-
-
-class CalibrationError(ValueError):
-    """Calibration cannot proceed or did not converge (the message says why); nothing is written."""
 
 
 @dataclass
@@ -147,138 +137,8 @@ class CalibrationResult:
     start: Params | None = None
 
 
-# ----------------------------------------------------------------------------- JAX Jacobian
-@functools.lru_cache(maxsize=8)
-def _jacobian_fn(wrt_idx: tuple[int, ...]):
-    import jax
-    import jax.numpy as jnp
-
-    from .api import training_model
-
-    cm = training_model("float64")
-    step = cm.outputs.index("step_time")
-    idx = jnp.asarray(wrt_idx)
-
-    def log_step(theta, x):
-        x = x.at[idx].set(theta)
-        ls = jnp.log(cm.call_jax(*x)[step])
-        return ls, ls  # (differentiated output, aux value): the model is traced once
-
-    def value_and_jac(theta, x):
-        return jax.jacfwd(lambda th: log_step(th, x), has_aux=True)(theta)
-
-    return jax.jit(jax.vmap(value_and_jac))
-
-
-def log_step_time_jacobian(inputs: Mapping[str, np.ndarray], wrt: Sequence[str]
-                           ) -> tuple[np.ndarray, np.ndarray]:
-    """Log step time and its gradient w.r.t. parameters, for many configurations at once.
-
-    Args:
-        inputs: symbol name -> array ``(n,)`` for every input of the training model (as from
-            :func:`symcost.validate.stack_inputs`).
-        wrt: names of input symbols to differentiate by (usually efficiency parameters).
-
-    Returns:
-        ``(log_t, J)``: ``log_t`` shape ``(n,)`` (log of seconds), ``J`` shape
-        ``(n, len(wrt))`` with ``J[i, j] = d log t_i / d wrt_j`` (per base unit of the
-        parameter). Computed in float64 with ``jax.jacfwd``.
-
-    Raises:
-        KeyError: an input is missing.
-    """
-    import jax
-
-    from .api import training_model
-
-    names = training_model("float64").input_names
-    missing = [n for n in names if n not in inputs]
-    if missing:
-        raise KeyError(f"log_step_time_jacobian: missing inputs {', '.join(missing)}")
-    wrt = tuple(wrt)
-    unknown = [w for w in wrt if w not in names]
-    if unknown:
-        raise KeyError(f"log_step_time_jacobian: {', '.join(unknown)} not inputs of the "
-                       "training model")
-    # one compiled function for every subset of the efficiency parameters
-    eff = tuple(n for n in names if n in PARAM_NAMES)
-    basis = eff if set(wrt) <= set(eff) else wrt
-    idx = tuple(names.index(w) for w in basis)
-    X = np.stack([np.asarray(inputs[n], dtype=np.float64).reshape(-1) for n in names], axis=1)
-    n = X.shape[0]
-    pad = max(_MIN_PAD, 1 << max(0, (n - 1).bit_length()))
-    Xp = np.concatenate([X, np.repeat(X[-1:], pad - n, axis=0)])
-    theta = Xp[:, list(idx)]
-    fn = _jacobian_fn(idx)
-    with jax.enable_x64(True):
-        J, ls = fn(theta, Xp)
-        J, ls = np.asarray(J), np.asarray(ls)
-    cols = [basis.index(w) for w in wrt]
-    return ls[:n], J[:n][:, cols]
-
-
-#: relative step of the central differences of :func:`log_step_time_gradient`.
-FD_REL_STEP = 1e-6
-
-
-def log_step_time_gradient(inputs: Mapping[str, float], wrt: Sequence[str]
-                           ) -> tuple[float, np.ndarray]:
-    """Log step time and its gradient w.r.t. a few parameters, for ONE configuration,
-    without JAX.
-
-    The value is the float64 training model evaluated by NumPy
-    (:meth:`~symcost.lower.CompiledModel.call_numpy`); the gradient is a central difference
-    ``(log t(theta + h e_j) - log t(theta - h e_j)) / (2 h)`` with ``h = FD_REL_STEP * |theta_j|``
-    (``FD_REL_STEP`` times the width of the parameter's :data:`~symcost.params.BOUNDS` when
-    ``theta_j = 0``). All ``1 + 2 * len(wrt)`` points go through one broadcast NumPy call
-    (~ms), where :func:`log_step_time_jacobian` pays a jit compile (~seconds) for the exact
-    derivative. Truncation error O(h^2) and rounding error O(eps / h) keep the relative error
-    near 1e-9 on these smooth-per-branch expressions; at a ``Max`` kink the difference is the
-    mean of the two one-sided slopes.
-
-    Args:
-        inputs: symbol name -> value (base units) for every input of the training model (as
-            from :func:`symcost.api.training_inputs`).
-        wrt: names of input symbols to differentiate by.
-
-    Returns:
-        ``(log_t, g)``: log of the step time in s, and ``g`` shape ``(len(wrt),)`` with
-        ``g[j] = d log t / d wrt_j`` (per base unit of the parameter).
-
-    Raises:
-        KeyError: an input is missing, or a name of ``wrt`` is not an input of the model.
-    """
-    from .api import training_model
-
-    cm = training_model("float64")
-    names = cm.input_names
-    missing = [n for n in names if n not in inputs]
-    if missing:
-        raise KeyError(f"log_step_time_gradient: missing inputs {', '.join(missing)}")
-    wrt = tuple(wrt)
-    unknown = [w for w in wrt if w not in names]
-    if unknown:
-        raise KeyError(f"log_step_time_gradient: {', '.join(unknown)} not inputs of the "
-                       "training model")
-    k = len(wrt)
-    args = {n: float(inputs[n]) for n in names}
-    steps = np.empty(k)
-    for j, w in enumerate(wrt):
-        v = args[w]
-        lo, hi = BOUNDS.get(w, (0.0, 1.0))
-        steps[j] = FD_REL_STEP * (abs(v) if v != 0 else (hi - lo) or 1.0)
-        # point 0 is the centre; points 1+2j and 2+2j move parameter j by +h and -h
-        col = np.full(1 + 2 * k, v)
-        col[1 + 2 * j], col[2 + 2 * j] = v + steps[j], v - steps[j]
-        args[w] = col
-    log_t = np.log(np.asarray(cm.call_numpy(**args)["step_time"], dtype=np.float64)
-                   * np.ones(1 + 2 * k))
-    grad = (log_t[1::2] - log_t[2::2]) / (2 * steps)
-    return float(log_t[0]), grad
-
-
 # ----------------------------------------------------------------------------- runs
-def run_table(prepared) -> pd.DataFrame:
+def run_table(prepared: Sequence[PreparedRow]) -> pd.DataFrame:
     """Group measurement rows into runs and compute each run's implied measured step time.
 
     Args:
@@ -290,8 +150,6 @@ def run_table(prepared) -> pd.DataFrame:
         ``n_rows``, ``first`` (index of its first row in ``prepared``), ``case_ids``.
     """
     import pandas as pd
-
-    from .validate import metric_factor
 
     recs = []
     for i, r in enumerate(prepared):
@@ -341,16 +199,16 @@ def _fit_generation(gen: str, X_inputs: dict[str, np.ndarray], y: np.ndarray,
     hi = np.array([BOUNDS[p][1] for p in fit])
     theta0 = np.clip(theta0, lo, hi)
 
-    def model(theta):
-        inp = dict(X_inputs)
+    def model(theta: FloatArray) -> tuple[FloatArray, FloatArray]:
+        inp: dict[str, npt.ArrayLike] = dict(X_inputs)
         for p, v in zip(fit, theta):
             inp[p] = np.full(n, v)
         ls, J = log_step_time_jacobian(inp, fit)
         return ls - y, J
 
-    cache: dict = {}
+    cache: dict[tuple[float, ...], tuple[FloatArray, FloatArray]] = {}
 
-    def get(theta):
+    def get(theta: npt.ArrayLike) -> tuple[FloatArray, FloatArray]:
         key = tuple(np.asarray(theta, dtype=np.float64))
         if key not in cache:
             cache.clear()
@@ -385,7 +243,7 @@ def _fit_generation(gen: str, X_inputs: dict[str, np.ndarray], y: np.ndarray,
                                f"({', '.join(free)}); need more runs than parameters")
     sel = np.array([fit.index(p) for p in free])
 
-    def full(th):
+    def full(th: FloatArray) -> FloatArray:
         t = theta0.copy()
         t[sel] = th
         return t
@@ -406,7 +264,7 @@ def _fit_generation(gen: str, X_inputs: dict[str, np.ndarray], y: np.ndarray,
                  np.isclose(v, BOUNDS[p][0], rtol=1e-6, atol=1e-12)
                  or np.isclose(v, BOUNDS[p][1], rtol=1e-6, atol=1e-12))
     cov_names = tuple(p for p in free if p not in at_b)
-    cov = np.zeros((0, 0))
+    cov: npt.NDArray[Any] = np.zeros((0, 0))
     stderr: dict[str, float] = {}
     # at the optimum a parameter can stop mattering (e.g. communication no longer exposed):
     # it keeps its fitted value but gets no standard error (reported "not identifiable")
@@ -436,7 +294,7 @@ def _fit_generation(gen: str, X_inputs: dict[str, np.ndarray], y: np.ndarray,
                          math.sqrt(s2), dof, cost0, cost, int(res.nfev), str(res.message))
 
 
-def calibrate_rows(prepared, start: Params | None = None, fit: Sequence[str] = DEFAULT_FIT,
+def calibrate_rows(prepared: Sequence[PreparedRow], start: Params | None = None, fit: Sequence[str] = DEFAULT_FIT,
                    generations: Sequence[str] | None = None) -> CalibrationResult:
     """Fit efficiency parameters per GPU generation to prepared measurement rows.
 
@@ -455,8 +313,6 @@ def calibrate_rows(prepared, start: Params | None = None, fit: Sequence[str] = D
         CalibrationError: no rows, unknown parameter names, no generation could be fitted, or
             a fit did not converge.
     """
-    from .validate import stack_inputs
-
     start = start or load_params()
     fit = _names(fit)
     unknown = [p for p in fit if p not in PARAM_NAMES]
@@ -464,8 +320,6 @@ def calibrate_rows(prepared, start: Params | None = None, fit: Sequence[str] = D
         raise CalibrationError(f"calibrate: --fit: unknown parameter(s) {', '.join(unknown)} "
                                f"(known: {', '.join(PARAM_NAMES)})" if unknown else
                                "calibrate: --fit: no parameters to fit")
-    from .api import training_model
-
     if len(set(fit)) != len(tuple(fit)):
         raise CalibrationError(f"calibrate: --fit: duplicate parameter names ({', '.join(fit)})")
     inert = [p for p in fit if p not in training_model("float64").input_names]
@@ -502,7 +356,7 @@ def calibrate_rows(prepared, start: Params | None = None, fit: Sequence[str] = D
     fitted = {g: tuple(v) for g, v in start.fitted.items()}
     for g, gf in fits.items():
         stderr[g], cov[g], fitted[g] = gf.stderr, gf.covariance.tolist(), gf.fitted
-    prov = dict(start.provenance)
+    prov: dict[str, Any] = dict(start.provenance)
     prov["residual_sigma_log"] = {**dict(prov.get("residual_sigma_log") or {}),
                                   **{g: gf.sigma for g, gf in fits.items()}}
     prov["dof"] = {**dict(prov.get("dof") or {}), **{g: gf.dof for g, gf in fits.items()}}
@@ -545,18 +399,18 @@ def transfer_missing(params: Params, have: Sequence[str], want: Sequence[str]
     ``provenance.fitted_parameters`` are copied from the first generation of
     :data:`TRANSFER_FROM` that is in ``have`` (all other parameters keep their values), with
     that generation's residual sigma. The copy carries no covariance: every copied parameter
-    gets the prior uncertainty (:data:`PRIOR_REL_SD`) in :func:`row_intervals`.
+    gets the prior uncertainty (:data:`PRIOR_REL_SD`) in :func:`symcost.uncertainty.row_intervals`.
 
     Returns:
         ``(params, transferred)`` with ``transferred`` mapping target -> source generation
         (also recorded in ``provenance.transferred_from``).
     """
-    names = list(params.provenance.get("fitted_parameters") or DEFAULT_FIT)
+    names = list(cast(Sequence[str], params.provenance.get("fitted_parameters") or DEFAULT_FIT))
     gens = {g: dict(v) for g, v in params.generations.items()}
     stderr = {g: dict(v) for g, v in params.stderr.items()}
     cov = dict(params.covariance)
     fitted = dict(params.fitted)
-    prov = dict(params.provenance)
+    prov: dict[str, Any] = dict(params.provenance)
     sig = dict(prov.get("residual_sigma_log") or {})
     dof = dict(prov.get("dof") or {})
     moved = dict(prov.get("transferred_from") or {})
@@ -590,178 +444,16 @@ def start_params(params: Params) -> Params:
     sv = params.provenance.get("start_values")
     if not isinstance(sv, Mapping) or not sv:
         return params
-    from .params import params_from_dict
-
     gens = {g: {**params.generations.get(g, {}), **dict(v)} for g, v in sv.items()}
     return params_from_dict({"generations": gens,
                              "provenance": {"data": "start values of "
                                             f"{params.provenance.get('data', 'a calibration')}"}})
 
 
-# ----------------------------------------------------------------------------- intervals
-def _quantile(level: float, dof) -> float:
-    """Student-t quantile of a two-sided ``level`` interval (``scipy.special.stdtrit``, the
-    same function as ``scipy.stats.t.ppf`` without importing ``scipy.stats``, ~0.5 s)."""
-    from scipy.special import stdtrit
-
-    if not 0 < level < 1:
-        raise ValueError("level must be in (0, 1)")
-    return float(stdtrit(max(int(dof or 1000), 1), 0.5 + level / 2))
-
-
-def interval_sd(prepared, params: Params, inputs: Mapping[str, np.ndarray]
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Log step time, its predictive standard deviation and Student-t dof, per row.
-
-    ``var = g_c^T cov g_c + sum_j (g_j * PRIOR_REL_SD * theta_j)^2 + s^2`` where ``g_c`` is
-    ``d log t / d theta`` over the generation's parameters with a covariance
-    (``params.fitted``), the sum runs over the other parameters the calibration meant to fit
-    (``provenance.fitted_parameters``: not identifiable, on a bound, or copied from another
-    generation), and ``s`` is the generation's residual sigma.
-
-    Returns:
-        ``(log_t, sd, dof)``, NaN ``sd`` for rows whose generation was never calibrated.
-    """
-    n = len(prepared)
-    gens = np.array([r.hardware.generation for r in prepared])
-    log_t, sd, dof = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
-    for g in sorted(set(gens)):
-        terms = _uncertainty_terms(params, g)
-        if terms is None:
-            continue
-        idx = np.nonzero(gens == g)[0]
-        sub = {k: np.asarray(v)[idx] for k, v in inputs.items()}
-        ls, J = log_step_time_jacobian(sub, terms.wrt or ("eff_gemm",))
-        log_t[idx], dof[idx] = ls, terms.dof
-        sd[idx] = np.sqrt(_predictive_variance(terms, J[:, :len(terms.wrt)], sub))
-    return log_t, sd, dof
-
-
-@dataclass(frozen=True)
-class _Terms:
-    """What one generation's calibration says about the uncertainty of a prediction."""
-
-    covaried: tuple[str, ...]   # parameters with a covariance (``params.fitted``), its order
-    prior: tuple[str, ...]      # other parameters the calibration meant to fit (prior sd)
-    cov: np.ndarray             # covariance over ``covaried``
-    sigma: float                # residual sd of the log error
-    dof: float                  # Student-t degrees of freedom
-    rel: float                  # prior relative sd
-
-    @property
-    def wrt(self) -> tuple[str, ...]:
-        return self.covaried + self.prior
-
-
-def _uncertainty_terms(params: Params, gen: str) -> _Terms | None:
-    """The uncertainty of generation ``gen`` in ``params``; None when never calibrated."""
-    sig = dict(params.provenance.get("residual_sigma_log") or {})
-    if gen not in sig:
-        return None
-    names_c = tuple(params.fitted.get(gen, ()))
-    want = list(params.provenance.get("fitted_parameters") or ())
-    k = len(names_c)
-    cov = (np.asarray(params.covariance[gen], dtype=np.float64).reshape(k, k) if k
-           else np.zeros((0, 0)))
-    return _Terms(names_c, tuple(p for p in want if p not in names_c), cov, float(sig[gen]),
-                  float(dict(params.provenance.get("dof") or {}).get(gen) or 1000),
-                  float(params.provenance.get("prior_rel_sd", PRIOR_REL_SD)))
-
-
-def _predictive_variance(terms: _Terms, J: np.ndarray, values: Mapping) -> np.ndarray:
-    """``g_c^T cov g_c + sum_j (g_j * rel * theta_j)^2 + s^2`` per row of ``J`` (rows x
-    ``terms.wrt``; ``values`` holds the parameter values, scalars or per-row arrays)."""
-    J = np.atleast_2d(J)
-    k = len(terms.covaried)
-    var = np.full(J.shape[0], terms.sigma ** 2)
-    if k:
-        Jc = J[:, :k]
-        var += np.einsum("ij,jk,ik->i", Jc, terms.cov, Jc)
-    for j, p in enumerate(terms.prior, start=k):
-        var += (J[:, j] * terms.rel * np.asarray(values[p], dtype=np.float64)) ** 2
-    return var
-
-
-def row_intervals(prepared, params: Params, inputs: Mapping[str, np.ndarray] | None = None,
-                  level: float = 0.9) -> tuple[np.ndarray, np.ndarray]:
-    """Prediction interval of the step time of each row: ``log t +- q * sd`` with ``sd`` from
-    :func:`interval_sd` and ``q`` the Student-t quantile of ``level``.
-
-    Args:
-        prepared: rows (see :mod:`symcost.validate`).
-        params: a calibration (``covariance``, ``fitted``, ``provenance.residual_sigma_log``).
-        inputs: stacked inputs of ``prepared`` (computed when None).
-        level: interval probability (0.9: 5% to 95%).
-
-    Returns:
-        ``(lo, hi)`` step times in s, NaN for rows whose generation was never calibrated.
-    """
-    from .validate import stack_inputs
-
-    n = len(prepared)
-    if not n:
-        return np.full(0, np.nan), np.full(0, np.nan)
-    inputs = inputs if inputs is not None else stack_inputs(prepared, params)
-    log_t, sd, dof = interval_sd(prepared, params, inputs)
-    q = np.array([_quantile(level, d) if np.isfinite(d) else np.nan for d in dof])
-    return np.exp(log_t - q * sd), np.exp(log_t + q * sd)
-
-
-def predict_interval(model, hardware, config=None, params: Params | None = None,
-                     level: float = 0.9, **config_fields) -> dict:
-    """A prediction with its ``level`` interval on step time, throughput and MFU.
-
-    Same interval as :func:`row_intervals` (``log t +- q * sd``, ``sd`` as in
-    :func:`interval_sd`), computed for one configuration without JAX: the value by the float64
-    model on NumPy and the gradient by central differences (:func:`log_step_time_gradient`),
-    so ``symcost train --json`` answers in about a second.
-
-    Args:
-        model, hardware, config, config_fields: as :func:`symcost.api.predict_training`.
-        params: a calibration (the shipped defaults are one); None: the shipped defaults.
-        level: interval probability (0.9 gives the 5%-95% interval).
-
-    Returns:
-        ``{"level", "step_time_s": {"value", "lo", "hi"}, "tokens_per_s": {...},
-        "tokens_per_s_per_gpu": {...}, "mfu": {...}}`` (s, tokens/s, fraction). Throughput
-        and MFU are inversely proportional to the step time: their ``lo`` comes from the step
-        time's ``hi``.
-
-    Raises:
-        CalibrationError: the parameters were never calibrated for that GPU generation.
-        ConfigError, ModelSpecError, HardwareSpecError: invalid input.
-    """
-    from .api import as_hardware, as_model, training_inputs, training_model
-    from .api import merge_config
-
-    params = params or load_params()
-    config = merge_config(config, **config_fields)
-    m, hw = as_model(model), as_hardware(hardware)
-    terms = _uncertainty_terms(params, hw.generation)
-    if terms is None:
-        raise CalibrationError(f"predict_interval: the parameters were never calibrated for "
-                               f"GPU generation {hw.generation!r} (run symcost calibrate)")
-    X = training_inputs(m, hw, config, params)
-    cm = training_model("float64")
-    vals = {k: float(v) for k, v in
-            cm.call_numpy(**{n: X[n] for n in cm.input_names}).items()}
-    # one configuration: NumPy central differences over the few fitted parameters, no JAX
-    _, g = log_step_time_gradient(X, terms.wrt)
-    sd = math.sqrt(float(_predictive_variance(terms, g[None, :], X)[0]))
-    q = _quantile(level, terms.dof)
-    t = vals["step_time"]
-    tl, th = t * math.exp(-q * sd), t * math.exp(q * sd)
-    out = {"level": level, "step_time_s": {"value": t, "lo": tl, "hi": th}}
-    for name, val in (("tokens_per_s", vals["tokens_per_s"]),
-                      ("tokens_per_s_per_gpu", vals["tokens_per_s"] / vals["num_gpus"]),
-                      ("mfu", vals["mfu"])):
-        out[name] = {"value": val, "lo": val * t / th, "hi": val * t / tl}
-    return out
-
-
 # ----------------------------------------------------------------------------- cross-validation
-def cross_validate(prepared, start: Params | None = None, fit: Sequence[str] = DEFAULT_FIT,
-                   level: float = 0.9, group=None) -> pd.DataFrame:
+def cross_validate(prepared: Sequence[PreparedRow], start: Params | None = None,
+                   fit: Sequence[str] = DEFAULT_FIT, level: float = 0.9,
+                   group: Callable[[PreparedRow], Any] | None = None) -> pd.DataFrame:
     """Leave-one-group-out cross-validation (default group: the source).
 
     For each group, fit on every other group starting from ``start`` and predict the held-out
@@ -786,8 +478,6 @@ def cross_validate(prepared, start: Params | None = None, fit: Sequence[str] = D
         ``""``; its rows then have NaN predictions).
     """
     import pandas as pd
-
-    from .validate import predict_rows
 
     start = start or start_params(load_params())
     group = group or (lambda r: r.source)
@@ -818,7 +508,7 @@ def cross_validate(prepared, start: Params | None = None, fit: Sequence[str] = D
 
 def _only_generations(params: Params, keep: set[str]) -> Params:
     """Only generations fitted (or transferred) in this fold carry an uncertainty."""
-    prov = dict(params.provenance)
+    prov: dict[str, Any] = dict(params.provenance)
     prov["residual_sigma_log"] = {g: v for g, v in (prov.get("residual_sigma_log") or {}).items()
                                   if g in keep}
     return Params(params.generations, prov,
@@ -828,7 +518,7 @@ def _only_generations(params: Params, keep: set[str]) -> Params:
 
 
 # ----------------------------------------------------------------------------- files
-def check_output_path(path: str | os.PathLike) -> None:
+def check_output_path(path: str | os.PathLike[str]) -> None:
     """Check, before any computation, that a parameter file can be written at ``path``.
 
     Args:
@@ -856,7 +546,7 @@ def _default_file_mode() -> int:
     return 0o666 & ~mask
 
 
-def write_params(params: Params, path: str | os.PathLike) -> None:
+def write_params(params: Params, path: str | os.PathLike[str]) -> None:
     """Write ``params`` atomically (temporary file, then rename): on any error the previous
     file at ``path`` is untouched.
 
@@ -869,7 +559,7 @@ def write_params(params: Params, path: str | os.PathLike) -> None:
             written (:func:`check_output_path`).
         ParamsError: a value is out of range.
     """
-    def finite(x) -> bool:
+    def finite(x: object) -> bool:
         if isinstance(x, Mapping):
             return all(finite(v) for v in x.values())
         if isinstance(x, (list, tuple, np.ndarray)):
@@ -909,7 +599,8 @@ _HEADER = ("# Efficiency parameters per GPU generation (base units: fractions, s
            "# date and command; stderr/covariance/fitted describe the fit's uncertainty.\n")
 
 
-def calibrate(path: str | os.PathLike | None = None, start: Params | str | os.PathLike | None = None,
+def calibrate(path: str | os.PathLike[str] | None = None,
+              start: Params | str | os.PathLike[str] | None = None,
               fit: Sequence[str] = DEFAULT_FIT, command: str | None = None,
               transfer_to: Sequence[str] = ()) -> CalibrationResult:
     """Calibrate on a measurements file (no file is written; see :func:`write_params`).
@@ -932,9 +623,6 @@ def calibrate(path: str | os.PathLike | None = None, start: Params | str | os.Pa
         MeasurementsError: unusable file.
         CalibrationError: nothing predictable, too few rows, no convergence.
     """
-    from .validate import (builtin_measurements, load_measurements, predict_rows, prepare_rows,
-                           split_by_params, summarize)
-
     if path is None:
         path = builtin_measurements()
     if start is None or isinstance(start, (str, os.PathLike)):
@@ -956,7 +644,7 @@ def calibrate(path: str | os.PathLike | None = None, start: Params | str | os.Pa
     params, moved = transfer_missing(res.params, list(res.fits), list(transfer_to))
     before = summarize(predict_rows(prepared, start, intervals=False))
     after = summarize(predict_rows(prepared, params, intervals=False))
-    prov = dict(params.provenance)
+    prov: dict[str, Any] = dict(params.provenance)
     prov.update({
         "data": str(path),
         "date": _dt.date.today().isoformat(),
@@ -975,7 +663,8 @@ def calibrate(path: str | os.PathLike | None = None, start: Params | str | os.Pa
                              "calibration chain (the start of cross-validation folds)",
         "not_fitted": dict(res.not_fitted),
     })
-    root = {g: dict(v) for g, v in dict(start.provenance.get("start_values") or {}).items()}
+    root = {g: dict(v) for g, v in
+            dict(cast(Mapping[str, Any], start.provenance.get("start_values") or {})).items()}
     for g, vals in start.generations.items():
         root.setdefault(g, {})
         for p in fit:
@@ -993,7 +682,7 @@ def _names(value: str | Sequence[str]) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _mape_dict(summary: dict) -> dict:
+def _mape_dict(summary: dict[str, Any]) -> dict[str, float]:
     out = {"overall": round(float(summary["mape_pct"]), 3)}
     for s in summary["by_source"]:
         out[s["source"]] = round(float(s["mape_pct"]), 3)

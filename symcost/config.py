@@ -12,18 +12,16 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from hwspecs import HardwareSpec
 
 from . import rules as R
 from . import symbols as S
 from .fields import (ACT_DTYPES, DTYPE_BYTES, INFERENCE_FIELDS, INT4_GROUP, KV_DTYPES,
                      RECOMPUTE_MODES, TRAINING_FIELDS, WEIGHT_DTYPES, ConfigError, coerce,
                      encode, model_parallel_size)
-
-if TYPE_CHECKING:  # pragma: no cover
-    from hwspecs import HardwareSpec
-
-    from .models import ModelSpec
+from .models import ModelSpec
 
 #: training GEMM dtypes (the choices of the ``dtype`` field).
 DTYPES = tuple(TRAINING_FIELDS["dtype"].choices or ())

@@ -25,6 +25,9 @@ import numpy.typing as npt
 
 from .lower import CompiledModel
 
+# jax is imported inside the functions that use it, so that importing this module (and
+# ``symcost --help``) does not load it.
+
 #: rows per compiled call: the small size when the rows fit in it (a handful of
 #: configurations, a float64 re-check, a SciPy population), else the large one.
 CHUNK_SIZES: tuple[int, ...] = (2**12, 2**16)

@@ -11,41 +11,29 @@ a :class:`Formula` that prints as text, LaTeX, or displays itself in a notebook
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import sympy as sp
 
-from . import symbols as S
+from hwspecs import HardwareSpec
 
-if TYPE_CHECKING:  # for annotations only; not imported at run time
-    import os
+from .api import prepare_training
+from .bottleneck import operator_times
+from .config import TrainingConfig
+from .models import ModelSpec
+from .params import Params
+from .substitution import DIGITS, ExplainError, keep_symbols, substitute
+from .training import training_expressions
 
-    from hwspecs import HardwareSpec
-
-    from .config import TrainingConfig
-    from .models import ModelSpec
-    from .params import Params
-
-#: other names accepted in ``keep`` -> symbol name.
-KEEP_ALIASES = {"layers": "n_layers", "heads": "n_heads", "kv_heads": "n_kv_heads",
-                "zero": "zero_stage", "sp": "sp_on", "flash_attention": "flash_attn"}
-#: significant digits of substituted numbers in printed formulas.
-DIGITS = 4
 #: widest 2-D pretty form :meth:`Formula.text` prints (else one line).
 PRETTY_WIDTH = 160
 
 
-class ExplainError(ValueError):
-    """Unknown formula name or symbol; the message lists what is known."""
-
-
 def formula_names() -> dict[str, list[str]]:
     """Names :func:`explain` accepts: ``{"outputs": [...], "operators": [...]}``."""
-    from .bottleneck import operator_times
-    from .training import training_expressions
-
     return {"outputs": list(training_expressions()), "operators": list(operator_times())}
 
 
@@ -55,9 +43,6 @@ def expression(name: str) -> sp.Expr:
     Raises:
         ExplainError: unknown name.
     """
-    from .bottleneck import operator_times
-    from .training import training_expressions
-
     exprs = training_expressions()
     if name in exprs:
         return exprs[name]
@@ -68,17 +53,6 @@ def expression(name: str) -> sp.Expr:
     raise ExplainError(f"name: unknown formula {name!r}; outputs: "
                        f"{', '.join(known['outputs'])}; operators: "
                        f"{', '.join(known['operators'])}")
-
-
-def _keep_symbols(keep: Sequence[str]) -> list[sp.Symbol]:
-    out = []
-    for k in keep:
-        k2 = KEEP_ALIASES.get(k.strip(), k.strip())
-        if k2 not in S.REGISTRY:
-            raise ExplainError(f"keep: unknown symbol {k!r}; known: {', '.join(S.REGISTRY)}"
-                               f" (aliases: {', '.join(KEEP_ALIASES)})")
-        out.append(S.REGISTRY[k2].symbol)
-    return out
 
 
 @dataclass
@@ -152,33 +126,6 @@ _OUTPUT_UNITS = {"tokens_per_s": "tokens/s", "mfu": "1", "hfu": "1", "flops_mode
                  "mem_headroom": "bytes"}
 
 
-def substitute(expr: sp.Expr, values: dict[str, float], keep: Sequence[str] = ()) -> sp.Expr:
-    """``expr`` with every symbol not in ``keep`` replaced by ``values`` (by symbol name),
-    numbers rounded to :data:`DIGITS` significant digits.
-
-    Mode flags are substituted exactly (integers), so ``Piecewise`` branches on them
-    resolve; other values become Floats.
-
-    Raises:
-        ExplainError: unknown symbol in ``keep``.
-    """
-    kept = set(_keep_symbols(keep))
-    subs = {}
-    for s in expr.free_symbols:
-        if s in kept or s.name not in values:
-            continue
-        v = values[s.name]
-        subs[s] = sp.Integer(int(v)) if float(v).is_integer() and abs(v) < 2**53 else \
-            sp.Float(v, 15)
-    out = expr.xreplace(subs)
-    if not kept:
-        return out
-    out = out.evalf(DIGITS)
-    # 2.0*tp - 2.0 -> 2*tp - 2: small integral floats print as integers
-    return out.xreplace({f: sp.Integer(int(f)) for f in out.atoms(sp.Float)
-                         if float(f).is_integer() and abs(f) < 1e4})
-
-
 def explain(name: str, model: ModelSpec | str | os.PathLike[str],
             hardware: HardwareSpec | str | os.PathLike[str],
             config: TrainingConfig | None = None, params: Params | None = None,
@@ -192,7 +139,9 @@ def explain(name: str, model: ModelSpec | str | os.PathLike[str],
         hardware: :class:`~hwspecs.HardwareSpec` or hardware id / YAML path.
         config: :class:`~symcost.config.TrainingConfig`, or its fields as keywords.
         params: efficiency parameters; the shipped calibration when None.
-        keep: symbol names (or aliases ``layers``, ``heads``, ...) to leave free.
+        keep: names to leave free: configuration fields (``tp``, ``layers``, ``zero``, ...;
+            each stands for the symbol it binds) or symbols (``n_layers``, ``hbm_bw``, ...);
+            see :func:`symcost.substitution.keep_symbols`.
 
     Returns:
         :class:`Formula`; with ``keep`` empty, the formula is the number itself.
@@ -201,11 +150,9 @@ def explain(name: str, model: ModelSpec | str | os.PathLike[str],
         ExplainError: unknown name or symbol.
         ConfigError, ModelSpecError, HardwareSpecError, ParamsError: invalid configuration.
     """
-    from .api import prepare_training
-
     expr = expression(name)
     keep = tuple(dict.fromkeys(k.strip() for k in keep if k.strip()))
-    _keep_symbols(keep)
+    kept = {s.name for s in keep_symbols(keep)}
     m, hw, cfg, values = prepare_training(model, hardware, config, params,
                                           **config_fields)
     full = substitute(expr, values, ())
@@ -216,7 +163,7 @@ def explain(name: str, model: ModelSpec | str | os.PathLike[str],
     out = substitute(expr, values, keep) if keep else sp.Float(value, DIGITS) \
         if value is not None else full
     return Formula(name, out, keep, value, _unit(name),
-                   {k: v for k, v in values.items() if k not in keep})
+                   {k: v for k, v in values.items() if k not in kept})
 
 
 __all__ = ["ExplainError", "Formula", "explain", "expression", "formula_names", "substitute"]

@@ -33,11 +33,13 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 import sympy as sp
 
-from hwspecs import format_bytes
+from hwspecs import HardwareSpec, HardwareSpecError, format_bytes, list_hardware, load_hardware
 
 from . import symbols as S
 from .api import as_hardware, as_model, used_symbols
@@ -49,8 +51,16 @@ from .inference import (DECODE_BREAKDOWN, PREFILL_BREAKDOWN, STAGE_TERMS, TTFT_I
                         inference_expressions)
 from .evaluate import evaluate_broadcast
 from .lower import CompiledModel, lower
+from .measurements import Row, RowError, cell, cell_float, cell_int, source_of
+from .models import ModelSpec, ModelSpecError, get_model
 from .params import Params, load_params
 from .schema import keyed, stamp
+from .substitution import formula_with
+
+# pandas is imported inside the function that uses it, so that importing this module (and
+# ``symcost --help``) does not load it.
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["ACT_DTYPES", "DTYPE_BYTES", "INT4_GROUP", "KV_DTYPES", "WEIGHT_DTYPES",
            "InferenceConfig", "InferenceConfigError", "InferenceResult", "evaluate_inference",
@@ -75,8 +85,9 @@ def inference_model(precision: str = "float64") -> CompiledModel:
     return lower(exprs, used_symbols(exprs.values()), precision)
 
 
-def inference_inputs(model, hardware, config: InferenceConfig,
-                     params: Params | None = None) -> dict[str, float]:
+def inference_inputs(model: ModelSpec | str, hardware: HardwareSpec | str,
+                     config: InferenceConfig, params: Params | None = None
+                     ) -> dict[str, float]:
     """Bind every input symbol of the inference model for one request (validated).
 
     Returns:
@@ -89,9 +100,11 @@ def inference_inputs(model, hardware, config: InferenceConfig,
     return _bind_inputs(model, hw, resolve_inference(model, hw, config), params)
 
 
-def _bind_inputs(model, hw, cfg: InferenceConfig, params: Params | None) -> dict[str, float]:
+def _bind_inputs(model: ModelSpec, hw: HardwareSpec, cfg: InferenceConfig,
+                 params: Params | None) -> dict[str, float]:
     """:func:`inference_inputs` for specs and an already resolved ``cfg``."""
     params = params or load_params()
+    assert cfg.act_dtype is not None  # resolved: every dtype is set
     values = model_bindings(model)
     values.update(inference_hardware_bindings(hw, cfg.act_dtype))
     values.update(params.for_generation(hw.generation))
@@ -115,8 +128,8 @@ class InferenceResult:
     """
 
     values: dict[str, float]
-    model: object
-    hardware: object
+    model: ModelSpec
+    hardware: HardwareSpec
     config: InferenceConfig
     inputs: dict[str, float] = field(repr=False)
 
@@ -160,7 +173,7 @@ class InferenceResult:
         names = {"prefill": PREFILL_BREAKDOWN, "decode": DECODE_BREAKDOWN}[phase]
         return {k: self.values[n] for k, n in zip(STAGE_TERMS, names)}
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary keyed by :data:`symcost.schema.OUTPUT_KEYS` (the ``infer --json``
         object): ``ttft_s``, ``tpot_s``, ``e2e_latency_s``, ``throughput_tokens_per_s``
         (continuous batching), ``throughput_static_tokens_per_s``, memory per GPU
@@ -187,23 +200,18 @@ class InferenceResult:
         })
 
     def formula(self, name: str = "tpot", keep: tuple[str, ...] | None = None) -> sp.Expr:
-        """The SymPy expression behind output ``name``; symbols not in ``keep`` (symbol names
-        or the aliases of :data:`symcost.explain.KEEP_ALIASES`) are replaced by this
-        request's values, unrounded (all kept when ``keep`` is None). Substitution is
-        structural (:func:`symcost.explain.substitute`, ``xreplace``), so mode flags select
-        their ``Piecewise`` branch.
+        """The SymPy expression behind output ``name``; symbols not named in ``keep``
+        (configuration fields such as ``layers``/``batch``, or symbol names; see
+        :func:`symcost.substitution.keep_symbols`) are replaced by this request's values,
+        unrounded (all kept when ``keep`` is None). Substitution is structural
+        (:func:`symcost.substitution.substitute`, ``xreplace``), so mode flags select their
+        ``Piecewise`` branch.
 
         Raises:
             KeyError: unknown output ``name``.
-            ExplainError: unknown symbol in ``keep``.
+            ExplainError: unknown name in ``keep``.
         """
-        from .explain import _keep_symbols, substitute
-
-        expr = inference_expressions()[name]
-        if keep is None:
-            return expr
-        kept = {s.name for s in _keep_symbols(keep)}
-        return substitute(expr, {k: v for k, v in self.inputs.items() if k not in kept})
+        return formula_with(inference_expressions()[name], self.inputs, keep)
 
 
 def memory_error(result: InferenceResult) -> InferenceConfigError | None:
@@ -227,9 +235,10 @@ def memory_error(result: InferenceResult) -> InferenceConfigError | None:
     return None
 
 
-def predict_inference(model, hardware, config: InferenceConfig | None = None,
-                      params: Params | None = None, precision: str = "float64", *,
-                      check_memory: bool = True, **config_fields) -> InferenceResult:
+def predict_inference(model: ModelSpec | str, hardware: HardwareSpec | str,
+                      config: InferenceConfig | None = None, params: Params | None = None,
+                      precision: str = "float64", *, check_memory: bool = True,
+                      **config_fields: Any) -> InferenceResult:
     """Predict prefill, decode, memory and serving throughput for one request shape.
 
     Args:
@@ -274,8 +283,8 @@ def predict_inference(model, hardware, config: InferenceConfig | None = None,
     return result
 
 
-def evaluate_inference(inputs: Mapping[str, np.ndarray | float],
-                       precision: str = "float32") -> dict[str, np.ndarray]:
+def evaluate_inference(inputs: Mapping[str, npt.ArrayLike],
+                       precision: str = "float32") -> dict[str, npt.NDArray[Any]]:
     """Evaluate the compiled inference model on broadcast arrays (no validation).
 
     Args:
@@ -299,7 +308,7 @@ def evaluate_inference(inputs: Mapping[str, np.ndarray | float],
 #: "If you specify FP8 quantization, the KV cache will automatically be set to FP8 as well";
 #: the build caps the batch at 4096 requests and sizes max_num_tokens from the dataset
 #: (see :func:`trtllm_bench_max_num_tokens`); scheduling policy GUARANTEED_NO_EVICT.
-TRT017_SETTINGS = {"kv_mem_frac": 0.95, "batch_cap": 4096}
+TRT017_SETTINGS: dict[str, Any] = {"kv_mem_frac": 0.95, "batch_cap": 4096}
 #: NVIDIA's MLPerf Inference v4.0 closed configuration for Llama-2-70B on 2x H100-SXM-80GB
 #: (mlcommons/inference_results_v4.0 closed/NVIDIA/configs/llama2-70b/{Offline,Server}/
 #: __init__.py, class H100_SXM_80GB_TP2x1): tensor_parallelism 2, use_fp8 True,
@@ -307,7 +316,7 @@ TRT017_SETTINGS = {"kv_mem_frac": 0.95, "batch_cap": 4096}
 #: Runtime: NVIDIA's LLM harness runs TensorRT-LLM with batch_scheduler_policy 'max_util'
 #: (on-demand KV blocks; DEFAULT_RUNTIME_FLAGS of the harness in later rounds, the v4.0 runtime
 #: flags were not read) and max_num_tokens 8192 (TensorRT-LLM's default; not read).
-MLPI40_SETTINGS = {"kv_mem_frac": 0.90, "batch_cap": {"offline": 896, "server": 1024},
+MLPI40_SETTINGS: dict[str, Any] = {"kv_mem_frac": 0.90, "batch_cap": {"offline": 896, "server": 1024},
                    "max_num_tokens": 8192, "kv_on_demand": True}
 #: MLPerf Llama-2-70B dataset (OpenOrca, 24,576 samples, inputs <= 1024 tokens; mlcommons/
 #: inference language/llama2-70b/README.md, "Tokens per sample: 294.45" for the reference).
@@ -370,40 +379,35 @@ def trtllm_bench_max_num_tokens(max_requests: float, input_len: int, output_len:
     return bs, tok
 
 
-def _row_model(row):
+def _row_model(row: Row) -> ModelSpec:
     """The preset named by the row, with the row's shape columns applied.
 
     Raises:
         RowError: blank or unknown model, malformed shape column (naming the column).
     """
-    from .models import ModelSpecError, get_model
-    from .validate import RowError, _get, _int
-
-    name = _get(row, "model")
+    name = cell(row, "model")
     if name is None:
         raise RowError("model: blank (a preset name is needed for the architecture)")
     try:
         m = get_model(str(name).lower())
     except ModelSpecError:
         raise RowError(f"model: {name!r} has no preset to supply its architecture") from None
-    shape = {}
+    shape: dict[str, int] = {}
     for col in ("layers", "hidden", "heads", "kv_heads", "ffn_hidden", "vocab"):
-        v = _int(row, col)
+        v = cell_int(row, col)
         if v is not None:
             shape[col] = v
     return m.replace(**shape) if shape else m
 
 
-def _row_request(row, source: str, metric: str, measured: float,
-                 mlperf_input_mean: float) -> tuple[int, int, dict]:
+def _row_request(row: Row, source: str, metric: str, measured: float,
+                 mlperf_input_mean: float) -> tuple[int, int, dict[str, Any]]:
     """``(input_len, output_len, settings)`` of one row (``measured``: its positive value).
 
     Raises:
         RowError: lengths not stated or malformed (naming the column).
     """
-    from .validate import RowError, _get, _int
-
-    s_in, s_out = _int(row, "input_len"), _int(row, "output_len")
+    s_in, s_out = cell_int(row, "input_len"), cell_int(row, "output_len")
     if source == "TRT017":
         if s_in is None or s_out is None:
             raise RowError("input_len/output_len: blank (both are needed)")
@@ -411,11 +415,11 @@ def _row_request(row, source: str, metric: str, measured: float,
     if source == "MLPI40":
         settings = {k: MLPI40_SETTINGS[k] for k in ("kv_mem_frac", "max_num_tokens",
                                                     "kv_on_demand")}
-        scenario = "offline" if "offline" in str(_get(row, "case_id") or "").lower() \
+        scenario = "offline" if "offline" in str(cell(row, "case_id") or "").lower() \
             else "server"
         settings["batch_cap"] = MLPI40_SETTINGS["batch_cap"][scenario]
         out_mean = MLPERF_OPENORCA_OUTPUT_MEAN
-        notes = str(_get(row, "notes") or "")
+        notes = str(cell(row, "notes") or "")
         match = re.search(r"([0-9]+(?:\.[0-9]*)?)\s*(?:completed\s+)?samples/s", notes)
         if match and float(match.group(1)) > 0 and metric in ("offline_tokens_per_s",
                                                               "server_tokens_per_s"):
@@ -430,8 +434,8 @@ def _row_request(row, source: str, metric: str, measured: float,
         raise RowError("input_len/output_len: blank (both are needed)")
     # other sources: the stated batch, else one request for a latency metric and the
     # TensorRT-LLM defaults (memory-limited batch, capped at 4096) for a throughput metric
-    batch = _int(row, "micro_batch")
-    batch = _int(row, "global_batch") if batch is None else batch
+    batch = cell_int(row, "micro_batch")
+    batch = cell_int(row, "global_batch") if batch is None else batch
     if batch is None:
         batch = 4096 if ROW_METRICS[metric] == "throughput" else 1
     return s_in, s_out, {"kv_mem_frac": 0.9, "batch_cap": batch, "max_num_tokens": 8192}
@@ -495,13 +499,13 @@ def solve_arrival_rate(inputs: Mapping[str, float], rate: float,
             "throughput_tokens_per_s": rate * o, "saturated": 0.0}
 
 
-def _stack(rows_inputs: list[dict]) -> dict[str, np.ndarray]:
+def _stack(rows_inputs: list[dict[str, float]]) -> dict[str, npt.NDArray[np.float64]]:
     names = inference_model().input_names
     return {n: np.array([r[n] for r in rows_inputs], dtype=np.float64) for n in names}
 
 
-def predict_inference_rows(df, params: Params | None = None, *,
-                           input_mean_mlperf: float | None = None):
+def predict_inference_rows(df: pd.DataFrame, params: Params | None = None, *,
+                           input_mean_mlperf: float | None = None) -> pd.DataFrame:
     """Predict the ``serve`` and ``prefill`` rows of a published-measurements table.
 
     Conventions (``shared/validation/README.md``): ``output_throughput`` (TRT017) is generated
@@ -541,8 +545,8 @@ def predict_inference_rows(df, params: Params | None = None, *,
 
     params = params or load_params()
     mlperf_in = MLPERF_OPENORCA_INPUT_MEAN if input_mean_mlperf is None else input_mean_mlperf
-    skipped: list[dict] = []
-    prepared = []
+    skipped: list[dict[str, str]] = []
+    prepared: list[ServeRow] = []
     for rec in df.to_dict("records"):
         item = _prepare_serve_row(rec, params, mlperf_in)
         if item is None:
@@ -583,34 +587,29 @@ class ServeRow:
     rate: float | None
 
 
-def _prepare_serve_row(rec: Mapping, params: Params, mlperf_in: float
-                       ) -> ServeRow | dict | None:
+def _prepare_serve_row(rec: Row, params: Params, mlperf_in: float
+                       ) -> ServeRow | dict[str, str] | None:
     """One record as a :class:`ServeRow`; a dict ``{case_id, source, metric, reason}`` when
     it cannot be predicted; None when it is not a serve/prefill row."""
-    from hwspecs import HardwareSpecError, list_hardware, load_hardware
-
-    from .models import ModelSpecError
-    from .validate import RowError, _float, _get, _int, source_of
-
-    workload = str(_get(rec, "workload") or "").lower()
+    workload = str(cell(rec, "workload") or "").lower()
     if workload not in ("serve", "prefill"):
         return None
-    case_id = str(_get(rec, "case_id") or "")
+    case_id = str(cell(rec, "case_id") or "")
     source = source_of(case_id)
-    metric = str(_get(rec, "metric") or "")
+    metric = str(cell(rec, "metric") or "")
 
-    def skip(reason: str) -> dict:
+    def skip(reason: str) -> dict[str, str]:
         return {"case_id": case_id, "source": source, "metric": metric, "reason": reason}
 
     if metric not in ROW_METRICS:
         return skip(f"metric {metric!r} is not modelled (tail percentiles and unknown "
                     "metrics are not predicted)")
     try:
-        measured = _float(rec, "value")
+        measured = cell_float(rec, "value")
         if measured is None or measured <= 0:
-            raise RowError(f"value: must be a positive number (got {_get(rec, 'value')!r})")
+            raise RowError(f"value: must be a positive number (got {cell(rec, 'value')!r})")
         m = _row_model(rec)
-        hw_id = _get(rec, "hardware")
+        hw_id = cell(rec, "hardware")
         if hw_id is None:
             raise RowError("hardware: blank (a canonical hardware id is needed)")
         try:
@@ -618,11 +617,11 @@ def _prepare_serve_row(rec: Mapping, params: Params, mlperf_in: float
         except HardwareSpecError:
             raise RowError(f"hardware: unknown id {hw_id!r} (known: "
                            f"{', '.join(list_hardware())})") from None
-        tp, pp, n = _int(rec, "tp"), _int(rec, "pp"), _int(rec, "n_gpus")
+        tp, pp, n = cell_int(rec, "tp"), cell_int(rec, "pp"), cell_int(rec, "n_gpus")
         tp = 1 if tp is None else tp
         pp = 1 if pp is None else pp
         n = tp * pp if n is None else n
-        dtype = str(_get(rec, "dtype") or "bf16").lower()
+        dtype = str(cell(rec, "dtype") or "bf16").lower()
         s_in, s_out, settings = _row_request(rec, source, metric, measured, mlperf_in)
         cfg = InferenceConfig(batch=settings["batch_cap"], input_len=s_in,
                               output_len=s_out, tp=tp, pp=pp, num_gpus=n, dtype=dtype,
@@ -638,7 +637,8 @@ def _prepare_serve_row(rec: Mapping, params: Params, mlperf_in: float
                     "max_num_tokens" not in settings, settings.get("arrival_rate"))
 
 
-def _predict_serve_rows(prepared: list[ServeRow], skipped: list[dict]) -> list[dict]:
+def _predict_serve_rows(prepared: list[ServeRow], skipped: list[dict[str, str]]
+                        ) -> list[dict[str, Any]]:
     """Predictions of prepared rows (two vectorized evaluations: the first sizes
     ``max_num_tokens`` as ``trtllm-bench`` does); rows whose model does not fit go to
     ``skipped``."""
@@ -674,9 +674,9 @@ def _predict_serve_rows(prepared: list[ServeRow], skipped: list[dict]) -> list[d
     return rows
 
 
-def mape_by_source(frame) -> dict[str, float]:
+def mape_by_source(frame: pd.DataFrame) -> dict[str, float]:
     """Mean absolute percentage error per source (and ``all``) of a
     :func:`predict_inference_rows` frame."""
-    out = {src: float(g["error_pct"].abs().mean()) for src, g in frame.groupby("source")}
+    out = {str(src): float(g["error_pct"].abs().mean()) for src, g in frame.groupby("source")}
     out["all"] = float(frame["error_pct"].abs().mean()) if len(frame) else float("nan")
     return out

@@ -91,9 +91,9 @@ from .ops import attention as att
 from .ops import collectives as coll
 from .ops import elementwise as ew
 from .ops import embedding as emb
-from .ops.cost import Cost, time_memory_bound, time_roofline, total
+from .ops.cost import Cost, select, sum_time, time_memory_bound, time_roofline, total
 from .ops.gemm import gemm
-from .training import (IS_PP, _select, _sum_time, gemm_peak, head_dim, kv_heads_local,
+from .training import (IS_PP, gemm_peak, head_dim, kv_heads_local,
                        layers_per_stage)
 
 #: condition: FlashAttention (prefill) / flash-decoding (decode) kernels are used.
@@ -241,7 +241,7 @@ def attention_prefill(seqs: sp.Expr, length: sp.Expr) -> Cost:
     d, a_l, k_l = head_dim(), heads_local(), kv_heads_local()
     flash = att.attention_flash(seqs, length, a_l, k_l, d, S.peak_flops_16)
     unfused = att.attention_unfused(seqs, length, a_l, k_l, d, S.peak_flops_16, sp.Integer(0))
-    return _select(IS_FLASH, flash, unfused)
+    return select(IS_FLASH, flash, unfused)
 
 
 def attention_decode(seqs: sp.Expr, context: sp.Expr) -> Cost:
@@ -269,7 +269,7 @@ def attention_decode(seqs: sp.Expr, context: sp.Expr) -> Cost:
     unfused = Cost(f + 5 * scores, unfused_bytes,
                    time_roofline(f, unfused_bytes, S.peak_flops_16, S.eff_attn, S.hbm_bw,
                                  S.eff_hbm))
-    return _select(IS_FLASH, flash, unfused)
+    return select(IS_FLASH, flash, unfused)
 
 
 def tp_comm(rows: sp.Expr) -> Cost:
@@ -398,7 +398,7 @@ def inference_expressions() -> dict[str, sp.Expr]:
     n_c = CeilDiv(tokens, S.max_num_tokens)
     pre = stage_costs(tokens / n_c, sp.Integer(0), sp.Integer(0), B, s_in, B / n_c,
                       pre_attention_scale=1 / n_c)
-    t_pre = _sum_time(pre)
+    t_pre = sum_time(pre)
     out["ttft"] = (n_c + p - 1) * t_pre + n_c * S.t_infer_step
     out["prefill_chunks"] = n_c
     for k, c in pre.items():
@@ -408,7 +408,7 @@ def inference_expressions() -> dict[str, sp.Expr]:
     ctx = mean_decode_context()
     b = B / p
     dec = stage_costs(b, b, ctx, sp.Integer(0), sp.Integer(0), b)
-    out["tpot"] = p * _sum_time(dec) + S.t_infer_step
+    out["tpot"] = p * sum_time(dec) + S.t_infer_step
     for k, c in dec.items():
         out[f"decode_{k}"] = c.time
     gemms = layer_gemms(b).values()
@@ -437,7 +437,7 @@ def inference_expressions() -> dict[str, sp.Expr]:
     b = B_eff / p
     mix = stage_costs(b * (s_out - 1 + s_in) / s_out, b * (s_out - 1) / s_out, ctx,
                       b / s_out, s_in, b)
-    t_iter = p * _sum_time(mix) + S.t_infer_step
+    t_iter = p * sum_time(mix) + S.t_infer_step
     for k, c in mix.items():
         out[f"serve_{k}"] = c.time
     out["serve_batch"] = B_eff

@@ -40,7 +40,9 @@ from sympy.printing.numpy import JaxPrinter
 
 from .functions import CeilDiv
 
-if TYPE_CHECKING:  # JAX is imported lazily at run time (``call_numpy`` never imports it)
+# jax is imported inside the functions that use it, so that importing this module (and
+# ``symcost --help``) does not load it, and ``call_numpy`` never does.
+if TYPE_CHECKING:
     import jax
 
 DTYPES = ("float32", "float64")

@@ -20,20 +20,34 @@ flash-decoding in decode); FLOPs are the executed ones (the causal half in prefi
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import sympy as sp
 
+from hwspecs import HardwareSpec
+
 from . import symbols as S
+from .api import as_hardware, as_model, used_symbols
+from .config import InferenceConfig, resolve_inference
 from .functions import CeilDiv
 from .inference import (INFERENCE_EFFICIENCIES, attention_decode, attention_prefill,
                         layer_gemms, lm_head, mean_decode_context, replace_symbols)
 from .ops.attention import CAUSAL_FRACTION
 from .ops.cost import Cost
+from .infer_api import evaluate_inference, inference_inputs
+from .lower import CompiledModel, lower
+from .models import ModelSpec
+from .params import Params
 from .training import gemm_peak
+
+# pandas is imported inside the functions that use it, so that importing this module (and
+# ``symcost --help``) does not load it.
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: operators of one layer (plus the LM head of the step), in table order.
 OPERATORS = ("qkv_proj", "attention", "out_proj", "mlp_up", "mlp_down", "lm_head")
@@ -41,7 +55,7 @@ PHASES = ("prefill", "decode")
 
 #: HBM generations: JEDEC/vendor per-stack figures (per-pin rate x interface width / 8).
 #: Each entry: name, Gb/s per pin, interface bits per stack, GB/s per stack, source.
-HBM_TECHNOLOGIES: tuple[dict, ...] = (
+HBM_TECHNOLOGIES: tuple[dict[str, Any], ...] = (
     {"name": "HBM2e", "gbps_per_pin": 3.6, "bus_bits": 1024, "stack_gbs": 460.8,
      "source": "JEDEC JESD235C HBM2E (3.6 Gb/s bin): 3.6 Gb/s x 1024 bits = 460 GB/s per "
                "stack (JEDEC HBM3 announcement compares 'HBM2E ... 3.65Gb/s data rate and "
@@ -95,22 +109,21 @@ def roofline_expressions() -> dict[str, sp.Expr]:
             out[f"{phase}.{op}.time"] = c.time
             out[f"{phase}.{op}.peak"] = peak
     out["hbm_bw"] = S.hbm_bw
-    memo: dict = {}
+    memo: dict[sp.Basic, sp.Expr] = {}
     return {k: replace_symbols(sp.sympify(v), INFERENCE_EFFICIENCIES, memo)
             for k, v in out.items()}
 
 
 @functools.lru_cache(maxsize=2)
-def roofline_model(precision: str = "float64"):
+def roofline_model(precision: str = "float64") -> CompiledModel:
     """:func:`roofline_expressions` lowered once (a :class:`~symcost.lower.CompiledModel`)."""
-    from .api import used_symbols
-    from .lower import lower
-
     exprs = roofline_expressions()
     return lower(exprs, used_symbols(exprs.values()), precision)
 
 
-def roofline_table(model, hardware: Sequence, config=None, params=None, **config_fields):
+def roofline_table(model: ModelSpec | str, hardware: Sequence[HardwareSpec | str],
+                   config: InferenceConfig | None = None, params: Params | None = None,
+                   **config_fields: Any) -> pd.DataFrame:
     """Per-operator roofline of one layer in prefill and decode on each GPU of ``hardware``.
 
     Args:
@@ -133,9 +146,6 @@ def roofline_table(model, hardware: Sequence, config=None, params=None, **config
     """
     import pandas as pd
 
-    from .infer_api import (InferenceConfig, as_hardware, as_model, inference_inputs,
-                            resolve_inference)
-
     if config is None:
         config = InferenceConfig(**config_fields)
     elif config_fields:
@@ -145,7 +155,7 @@ def roofline_table(model, hardware: Sequence, config=None, params=None, **config
     if not hws:
         raise ValueError("hardware: give at least one GPU")
     cm = roofline_model()
-    stacked: dict[str, list] = {n: [] for n in cm.input_names}
+    stacked: dict[str, list[float]] = {n: [] for n in cm.input_names}
     cfgs = []
     for hw in hws:
         cfg = resolve_inference(m, hw, config)
@@ -177,8 +187,10 @@ def roofline_table(model, hardware: Sequence, config=None, params=None, **config
 
 
 # ----------------------------------------------------------------------------- DRAM study
-def dram_study(model, base_hardware, config=None, params=None, *, stacks: int = 8,
-               batches: Sequence[int] = (1, 8, 32, 128, 512), **config_fields):
+def dram_study(model: ModelSpec | str, base_hardware: HardwareSpec | str,
+               config: InferenceConfig | None = None, params: Params | None = None, *,
+               stacks: int = 8, batches: Sequence[int] = (1, 8, 32, 128, 512),
+               **config_fields: Any) -> pd.DataFrame:
     """Decode and prefill as HBM bandwidth scales through :data:`HBM_TECHNOLOGIES`.
 
     The GPU is ``base_hardware`` (compute, capacity, links and calibration unchanged) with its
@@ -211,12 +223,7 @@ def dram_study(model, base_hardware, config=None, params=None, *, stacks: int = 
         ValueError: ``stacks`` not a positive integer; InferenceConfigError etc. for an
             invalid request.
     """
-    import dataclasses
-
     import pandas as pd
-
-    from .infer_api import (InferenceConfig, as_hardware, as_model, evaluate_inference,
-                            inference_inputs, resolve_inference)
 
     if config is None:
         config = InferenceConfig(**config_fields)

@@ -35,15 +35,29 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 import numpy as np
+import numpy.typing as npt
+import sympy as sp
+
+from hwspecs import HardwareSpec
 
 from . import symbols as S
+from .api import prepare_training, training_inputs, training_inputs_symbols, training_model
+from .config import ConfigError, TrainingConfig, resolve
 from .evaluate import column_source, evaluate_chunks
 from .fields import MODEL_FIELDS, TRAINING_FIELDS
+from .lower import lower
+from .models import ModelSpec, ModelSpecError
+from .params import Params, load_params
 from .schema import OUTPUT_KEYS, SCHEMA_VERSION
+from .training import training_expressions
+
+# jax is imported inside the functions that use it, so that importing this module (and
+# ``symcost --help``) does not load it.
 
 DEFAULT_OUTPUTS = ("step_time", "mfu", "mem_total")
 DEFAULT_DISCRETE = ("tp", "pp", "dp", "micro_batch", "vpp")
@@ -83,8 +97,6 @@ def continuous_parameters() -> tuple[str, ...]:
     """Names of the parameters differentiated by autodiff, in symbol-declaration order:
     non-discrete ``hardware`` and ``efficiency`` symbols the training model uses, and
     :data:`MODEL_CONTINUOUS`."""
-    from .sweep import training_inputs_symbols
-
     used = {s.name for s in training_inputs_symbols()}
     out = []
     for name, info in S.REGISTRY.items():
@@ -98,7 +110,8 @@ def continuous_parameters() -> tuple[str, ...]:
 
 # ----------------------------------------------------------------------------- compiled
 @functools.lru_cache(maxsize=16)
-def _elasticity_function(outputs: tuple[str, ...], wrt: tuple[str, ...], dtype: str):
+def _elasticity_function(outputs: tuple[str, ...], wrt: tuple[str, ...], dtype: str
+                         ) -> tuple[Callable[..., Any], tuple[str, ...]]:
     """``(wrt arrays, other inputs) -> (y per output, elasticity[output][param])`` jitted.
 
     Per-row derivatives come from one reverse pass per output: rows are independent, so the
@@ -107,18 +120,14 @@ def _elasticity_function(outputs: tuple[str, ...], wrt: tuple[str, ...], dtype: 
     import jax
     import jax.numpy as jnp
 
-    from .lower import lower
-    from .sweep import training_inputs_symbols
-    from .training import training_expressions
-
     exprs = training_expressions()
     inputs = training_inputs_symbols()
     cm = lower({o: exprs[o] for o in outputs}, inputs, dtype)
     names = [s.name for s in inputs]
     others = tuple(n for n in names if n not in wrt)
 
-    def run(xw, xo):
-        def f(*w):
+    def run(xw: tuple[Any, ...], xo: tuple[Any, ...]) -> tuple[Any, Any]:
+        def f(*w: Any) -> Any:
             v = dict(zip(wrt, w))
             v.update(zip(others, xo))
             return cm.call_jax(*(v[n] for n in names))
@@ -133,12 +142,12 @@ def _elasticity_function(outputs: tuple[str, ...], wrt: tuple[str, ...], dtype: 
             out.append(tuple(jnp.where(y == 0, 0.0, g * x / safe) for g, x in zip(grads, xw)))
         return ys, tuple(out)
 
-    return jax.jit(run), others
+    return cast(Callable[..., Any], jax.jit(run)), others
 
 
-def elasticities(inputs: Mapping[str, object], wrt: Sequence[str] | None = None,
+def elasticities(inputs: Mapping[str, Any], wrt: Sequence[str] | None = None,
                  outputs: Sequence[str] = DEFAULT_OUTPUTS, precision: str = "float64",
-                 chunk_size: int = DEFAULT_CHUNK) -> dict[str, dict[str, np.ndarray]]:
+                 chunk_size: int = DEFAULT_CHUNK) -> dict[str, dict[str, npt.NDArray[Any]]]:
     """Vectorized elasticities ``d ln y / d ln x`` over many configurations (no validation).
 
     Args:
@@ -157,10 +166,6 @@ def elasticities(inputs: Mapping[str, object], wrt: Sequence[str] | None = None,
         SensitivityError: unknown output, a ``wrt`` that is discrete or not an input,
             missing inputs, or arrays of different lengths.
     """
-    import jax
-
-    from .sweep import training_inputs_symbols
-
     outputs = _check_outputs(outputs)
     wrt = tuple(continuous_parameters() if wrt is None else wrt)
     bad = [w for w in wrt if w not in continuous_parameters()]
@@ -182,8 +187,8 @@ def elasticities(inputs: Mapping[str, object], wrt: Sequence[str] | None = None,
     # every wrt input is a per-row column (the derivative is taken per row)
     cols = {k: np.broadcast_to(np.asarray(inputs[k], np.float64), (n,)) for k in wrt}
     cols.update({k: np.asarray(inputs[k], np.float64) for k in col_others})
-    names = wrt + col_others
-    flat = evaluate_chunks(fn, column_source(cols, names), len(names),
+    columns = wrt + col_others
+    flat = evaluate_chunks(fn, column_source(cols, columns), len(columns),
                            [float(inputs[k]) for k in sc_others], n,
                            len(outputs) * (1 + len(wrt)), precision, chunk_size)
     res = {}
@@ -196,7 +201,8 @@ def elasticities(inputs: Mapping[str, object], wrt: Sequence[str] | None = None,
 
 @functools.lru_cache(maxsize=16)
 def _chunked_elasticity_function(outputs: tuple[str, ...], wrt: tuple[str, ...], dtype: str,
-                                 col_others: tuple[str, ...], sc_others: tuple[str, ...]):
+                                 col_others: tuple[str, ...], sc_others: tuple[str, ...]
+                                 ) -> Callable[..., Any]:
     """:func:`_elasticity_function` as ``fn(columns, scalars) -> flat outputs`` for the one
     evaluator (:func:`symcost.evaluate.evaluate_chunks`): columns are the ``wrt`` inputs then
     ``col_others``; outputs are the values, then the elasticities output by output."""
@@ -204,25 +210,23 @@ def _chunked_elasticity_function(outputs: tuple[str, ...], wrt: tuple[str, ...],
 
     inner, others = _elasticity_function(outputs, wrt, dtype)
 
-    def run(cols, sc):
+    def run(cols: tuple[Any, ...], sc: tuple[Any, ...]) -> tuple[Any, ...]:
         env = dict(zip(wrt + col_others, cols))
         env.update(zip(sc_others, sc))
         ys, es = inner(tuple(env[w] for w in wrt), tuple(env[k] for k in others))
         return tuple(ys) + tuple(e for per_output in es for e in per_output)
 
-    return jax.jit(run)
+    return cast(Callable[..., Any], jax.jit(run))
 
 
-def _check_outputs(outputs) -> tuple[str, ...]:
-    from .training import training_expressions
-
+def _check_outputs(outputs: Sequence[str]) -> tuple[str, ...]:
     known = tuple(training_expressions())
-    outputs = tuple(dict.fromkeys(outputs))
-    bad = [o for o in outputs if o not in known]
-    if bad or not outputs:
+    checked: tuple[str, ...] = tuple(dict.fromkeys(outputs))
+    bad = [o for o in checked if o not in known]
+    if bad or not checked:
         raise SensitivityError(f"outputs: unknown {', '.join(bad) or '(none given)'}; "
                                f"known: {', '.join(known)}")
-    return outputs
+    return checked
 
 
 # ----------------------------------------------------------------------------- results
@@ -252,21 +256,21 @@ class ParameterSensitivity:
     elasticity: dict[str, float] | None = None
     finite_difference: dict[str, float] | None = None
     status: dict[str, str] = field(default_factory=dict)
-    down: dict | None = None
-    up: dict | None = None
+    down: dict[str, Any] | None = None
+    up: dict[str, Any] | None = None
     tornado: dict[str, tuple[float, float]] = field(default_factory=dict)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (NaN becomes None); per-output dicts are keyed by
         :data:`symcost.schema.OUTPUT_KEYS` (``step_time_s``, ...)."""
-        def by_key(d):
+        def by_key(d: Mapping[str, Any] | None) -> dict[str, Any] | None:
             return None if d is None else {OUTPUT_KEYS[o]: v for o, v in d.items()}
 
-        def side(d):
+        def side(d: Mapping[str, Any] | None) -> dict[str, Any] | None:
             return None if d is None else {k: by_key(v) if k in ("elasticity", "outputs") else v
                                            for k, v in d.items()}
 
-        return _clean({"name": self.name, "kind": self.kind, "method": self.method,
+        return _clean_dict({"name": self.name, "kind": self.kind, "method": self.method,
                        "value": self.value, "elasticity": by_key(self.elasticity),
                        "finite_difference": by_key(self.finite_difference),
                        "status": by_key(self.status), "down": side(self.down),
@@ -289,16 +293,14 @@ class SensitivityResult:
 
     outputs: dict[str, float]
     parameters: list[ParameterSensitivity]
-    model: object
-    hardware: object
-    config: object
+    model: ModelSpec
+    hardware: HardwareSpec
+    config: TrainingConfig
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (the ``sensitivity --json`` object without ``fits``): outputs
         keyed by :data:`symcost.schema.OUTPUT_KEYS`, one entry per parameter."""
-        from .config import TrainingConfig
-
-        return _clean({"schema_version": SCHEMA_VERSION,
+        return _clean_dict({"schema_version": SCHEMA_VERSION,
             "model": self.model.name, "hardware": self.hardware.name,
             "config": {k: getattr(self.config, k) for k in TrainingConfig.__dataclass_fields__},
             "outputs": {OUTPUT_KEYS[o]: v for o, v in self.outputs.items()},
@@ -307,7 +309,14 @@ class SensitivityResult:
         })
 
 
-def _clean(obj):
+def _clean_dict(obj: dict[str, Any]) -> dict[str, Any]:
+    """:func:`_clean` of a dict."""
+    return cast(dict[str, Any], _clean(obj))
+
+
+def _clean(obj: Any) -> Any:
+    """``obj`` with non-finite floats as None and NumPy scalars as Python values, recursively
+    (lists and tuples become lists)."""
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else None
     if isinstance(obj, dict):
@@ -320,9 +329,10 @@ def _clean(obj):
 
 
 # ----------------------------------------------------------------------------- point analysis
-def sensitivity(model, hardware, config=None, params=None, *,
+def sensitivity(model: ModelSpec | str, hardware: HardwareSpec | str,
+                config: TrainingConfig | None = None, params: Params | None = None, *,
                 outputs: Sequence[str] = DEFAULT_OUTPUTS, wrt: Sequence[str] | None = None,
-                discrete: Sequence[str] = DEFAULT_DISCRETE, **config_fields
+                discrete: Sequence[str] = DEFAULT_DISCRETE, **config_fields: Any
                 ) -> SensitivityResult:
     """Elasticities of ``outputs`` at one configuration.
 
@@ -343,12 +353,6 @@ def sensitivity(model, hardware, config=None, params=None, *,
         SensitivityError: unknown output or parameter.
         ConfigError, ModelSpecError, HardwareSpecError, ParamsError: invalid configuration.
     """
-    import sympy as sp
-
-    from .api import prepare_training
-    from .params import load_params
-    from .training import training_expressions
-
     outputs = _check_outputs(outputs)
     disc = []
     for d in discrete:
@@ -362,7 +366,7 @@ def sensitivity(model, hardware, config=None, params=None, *,
     wrt = tuple(continuous_parameters() if wrt is None else wrt)
 
     # rows: [base] + [x*e^{+h}, x*e^{-h}] per wrt + [x*(1 +/- 10%)] per wrt + neighbours
-    rows: list[dict] = [dict(base)]
+    rows: list[dict[str, float]] = [dict(base)]
     for w in wrt:
         for f in (math.exp(FD_STEP), math.exp(-FD_STEP), 1 - TORNADO_STEP, 1 + TORNADO_STEP):
             r = dict(base)
@@ -383,13 +387,15 @@ def sensitivity(model, hardware, config=None, params=None, *,
     result = []
     for i, w in enumerate(wrt):
         j = 1 + 4 * i
-        p = ParameterSensitivity(w, S.REGISTRY[w].kind, "autodiff", float(base[w]), {}, {})
+        el: dict[str, float] = {}
+        fds: dict[str, float] = {}
+        p = ParameterSensitivity(w, S.REGISTRY[w].kind, "autodiff", float(base[w]), el, fds)
         for o in outputs:
             e = float(ev[o][w][0])
             yp, ym = ev[o]["value"][j], ev[o]["value"][j + 1]
             fd = float((math.log(yp) - math.log(ym)) / (2 * FD_STEP)) if yp > 0 and ym > 0 \
                 else float((yp - ym) / (2 * FD_STEP * y0[o])) if y0[o] else 0.0
-            p.elasticity[o], p.finite_difference[o] = e, fd
+            el[o], fds[o] = e, fd
             if w not in free[o]:
                 p.status[o] = "not in formula"
             elif base[w] == 0:
@@ -407,7 +413,7 @@ def sensitivity(model, hardware, config=None, params=None, *,
     for d in disc:
         sym = _discrete_symbol(d)
         p = ParameterSensitivity(d, S.REGISTRY[sym].kind, "neighbour", float(base[sym]))
-        sides = []
+        sides: list[dict[str, Any] | None] = []
         for nb in neigh[d]:
             if nb is None:
                 sides.append(None)
@@ -422,16 +428,18 @@ def sensitivity(model, hardware, config=None, params=None, *,
         p.down, p.up = sides
         for o in outputs:
             p.status[o] = "neighbour" if any(sides) else "no valid neighbour"
-            p.tornado[o] = tuple(_rel(s["outputs"][o], y0[o]) if s else 0.0 for s in sides)
+            t = [_rel(s["outputs"][o], y0[o]) if s else 0.0 for s in sides]
+            p.tornado[o] = (t[0], t[1])
         result.append(p)
     return SensitivityResult(y0, result, m, hw, cfg)
 
 
-def _rel(y, y0) -> float:
+def _rel(y: float, y0: float) -> float:
     return float((y - y0) / y0) if y0 else 0.0
 
 
-def _neighbour(model, hw, cfg, params, name: str, direction: int):
+def _neighbour(model: ModelSpec, hw: HardwareSpec, cfg: TrainingConfig, params: Params,
+               name: str, direction: int) -> dict[str, Any] | None:
     """The next valid value of discrete parameter ``name`` below (-1) or above (+1) its
     value, with the symbol bindings there; None if there is none within a factor
     :data:`_MAX_NEIGHBOUR_FACTOR`.
@@ -439,10 +447,6 @@ def _neighbour(model, hw, cfg, params, name: str, direction: int):
     ``tp``/``pp`` changes keep ``num_gpus`` (``dp`` follows), a ``dp`` change moves
     ``num_gpus``; the global batch is held at its resolved value.
     """
-    from .api import training_inputs
-    from .config import ConfigError, resolve
-    from .models import ModelSpecError
-
     where, fld = DISCRETE_FIELDS[name]
     v0 = getattr(cfg if where == "config" else model, fld)
     limit = max(v0 * _MAX_NEIGHBOUR_FACTOR, v0 + 64) if direction > 0 else 1
@@ -472,9 +476,7 @@ def _neighbour(model, hw, cfg, params, name: str, direction: int):
     return None
 
 
-def _fits(inputs: dict) -> bool:
-    from .api import training_model
-
+def _fits(inputs: Mapping[str, float]) -> bool:
     cm = training_model("float64")
     out = cm(**{n: inputs[n] for n in cm.input_names})
     return bool(out["mem_headroom"] >= 0)

@@ -52,17 +52,33 @@ import math
 import os
 import time
 from collections.abc import Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
+from hwspecs import HardwareSpec
+
 from . import rules as R
 from . import symbols as S
+from .api import as_hardware, as_model, merge_config, training_inputs_symbols
 from .config import (TrainingConfig, hardware_bindings, hardware_facts, model_bindings)
 from .evaluate import CHUNK_SIZES, Progress, evaluate_chunks, pick_chunk
 from .fields import (MODEL_FIELDS, MODEL_PARALLEL, TRAINING_FIELDS, ConfigError, Field,
                      check_array, coerce, encode, model_parallel_size, text_value)
+from .lower import lower
+from .models import ModelSpec
+from .params import BOUNDS, Params, load_params
+from .training import training_expressions
+
+# jax and pandas are imported inside the functions that use them, so that importing this
+# module (and ``symcost --help``) loads neither.
+if TYPE_CHECKING:
+    import pandas as pd
+
+#: ``(start, n, chunk index) -> one float64 array of n values per varied variable``.
+ChunkInputs = Callable[[int, int, int], Sequence[np.ndarray]]
 
 #: outputs a sweep returns unless told otherwise.
 DEFAULT_OUTPUTS = ("step_time", "tokens_per_s", "mfu", "mem_total", "mem_headroom")
@@ -160,16 +176,6 @@ def sweepable_names() -> frozenset[str]:
     return frozenset(variables())
 
 
-@functools.lru_cache(maxsize=1)
-def training_inputs_symbols() -> tuple:
-    """The input symbols of the training model, in :func:`symcost.api.training_model` order
-    (without lowering it)."""
-    from .api import used_symbols
-    from .training import training_expressions
-
-    return used_symbols(training_expressions().values())
-
-
 def _is_discrete(name: str) -> bool:
     f = field_of(name)
     if f is not None:
@@ -177,7 +183,7 @@ def _is_discrete(name: str) -> bool:
     return S.REGISTRY[name].discrete
 
 
-def _convert_value(name: str, v) -> float:
+def _convert_value(name: str, v: object) -> float:
     """One listed value of variable ``name`` as its encoded number."""
     f = field_of(name)
     try:
@@ -185,7 +191,7 @@ def _convert_value(name: str, v) -> float:
             return text_value(f, v) if isinstance(v, str) else encode(f, coerce(f, v))
         if isinstance(v, str):
             return float(v.strip())
-        return float(v)
+        return float(v)  # type: ignore[arg-type]  # anything float() takes; else the error
     except ConfigError as exc:
         raise SweepError(f"vary {exc}") from None
     except (TypeError, ValueError):
@@ -197,8 +203,6 @@ def _check_values(name: str, arr: np.ndarray, generated: bool = False) -> np.nda
     (:func:`symcost.fields.check_array`: ``tp=1.5`` is an error); a symbol's finiteness,
     sign and, for efficiency parameters, physical range (:data:`symcost.params.BOUNDS`).
     Values ``generated`` from a range are rounded first for integer variables."""
-    from .params import BOUNDS
-
     if not np.all(np.isfinite(arr)):
         raise SweepError(f"vary {name}: values must be finite")
     if generated and _is_discrete(name):
@@ -228,7 +232,7 @@ def _check_values(name: str, arr: np.ndarray, generated: bool = False) -> np.nda
     return arr
 
 
-def grid_values(name: str, spec) -> np.ndarray:
+def grid_values(name: str, spec: object) -> np.ndarray:
     """The grid values of one variable (float64, discrete ones rounded, duplicates kept out).
 
     Args:
@@ -260,7 +264,7 @@ def grid_values(name: str, spec) -> np.ndarray:
     return vals
 
 
-def _as_list(name, spec):
+def _as_list(name: str, spec: object) -> list[object]:
     if isinstance(spec, (str, bytes)) or not isinstance(spec, Sequence | np.ndarray):
         raise SweepError(f"vary {name}: expected a list of values or a Range (got {spec!r})")
     return list(spec)
@@ -275,7 +279,8 @@ def _check_range(name: str, r: Range) -> None:
         raise SweepError(f"vary {name}: number of points must be a positive integer")
 
 
-def sample_values(name: str, spec, n: int, rng: np.random.Generator) -> np.ndarray:
+def sample_values(name: str, spec: Range | np.ndarray, n: int, rng: np.random.Generator
+                  ) -> np.ndarray:
     """``n`` random values of one variable: uniform choice from a list, or uniform /
     log-uniform over a :class:`Range` (integer variables: uniform over the integers of the
     range, log-uniform values rounded)."""
@@ -288,10 +293,11 @@ def sample_values(name: str, spec, n: int, rng: np.random.Generator) -> np.ndarr
             lo, hi = math.ceil(spec.lo), math.floor(spec.hi)
             return np.minimum(np.floor(lo + (hi - lo + 1) * u), hi)
         return spec.lo + (spec.hi - spec.lo) * u
-    return spec[rng.integers(0, len(spec), n)]
+    out: np.ndarray = spec[rng.integers(0, len(spec), n)]
+    return out
 
 
-def parse_vary(text: str):
+def parse_vary(text: str) -> tuple[str, list[str] | Range]:
     """Parse one command-line ``--vary`` item.
 
     Grammar: ``name=v1,v2,...`` (values; names allowed for ``recompute`` and booleans),
@@ -352,7 +358,8 @@ class _Plan:
         return tuple(dict.fromkeys(self.outputs + ("mem_headroom",)))
 
 
-def _base_values(model, hw, cfg: TrainingConfig, params) -> dict[str, float]:
+def _base_values(model: ModelSpec, hw: HardwareSpec, cfg: TrainingConfig, params: Params
+                 ) -> dict[str, float]:
     """Encoded values of every variable for the base configuration (variable names of
     :func:`variables`); configuration fields left None (``dp``, ``num_gpus``,
     ``global_batch``) are left out. Rules are not checked (sweep rows are masked instead);
@@ -377,7 +384,8 @@ def _base_values(model, hw, cfg: TrainingConfig, params) -> dict[str, float]:
     return v
 
 
-def _make_plan(base: dict, varied: Sequence[str], outputs: Sequence[str], hw) -> _Plan:
+def _make_plan(base: dict[str, float], varied: Sequence[str], outputs: Sequence[str],
+               hw: HardwareSpec) -> _Plan:
     """Decide how ``dp`` and ``global_batch`` are obtained per row (as :func:`resolve` does)
     and which values are passed as scalars. ``base`` is updated in place: varying ``dp``
     drops a base ``num_gpus`` (the GPU count follows ``tp*pp*dp``), varying ``num_gpus``
@@ -406,7 +414,7 @@ def _make_plan(base: dict, varied: Sequence[str], outputs: Sequence[str], hw) ->
                  tuple(sorted(hardware_facts(hw).items())), tuple(derived))
 
 
-def rule_values(v: Mapping, plan: _Plan, like) -> dict:
+def rule_values(v: Mapping[str, Any], plan: _Plan, like: Any) -> dict[str, Any]:
     """The values :data:`SWEEP_RULES` read, from the row values ``v`` (variable names, with
     ``dp``/``num_gpus``/``global_batch`` filled in): hardware facts and
     ``global_batch_given`` added."""
@@ -416,7 +424,7 @@ def rule_values(v: Mapping, plan: _Plan, like) -> dict:
     return out
 
 
-def model_arguments(v: Mapping, xp) -> dict:
+def model_arguments(v: Mapping[str, Any], xp: Any) -> dict[str, Any]:
     """Symbol name -> value for the compiled model, from the row values ``v``."""
     out = {sym: v[var] for var, sym in variables().items() if sym is not None}
     out[S.fp8.name] = (v["dtype"] > 1.5) * 1.0
@@ -424,14 +432,11 @@ def model_arguments(v: Mapping, xp) -> dict:
 
 
 @functools.lru_cache(maxsize=32)
-def _chunk_function(plan: _Plan, dtype: str):
+def _chunk_function(plan: _Plan, dtype: str) -> Callable[..., Any]:
     """The jit-compiled chunk evaluator of ``plan``: ``(varied arrays, fixed scalars) ->
     (*plan.evaluated, reason code, *plan.derived)``."""
     import jax
     import jax.numpy as jnp
-
-    from .lower import lower
-    from .training import training_expressions
 
     exprs = training_expressions()
     inputs = training_inputs_symbols()
@@ -440,7 +445,7 @@ def _chunk_function(plan: _Plan, dtype: str):
     i_head = plan.evaluated.index("mem_headroom")
     ftype = jnp.float64 if dtype == "float64" else jnp.float32
 
-    def run(varied, fixed):
+    def run(varied: Sequence[Any], fixed: Sequence[Any]) -> tuple[Any, ...]:
         v = dict(zip(plan.varied, varied))
         v.update(zip(plan.fixed, fixed))
         mb = v["micro_batch"]
@@ -461,17 +466,18 @@ def _chunk_function(plan: _Plan, dtype: str):
         code = R.first_broken(SWEEP_RULES, vals, jnp, jnp.shape(like))
         return res + (code,) + tuple(v[d] for d in plan.derived)
 
-    return jax.jit(run)
+    return cast(Callable[..., Any], jax.jit(run))
 
 
 # ----------------------------------------------------------------------------- the sweep
-def sweep(model, hardware, config: TrainingConfig | None = None, params=None, *,
+def sweep(model: ModelSpec | str, hardware: HardwareSpec | str,
+          config: TrainingConfig | None = None, params: Params | None = None, *,
           vary: Mapping[str, object], samples: int | None = None,
           outputs: Sequence[str] = DEFAULT_OUTPUTS, precision: str = DEFAULT_PRECISION,
           rank_by: str = "step_time", recheck_top: int = 100, seed: int = 0,
           chunk_size: int | None = None, progress: Progress | None = None,
           client: Any = None, partition_rows: int | None = None,
-          **config_fields):
+          **config_fields: Any) -> pd.DataFrame:
     """Evaluate the training model over a grid or a random sample of configurations.
 
     Args:
@@ -520,18 +526,12 @@ def sweep(model, hardware, config: TrainingConfig | None = None, params=None, *,
             vary.
         ConfigError, ModelSpecError, HardwareSpecError, ParamsError: bad base inputs.
     """
-    from .api import as_hardware, as_model
-    from .params import load_params
-    from .training import training_expressions
-
     if precision not in PRECISIONS:
         raise SweepError(f"precision: must be one of {', '.join(PRECISIONS)} (got {precision!r})")
     if not vary:
         raise SweepError("vary: nothing to vary")
     if chunk_size is not None and (int(chunk_size) != chunk_size or chunk_size < 1):
         raise SweepError(f"chunk_size: must be a positive integer (got {chunk_size!r})")
-    from .api import merge_config
-
     config = merge_config(config, **config_fields)
     all_outputs = tuple(training_expressions())
     outputs = all_outputs if tuple(outputs) == ("all",) else tuple(dict.fromkeys(outputs))
@@ -581,9 +581,13 @@ def sweep(model, hardware, config: TrainingConfig | None = None, params=None, *,
     return df
 
 
-def sweep_partition(plan: _Plan, base: dict, specs: Mapping[str, object],
+_Columns = tuple[dict[str, np.ndarray], dict[str, np.ndarray], np.ndarray,
+                 dict[str, np.ndarray]]
+
+
+def sweep_partition(plan: _Plan, base: dict[str, float], specs: Mapping[str, object],
                     samples: int | None, seed: int, start: int, n: int, chunk: int,
-                    dtype: str) -> tuple[dict, dict, np.ndarray, dict]:
+                    dtype: str) -> _Columns:
     """Rows ``start .. start+n-1`` of a sweep, evaluated where this runs (a Dask worker):
     the rows are regenerated from the specification (grid index or random blocks seeded by
     row), so a partition needs no data from the client; the same compiled chunk function as
@@ -597,9 +601,10 @@ def sweep_partition(plan: _Plan, base: dict, specs: Mapping[str, object],
                      None)
 
 
-def _evaluate_distributed(client: Any, plan: _Plan, base: dict, specs: Mapping[str, object],
-                          samples: int | None, seed: int, total: int, chunk: int, dtype: str,
-                          partition_rows: int | None, progress: Progress | None):
+def _evaluate_distributed(client: Any, plan: _Plan, base: dict[str, float],
+                          specs: Mapping[str, object], samples: int | None, seed: int,
+                          total: int, chunk: int, dtype: str, partition_rows: int | None,
+                          progress: Progress | None) -> _Columns:
     """:func:`_evaluate` on a Dask cluster: the rows are split into partitions (a multiple
     of ``chunk`` rows each, about four per worker unless ``partition_rows`` is given), each
     evaluated by :func:`sweep_partition` on a worker, and gathered in row order. Every row
@@ -618,7 +623,7 @@ def _evaluate_distributed(client: Any, plan: _Plan, base: dict, specs: Mapping[s
     index = {f.key: i for i, f in enumerate(futures)}
     parts: list[Any] = [None] * len(futures)
     done = 0
-    for fut in as_completed(futures):
+    for fut in as_completed(futures):  # type: ignore[no-untyped-call]  # untyped in dask
         i = index[fut.key]
         parts[i] = fut.result()
         done += min(size, total - starts[i])
@@ -646,7 +651,8 @@ def _specs(vary: Mapping[str, object]) -> dict[str, object]:
     return specs
 
 
-def _row_source(specs: Mapping[str, object], samples: int | None, seed: int):
+def _row_source(specs: Mapping[str, object], samples: int | None, seed: int
+                ) -> tuple[int, ChunkInputs]:
     """``(total rows, chunk_inputs)``: the Cartesian grid of ``specs`` (``samples`` None) or
     ``samples`` random rows; ``chunk_inputs(start, n, k)`` gives their columns.
 
@@ -658,13 +664,13 @@ def _row_source(specs: Mapping[str, object], samples: int | None, seed: int):
         total = math.prod(a.size for a in axes.values())
         shape = tuple(a.size for a in axes.values())
 
-        def grid_rows(start, n, _k):
+        def grid_rows(start: int, n: int, _k: int) -> list[np.ndarray]:
             idx = np.unravel_index(np.arange(start, start + n), shape)
             return [axes[name][i] for name, i in zip(axes, idx)]
         return total, grid_rows
     if isinstance(samples, bool) or int(samples) != samples or samples < 1:
         raise SweepError(f"samples: must be a positive integer (got {samples!r})")
-    prepared = {}
+    prepared: dict[str, Range | np.ndarray] = {}
     for n, s in specs.items():
         if isinstance(s, Range):
             _check_range(n, s)
@@ -674,7 +680,7 @@ def _row_source(specs: Mapping[str, object], samples: int | None, seed: int):
         else:
             prepared[n] = grid_values(n, s)
 
-    def sample_rows(start, n, _k):
+    def sample_rows(start: int, n: int, _k: int) -> list[np.ndarray]:
         return _sample_rows(prepared, seed, start, n)
     return int(samples), sample_rows
 
@@ -707,8 +713,10 @@ def check_memory(total: int, plan: _Plan) -> None:
                          f"fewer outputs (or split the sweep)")
 
 
-def _recheck(plan: _Plan, base: dict, inputs, out_cols, codes, headroom, rechecked, rank_by,
-             recheck_top, chunk_size) -> None:
+def _recheck(plan: _Plan, base: dict[str, float], inputs: dict[str, np.ndarray],
+             out_cols: dict[str, np.ndarray], codes: np.ndarray, headroom: np.ndarray,
+             rechecked: np.ndarray, rank_by: str, recheck_top: int,
+             chunk_size: int | None) -> None:
     """The ``mixed`` precision re-check: re-evaluate in float64 the rows a reader acts on
     and replace their outputs and codes in place."""
     rows = _recheck_rows(inputs, out_cols, codes, headroom, base, rank_by, recheck_top)
@@ -724,24 +732,27 @@ def _recheck(plan: _Plan, base: dict, inputs, out_cols, codes, headroom, recheck
     rechecked[rows] = True
 
 
-def _frame(inputs, derived, out_cols, codes, rechecked):
+def _frame(inputs: Mapping[str, np.ndarray], derived: Mapping[str, np.ndarray],
+           out_cols: Mapping[str, np.ndarray], codes: np.ndarray,
+           rechecked: np.ndarray | None) -> pd.DataFrame:
     """The sweep's DataFrame: varied and derived columns, outputs, ``valid``, ``reason``
     (categorical) and ``rechecked`` (``mixed`` only)."""
     import pandas as pd
 
-    data = dict(inputs)
+    data: dict[str, Any] = dict(inputs)
     data.update({d: col.astype(np.float64) for d, col in derived.items()})
     # an output named like a varied column (num_gpus) repeats it: the input column stays
     data.update({o: c for o, c in out_cols.items() if o not in data})
     data["valid"] = codes == 0
-    data["reason"] = pd.Categorical.from_codes(codes.astype(np.int16),
+    data["reason"] = pd.Categorical.from_codes(codes.astype(np.int16),  # type: ignore[call-overload]
                                                categories=("",) + REASONS)
     if rechecked is not None:
         data["rechecked"] = rechecked
     return pd.DataFrame(data, copy=False)
 
 
-def _sample_rows(prepared: Mapping, seed: int, start: int, n: int) -> list[np.ndarray]:
+def _sample_rows(prepared: Mapping[str, Range | np.ndarray], seed: int, start: int, n: int
+                 ) -> list[np.ndarray]:
     """Rows ``start .. start+n-1`` of a random sweep, one array per variable: block ``j`` of
     :data:`SAMPLE_BLOCK` rows is drawn from the stream seeded ``(seed, j)``, so the rows do
     not depend on how they are chunked."""
@@ -755,10 +766,12 @@ def _sample_rows(prepared: Mapping, seed: int, start: int, n: int) -> list[np.nd
     return [np.concatenate([p[i] for p in parts])[off:off + n] for i in range(len(prepared))]
 
 
-def _recheck_rows(inputs, outs, codes, headroom, base, rank_by, top):
+def _recheck_rows(inputs: Mapping[str, np.ndarray], outs: Mapping[str, np.ndarray],
+                  codes: np.ndarray, headroom: np.ndarray, base: Mapping[str, float],
+                  rank_by: str, top: int) -> np.ndarray:
     """Rows a ``mixed`` sweep re-evaluates in float64: near the memory boundary, and the
     ``top`` best valid rows by ``rank_by`` (when it is an output)."""
-    def col(n):
+    def col(n: str) -> np.ndarray | float:
         return inputs[n] if n in inputs else base[n]
 
     scale = np.abs(col("hbm_cap") - col("mem_reserved"))
@@ -777,8 +790,10 @@ def _recheck_rows(inputs, outs, codes, headroom, base, rank_by, top):
     return np.array(sorted(rows), dtype=np.int64)
 
 
-def _evaluate(plan: _Plan, base: dict, total: int, chunk_inputs, chunk_size: int, dtype: str,
-              progress: Progress | None):
+def _evaluate(plan: _Plan, base: dict[str, float], total: int, chunk_inputs: ChunkInputs,
+              chunk_size: int, dtype: str, progress: Progress | None
+              ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], np.ndarray,
+                         dict[str, np.ndarray]]:
     """Stream ``total`` rows through the compiled chunk function
     (:func:`symcost.evaluate.evaluate_chunks`).
 
@@ -815,7 +830,7 @@ def _evaluate(plan: _Plan, base: dict, total: int, chunk_inputs, chunk_size: int
     return inputs, cols, codes, derived
 
 
-def write_table(df, path) -> None:
+def write_table(df: pd.DataFrame, path: str | os.PathLike[str]) -> None:
     """Write a sweep DataFrame to ``.csv`` or ``.parquet`` (by extension).
 
     Raises:

@@ -38,7 +38,7 @@ from .ops import attention as att
 from .ops import collectives as coll
 from .ops import elementwise as ew
 from .ops import embedding as emb
-from .ops.cost import Cost
+from .ops.cost import Cost, select, sum_time
 from .ops.gemm import gemm
 from .ops.optimizer import adam_step
 
@@ -49,10 +49,6 @@ IS_NONE = flag(S.recompute < sp.Rational(1, 2))
 IS_ZERO3 = flag(S.zero_stage > sp.Rational(5, 2))
 IS_PP = flag(S.pp > sp.Rational(3, 2))
 IS_INTERLEAVED = flag(S.vpp > sp.Rational(3, 2))
-
-
-def _select(cond: sp.Basic, a: Cost, b: Cost) -> Cost:
-    return Cost(*(sp.Piecewise((x, cond), (y, True)) for x, y in zip(a, b)))
 
 
 # ----------------------------------------------------------------------------- shapes
@@ -148,7 +144,7 @@ def layer_forward_compute() -> dict[str, Cost]:
                                     S.has_dropout)
     return {
         "qkv_proj": gemm(n, (heads + 2 * kv) * d, h, peak),
-        "attention": _select(S.flash_attn > sp.Rational(1, 2), flash, unfused),
+        "attention": select(S.flash_attn > sp.Rational(1, 2), flash, unfused),
         "out_proj": gemm(n, h, heads * d, peak),
         "mlp_up": gemm(n, (1 + g) * f / t, h, peak),
         "mlp_down": gemm(n, h, f / t, peak),
@@ -200,12 +196,14 @@ def layer_backward_compute() -> dict[str, Cost]:
     flash_b = att.attention_flash_backward(S.micro_batch, S.seq_len, S.n_heads / t,
                                            kv_heads_local(), d, S.peak_flops_16)
     out = {k: v.scale(2) for k, v in fwd.items() if k != "attention"}
-    out["attention"] = _select(S.flash_attn > sp.Rational(1, 2), flash_b,
-                               att.attention_unfused_backward(_unfused_forward()))
+    out["attention"] = select(S.flash_attn > sp.Rational(1, 2), flash_b,
+                               att.attention_unfused_backward(unfused_attention_forward()))
     return out
 
 
-def _unfused_forward() -> Cost:
+def unfused_attention_forward() -> Cost:
+    """Forward cost of the unfused attention core of one layer and micro-batch (scores,
+    softmax, dropout, AV): what selective recomputation recomputes."""
     return att.attention_unfused(S.micro_batch, S.seq_len, S.n_heads / S.tp, kv_heads_local(),
                                  head_dim(), S.peak_flops_16, S.has_dropout)
 
@@ -218,7 +216,7 @@ def layer_recompute() -> Cost:
     no ``s x s`` tensor. None: nothing.
     """
     fwd = sum(layer_forward_compute().values(), start=Cost(0, 0, 0))
-    selective = _unfused_forward().scale(1 - S.flash_attn)
+    selective = unfused_attention_forward().scale(1 - S.flash_attn)
     return Cost(*(IS_FULL * x + IS_SELECTIVE * y for x, y in zip(fwd, selective)))
 
 
@@ -280,10 +278,6 @@ def microbatches_in_flight() -> sp.Expr:
 
 
 # ----------------------------------------------------------------------------- the model
-def _sum_time(costs: dict[str, Cost]) -> sp.Expr:
-    return sp.Add(*(c.time for c in costs.values()))
-
-
 @functools.lru_cache(maxsize=1)
 def training_expressions() -> dict[str, sp.Expr]:
     """All training outputs as SymPy expressions over the symbols of :mod:`symcost.symbols`.
@@ -308,8 +302,8 @@ def training_expressions() -> dict[str, sp.Expr]:
     ovh = S.t_layer_overhead
 
     # --- per micro-batch, per stage
-    fwd_layer = _sum_time(layer_forward_compute()) + ovh
-    bwd_layer = _sum_time(layer_backward_compute()) + 2 * ovh
+    fwd_layer = sum_time(layer_forward_compute()) + ovh
+    bwd_layer = sum_time(layer_backward_compute()) + 2 * ovh
     rec_layer = layer_recompute().time + IS_FULL * ovh
     tp_layer = tp_comm_layer_forward().time * (2 + IS_FULL)
 

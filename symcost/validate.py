@@ -13,8 +13,8 @@ them when no file is given.
 A row that cannot be predicted is never dropped silently: :func:`prepare_rows` returns it with
 the reason (inference workload, unknown hardware or metric, parallel layout not stated,
 malformed value, invalid configuration, ...). Serve/prefill rows go to the inference model
-through :func:`predict_inference_hook` when it is available (``symcost.infer_api``); their
-conventions are documented there, and the summary keeps the training MAPE (train rows) apart.
+through :func:`predict_inference_hook` (:func:`symcost.infer_api.predict_inference_rows`);
+their conventions are documented there, and the summary keeps the training MAPE (train rows) apart.
 
 Defaults for blank fields (the format: "blank means the source does not say"):
 
@@ -65,14 +65,23 @@ from importlib import resources
 from pathlib import Path
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any, TextIO
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
+from hwspecs import HardwareSpecError, list_hardware, load_hardware
+
+from .api import evaluate_training, stack_training_inputs
 from .config import ConfigError, TrainingConfig, resolve
+from .infer_api import predict_inference_rows
+from .measurements import (PreparedRow, Row, RowError, SkippedRow, cell, cell_float, cell_int,
+                           source_of)
 from .models import ModelSpec, ModelSpecError, get_model
 from .params import Params, load_params
 from .training import BREAKDOWN
+from .uncertainty import row_intervals
 
 __all__ = [
     "FLOPS_CONVENTIONS", "KNOWN_METRICS", "INFERENCE_METRICS", "SOURCE_DEFAULTS", "MeasurementsError", "PreparedRow",
@@ -110,7 +119,7 @@ INFERENCE_REASON = "inference rows: not predicted by the training model"
 #:   learned position embeddings and biases (the published ``n_params_b`` grows by ``hidden``
 #:   per token of ``seq_len`` and matches ``bias=True, position='learned'`` to 4 digits), with
 #:   ``max_seq_len = seq_len``.
-SOURCE_DEFAULTS: dict[str, dict] = {
+SOURCE_DEFAULTS: dict[str, dict[str, Any]] = {
     "NAR21": {"flash_attention": False},
     "MLM22": {"flash_attention": False},
     "MPT": {"flash_attention": True, "arch": {"position": "learned", "bias": True},
@@ -144,54 +153,13 @@ class MeasurementsError(ValueError):
     """The measurements file itself is unusable (unreadable, not CSV, required column missing)."""
 
 
-class RowError(ValueError):
-    """One row cannot be predicted; the message is the reason shown to the user."""
-
-
-@dataclass(frozen=True)
-class SkippedRow:
-    """A row that was not predicted, with the reason (one line)."""
-
-    case_id: str
-    reason: str
-    source: str = ""
-    metric: str = ""
-
-
-@dataclass(frozen=True)
-class PreparedRow:
-    """One predictable measurement.
-
-    Attributes:
-        case_id, source, metric: identifiers (``source`` is the ``case_id`` prefix).
-        measured: the published value in the metric's unit.
-        model, hardware, config: what to evaluate (``config`` resolved: every field set).
-        n_params: published parameter count (``n_params_b * 1e9``) or None.
-        run: key shared by the rows that measure the same run (other metrics of it).
-        defaults: the documented defaults this row used (field -> value), for the report.
-        flops_convention: the row's ``flops_convention`` column (``model``, ``hardware``,
-            ``megatron_sc21`` or ``""`` when blank), used by :func:`metric_factor`.
-    """
-
-    case_id: str
-    source: str
-    metric: str
-    measured: float
-    model: ModelSpec
-    hardware: object
-    config: TrainingConfig
-    n_params: float | None
-    run: str
-    defaults: Mapping[str, object] = field(default_factory=dict)
-    flops_convention: str = ""
-
-
 #: values of the ``flops_convention`` column (README of the format).
 FLOPS_CONVENTIONS = ("model", "hardware", "megatron_sc21")
 
 
 # ----------------------------------------------------------------------------- metric formulas
-def nar21_flops(batch, seq, layers, hidden, vocab):
+def nar21_flops(batch: npt.ArrayLike, seq: npt.ArrayLike, layers: npt.ArrayLike,
+                hidden: npt.ArrayLike, vocab: npt.ArrayLike) -> npt.NDArray[np.float64]:
     """FLOPs per step as Narayanan et al. count them (with full activation recomputation).
 
     ``F = 96 * B * s * l * h^2 * (1 + s/(6h) + V/(16 l h))``.
@@ -212,7 +180,9 @@ def nar21_flops(batch, seq, layers, hidden, vocab):
     return 96.0 * B * s * l * h**2 * (1.0 + s / (6.0 * h) + V / (16.0 * l * h))
 
 
-def llm_foundry_flops_per_token(n_params, layers, hidden, seq, recompute: str = "none"):
+def llm_foundry_flops_per_token(n_params: npt.ArrayLike, layers: npt.ArrayLike,
+                                hidden: npt.ArrayLike, seq: npt.ArrayLike,
+                                recompute: str = "none") -> npt.NDArray[np.float64]:
     """Model FLOPs per token as llm-foundry's benchmark README counts them.
 
     MFU: ``6*N + 12*L*h*s`` (``3 * (2N + 4*L*h*s)``: dense matmuls and attention, no norms or
@@ -273,6 +243,8 @@ def metric_factor(row: PreparedRow) -> tuple[float, float]:
         RowError: unknown metric.
     """
     cfg, m, hw = row.config, row.model, row.hardware
+    # a prepared row's configuration is resolved: every derived field is set
+    assert cfg.global_batch is not None and cfg.seq_len is not None and cfg.num_gpus is not None
     B, s, n = float(cfg.global_batch), float(cfg.seq_len), float(cfg.num_gpus)
     peak = hw.peak(cfg.dtype)
     tokens = B * s
@@ -334,7 +306,7 @@ def builtin_measurements() -> Path:
     return path
 
 
-def load_measurements(path: str | os.PathLike | None = None) -> pd.DataFrame:
+def load_measurements(path: str | os.PathLike[str] | TextIO | None = None) -> pd.DataFrame:
     """Read a measurements CSV; every cell as text (parsed per row by :func:`prepare_rows`).
 
     Args:
@@ -400,43 +372,6 @@ def load_measurements(path: str | os.PathLike | None = None) -> pd.DataFrame:
     return df.reset_index(drop=True)
 
 
-def source_of(case_id: str) -> str:
-    """Source id of a case: the ``case_id`` prefix before the first ``-`` (format rule)."""
-    return str(case_id).split("-", 1)[0] if case_id else ""
-
-
-def _blank(v) -> bool:
-    return v is None or (isinstance(v, float) and math.isnan(v)) or (isinstance(v, str)
-                                                                      and not v.strip())
-
-
-def _get(row: Mapping, name: str):
-    v = row.get(name)
-    return None if _blank(v) else (v.strip() if isinstance(v, str) else v)
-
-
-def _float(row: Mapping, name: str) -> float | None:
-    v = _get(row, name)
-    if v is None:
-        return None
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        raise RowError(f"{name}: {v!r} is not a number") from None
-    if not math.isfinite(f):
-        raise RowError(f"{name}: {v!r} must be finite")
-    return f
-
-
-def _int(row: Mapping, name: str) -> int | None:
-    f = _float(row, name)
-    if f is None:
-        return None
-    if f != int(f):
-        raise RowError(f"{name}: {row.get(name)!r} must be a whole number")
-    return int(f)
-
-
 def _normalize_name(name: str) -> list[str]:
     base = name.strip().lower()
     no_paren = re.sub(r"\s*\(.*?\)\s*", " ", base).strip()
@@ -495,7 +430,7 @@ def flash_attention_rule(source: str, notes: str | None) -> tuple[bool, str]:
     return True, "default (FlashAttention)"
 
 
-def unmodelled_reason(row: Mapping) -> str | None:
+def unmodelled_reason(row: Row) -> str | None:
     """Why the training model cannot represent a measurement row, or None.
 
     Checked columns (format of ``shared/validation/README.md``): ``experts`` or ``top_k`` > 1,
@@ -514,35 +449,35 @@ def unmodelled_reason(row: Mapping) -> str | None:
     Raises:
         RowError: one of those columns holds a malformed number.
     """
-    experts, top_k = _int(row, "experts"), _int(row, "top_k")
-    shared, moe_ffn = _int(row, "shared_experts"), _int(row, "moe_ffn_hidden")
+    experts, top_k = cell_int(row, "experts"), cell_int(row, "top_k")
+    shared, moe_ffn = cell_int(row, "shared_experts"), cell_int(row, "moe_ffn_hidden")
     if (experts or 0) > 1 or (top_k or 0) > 1 or (shared or 0) > 0 or moe_ffn is not None:
         what = ", ".join(f"{k} = {v}" for k, v in (("experts", experts), ("top_k", top_k))
                          if v is not None) or "moe columns stated"
         return f"experts: mixture-of-experts models ({what}) are not modelled"
-    ep = _int(row, "ep")
+    ep = cell_int(row, "ep")
     if (ep or 0) > 1:
         return f"ep: expert parallelism ({ep}) is not modelled"
-    offload = (_get(row, "offload") or "none").lower()
+    offload = (cell(row, "offload") or "none").lower()
     if offload != "none":
         return f"offload: {offload!r} (host-memory offload) is not modelled"
-    quant = _get(row, "quant")
+    quant = cell(row, "quant")
     if quant is not None:
         return f"quant: {quant!r} base-weight quantization is not modelled"
-    tune = _get(row, "finetune") or (None if _get(row, "lora_rank") is None else "lora")
+    tune = cell(row, "finetune") or (None if cell(row, "lora_rank") is None else "lora")
     if tune is not None:
         return f"finetune: {tune!r} adapter fine-tuning is not modelled"
     return None
 
 
-def _model_for_row(row: Mapping, source: str, seq: int | None) -> ModelSpec:
-    exact, flags = preset_for_name(_get(row, "model"))
-    shape = {}
+def _model_for_row(row: Row, source: str, seq: int | None) -> ModelSpec:
+    exact, flags = preset_for_name(cell(row, "model"))
+    shape: dict[str, Any] = {}
     for col, fld in _SHAPE_COLUMNS.items():
-        v = _int(row, col)
+        v = cell_int(row, col)
         if v is None:
             if exact is None:
-                raise RowError(f"{col}: blank and model {_get(row, 'model')!r} is not a preset")
+                raise RowError(f"{col}: blank and model {cell(row, 'model')!r} is not a preset")
             v = getattr(exact, fld)
         shape[fld] = v
     if seq is not None:
@@ -551,7 +486,7 @@ def _model_for_row(row: Mapping, source: str, seq: int | None) -> ModelSpec:
     arch = {k: getattr(flags, k) for k in ("mlp", "norm", "bias", "tied_embeddings",
                                             "position", "dropout")}
     arch.update(extra.get("arch", {}))
-    gated = _int(row, "gated_mlp")
+    gated = cell_int(row, "gated_mlp")
     if gated is not None:
         if gated not in (0, 1):
             raise RowError(f"gated_mlp: must be 0 or 1 (got {gated})")
@@ -559,16 +494,17 @@ def _model_for_row(row: Mapping, source: str, seq: int | None) -> ModelSpec:
     base_max = exact.max_seq_len if exact is not None else flags.max_seq_len
     max_seq = shape["seq_len"] if extra.get("max_seq_len_is_seq_len") else max(
         base_max, shape["seq_len"])
-    name = str(_get(row, "model") or flags.name)
+    name = str(cell(row, "model") or flags.name)
     try:
         return ModelSpec(name=name, max_seq_len=max_seq, source=f"measurements row "
-                         f"{_get(row, 'case_id')}", **shape, **arch)
+                         f"{cell(row, 'case_id')}", **shape, **arch)
     except ModelSpecError as exc:
         raise RowError(str(exc)) from None
 
 
-def _parallel(row: Mapping, n_gpus: int, defaults: dict) -> tuple[int, int, int | None]:
-    tp, pp, dp = _int(row, "tp"), _int(row, "pp"), _int(row, "dp")
+def _parallel(row: Row, n_gpus: int, defaults: dict[str, object]
+              ) -> tuple[int, int, int | None]:
+    tp, pp, dp = cell_int(row, "tp"), cell_int(row, "pp"), cell_int(row, "dp")
     if tp is None and pp is None:
         if dp is not None and dp == n_gpus:
             defaults.update(tp=1, pp=1)
@@ -576,6 +512,7 @@ def _parallel(row: Mapping, n_gpus: int, defaults: dict) -> tuple[int, int, int 
         raise RowError("parallel config not stated (tp and pp blank)")
     if tp is None or pp is None:
         known, other = ("tp", tp) if tp is not None else ("pp", pp)
+        assert other is not None  # one of tp, pp is stated
         missing = "pp" if known == "tp" else "tp"
         if dp is None or n_gpus % (other * dp):
             raise RowError(f"{missing}: blank and not derivable ({known}={other}, "
@@ -586,48 +523,49 @@ def _parallel(row: Mapping, n_gpus: int, defaults: dict) -> tuple[int, int, int 
     return tp, pp, dp
 
 
-def _prepare_one(row: Mapping) -> PreparedRow:
+def _prepare_one(row: Row) -> PreparedRow:
     case_id = str(row.get("case_id") or "")
     source = source_of(case_id)
-    metric = _get(row, "metric")
-    workload = (_get(row, "workload") or "").lower()
+    metric = cell(row, "metric")
+    workload = (cell(row, "workload") or "").lower()
     if workload in ("serve", "prefill") or metric in INFERENCE_METRICS:
         raise RowError(INFERENCE_REASON)
     if workload != "train":
         raise RowError(f"workload: {workload or 'blank'!r} is not train, prefill or serve")
     if metric not in KNOWN_METRICS:
         raise RowError(f"unknown metric {metric!r} (known: {', '.join(KNOWN_METRICS)})")
-    value = _float(row, "value")
+    value = cell_float(row, "value")
     if value is None or value <= 0:
-        raise RowError(f"value: must be a positive number (got {_get(row, 'value')!r})")
+        raise RowError(f"value: must be a positive number (got {cell(row, 'value')!r})")
     why_not = unmodelled_reason(row)
     if why_not:
         raise RowError(why_not)
-    hw_id = _get(row, "hardware")
+    hw_id = cell(row, "hardware")
     if hw_id is None:
         raise RowError("hardware: blank (a canonical hardware id is needed)")
-    from hwspecs import HardwareSpecError, list_hardware, load_hardware
     try:
         hw = load_hardware(str(hw_id))
     except HardwareSpecError:
         raise RowError(f"unknown hardware {hw_id!r} (known: {', '.join(list_hardware())})"
                        ) from None
-    defaults: dict = {}
-    n_gpus = _int(row, "n_gpus")
-    if n_gpus is None and None not in (_int(row, "tp"), _int(row, "pp"), _int(row, "dp")):
-        n_gpus = _int(row, "tp") * _int(row, "pp") * _int(row, "dp")
+    defaults: dict[str, object] = {}
+    n_gpus = cell_int(row, "n_gpus")
+    stated = (cell_int(row, "tp"), cell_int(row, "pp"), cell_int(row, "dp"))
+    if n_gpus is None and stated[0] is not None and stated[1] is not None \
+            and stated[2] is not None:
+        n_gpus = stated[0] * stated[1] * stated[2]
         defaults["n_gpus"] = "tp*pp*dp"
     if n_gpus is None or n_gpus <= 0:
         raise RowError("n_gpus: blank or not positive")
     tp, pp, dp = _parallel(row, n_gpus, defaults)
-    cp = _int(row, "cp")
+    cp = cell_int(row, "cp")
     if cp is not None and cp != 1:
         raise RowError(f"cp: context parallelism ({cp}) is not modelled")
     if dp is None:
         defaults["dp"] = "n_gpus/(tp*pp)"
 
-    def opt(name, default, conv=_int):
-        v = conv(row, name)
+    def opt(name: str, default: int) -> int:
+        v = cell_int(row, name)
         if v is None:
             defaults[name] = default
             return default
@@ -637,17 +575,17 @@ def _prepare_one(row: Mapping) -> PreparedRow:
     vpp = opt("vpp", 1)
     sp_on = opt("sp", 0)
     zero = opt("zero_stage", 0)
-    recompute = (_get(row, "recompute") or "").lower()
+    recompute = (cell(row, "recompute") or "").lower()
     if not recompute:
         recompute = "none"
         defaults["recompute"] = "none"
-    dtype = (_get(row, "dtype") or "").lower()
+    dtype = (cell(row, "dtype") or "").lower()
     if not dtype:
         dtype = "bf16"
         defaults["dtype"] = "bf16"
-    seq = _int(row, "seq_len")
-    notes = _get(row, "notes")
-    stated_flash = _int(row, "flash_attention")
+    seq = cell_int(row, "seq_len")
+    notes = cell(row, "notes")
+    stated_flash = cell_int(row, "flash_attention")
     if stated_flash is None:
         flash, why = flash_attention_rule(source, notes)
         defaults["flash_attention"] = f"{flash} ({why})"
@@ -656,7 +594,7 @@ def _prepare_one(row: Mapping) -> PreparedRow:
     else:
         raise RowError(f"flash_attention: must be 0 or 1 (got {stated_flash})")
     model = _model_for_row(row, source, seq)
-    gb = _int(row, "global_batch")
+    gb = cell_int(row, "global_batch")
     if gb is None:
         defaults["global_batch"] = "micro_batch*dp"
     if sp_on not in (0, 1):
@@ -669,10 +607,10 @@ def _prepare_one(row: Mapping) -> PreparedRow:
         cfg = resolve(model, hw, cfg)
     except ConfigError as exc:
         raise RowError(_column_names(str(exc))) from None
-    nb = _float(row, "n_params_b")
+    nb = cell_float(row, "n_params_b")
     n_params = nb * 1e9 if nb is not None and nb > 0 else None
-    run = "|".join([source] + [str(_get(row, c)) for c in RUN_COLUMNS])
-    convention = str(_get(row, "flops_convention") or "").lower()
+    run = "|".join([source] + [str(cell(row, c)) for c in RUN_COLUMNS])
+    convention = str(cell(row, "flops_convention") or "").lower()
     if convention and convention not in FLOPS_CONVENTIONS:
         raise RowError(f"flops_convention: {convention!r} is not one of "
                        f"{', '.join(FLOPS_CONVENTIONS)}")
@@ -724,7 +662,7 @@ def prepare_rows(df: pd.DataFrame) -> tuple[list[PreparedRow], list[SkippedRow]]
     seen: set[str] = set()
     for rec in df.to_dict(orient="records"):
         case_id = str(rec.get("case_id") or "")
-        source, metric = source_of(case_id), str(_get(rec, "metric") or "")
+        source, metric = source_of(case_id), str(cell(rec, "metric") or "")
         if not case_id:
             skipped.append(SkippedRow("", "case_id: blank", source, metric))
             continue
@@ -748,7 +686,8 @@ def _pad_length(n: int) -> int:
 
 def stack_inputs(prepared: Sequence[PreparedRow], params: Params,
                  names: Sequence[str] | None = None) -> dict[str, np.ndarray]:
-    """Stack each row's :func:`~symcost.api.training_inputs` into float64 arrays.
+    """Stack each row's :func:`~symcost.api.training_inputs` into float64 arrays
+    (:func:`symcost.api.stack_training_inputs` of the rows' configurations).
 
     Args:
         prepared: rows from :func:`prepare_rows`.
@@ -761,22 +700,13 @@ def stack_inputs(prepared: Sequence[PreparedRow], params: Params,
     Raises:
         ParamsError: ``params`` has no entry for a row's GPU generation.
     """
-    from .api import training_inputs, training_model
-
-    names = tuple(names or training_model("float64").input_names)
-    out = {n: np.empty(len(prepared), dtype=np.float64) for n in names}
-    for i, r in enumerate(prepared):
-        vals = training_inputs(r.model, r.hardware, r.config, params)
-        for n in names:
-            out[n][i] = vals[n]
-    return out
+    return stack_training_inputs([(r.model, r.hardware, r.config) for r in prepared], params,
+                                 names)
 
 
 def evaluate_rows(inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """One vectorized float64 evaluation of the training model over stacked rows (padded to a
     power of two to reuse compiled shapes; the padding is cut off)."""
-    from .api import evaluate_training
-
     n = len(next(iter(inputs.values())))
     pad = _pad_length(n)
     padded = {k: np.concatenate([v, np.repeat(v[-1:], pad - n)]) for k, v in inputs.items()}
@@ -792,7 +722,7 @@ def predict_rows(prepared: Sequence[PreparedRow], params: Params | None = None,
         prepared: rows from :func:`prepare_rows` (their generations must be in ``params``).
         params: efficiency parameters; the shipped calibration when None.
         intervals: add ``pred_lo``/``pred_hi`` (``level`` prediction interval, see
-            :func:`symcost.calibrate.row_intervals`) where ``params`` carries a covariance for
+            :func:`symcost.uncertainty.row_intervals`) where ``params`` carries a covariance for
             the row's generation (NaN elsewhere).
         level: interval probability.
 
@@ -835,8 +765,6 @@ def predict_rows(prepared: Sequence[PreparedRow], params: Params | None = None,
         "coef": coef, "power": power,
     })
     if intervals and params.provenance.get("residual_sigma_log"):
-        from .calibrate import row_intervals
-
         lo, hi = row_intervals(prepared, params, inputs, level=level)
         # metric = coef * t**power: power -1 swaps the ends
         a, b = coef * lo**power, coef * hi**power
@@ -858,13 +786,13 @@ def split_by_params(prepared: Sequence[PreparedRow], params: Params
 
 
 # ----------------------------------------------------------------------------- summary
-def mape(errors_pct) -> float:
+def mape(errors_pct: npt.ArrayLike) -> float:
     """Mean absolute percentage error of signed errors in percent (NaN when empty)."""
     e = np.abs(np.asarray(errors_pct, dtype=np.float64))
     return float(e.mean()) if e.size else float("nan")
 
 
-def summarize(rows: pd.DataFrame, skipped: Sequence[SkippedRow] = ()) -> dict:
+def summarize(rows: pd.DataFrame, skipped: Sequence[SkippedRow] = ()) -> dict[str, Any]:
     """MAPE per (source, metric), per source and overall, plus counts.
 
     ``mape_pct`` and ``max_abs_error_pct`` are over the ``train`` rows (the training model's
@@ -882,7 +810,7 @@ def summarize(rows: pd.DataFrame, skipped: Sequence[SkippedRow] = ()) -> dict:
         rows = rows.assign(workload="train")
     train = rows[rows["workload"] == "train"]
     infer = rows[rows["workload"] != "train"]
-    out: dict = {"n_predicted": int(len(rows)), "n_skipped": len(skipped),
+    out: dict[str, Any] = {"n_predicted": int(len(rows)), "n_skipped": len(skipped),
                  "mape_pct": mape(train["error_pct"]) if len(train) else None,
                  "max_abs_error_pct": float(train["error_pct"].abs().max()) if len(train)
                  else None,
@@ -911,12 +839,11 @@ def summarize(rows: pd.DataFrame, skipped: Sequence[SkippedRow] = ()) -> dict:
 
 def predict_inference_hook(df: pd.DataFrame, params: Params
                            ) -> tuple[pd.DataFrame | None, list[SkippedRow]]:
-    """Serve/prefill rows through the inference model, when it offers a row predictor.
+    """Serve/prefill rows through the inference model.
 
-    Hook: uses ``symcost.infer_api.predict_inference_rows(df, params)`` (owned by the
-    inference model; its conventions are documented there). Returns ``(None, [])`` when that
-    function does not exist or the file has no serve/prefill rows; the training-side
-    validation then lists those rows as skipped with :data:`INFERENCE_REASON`.
+    Uses :func:`symcost.infer_api.predict_inference_rows` (owned by the inference model; its
+    conventions are documented there). Returns ``(None, [])`` when the file has no
+    serve/prefill rows.
 
     Returns:
         ``(rows, skipped)``: predictions with the columns of :func:`predict_rows` that apply
@@ -928,10 +855,6 @@ def predict_inference_hook(df: pd.DataFrame, params: Params
     wl = df["workload"].fillna("").astype(str).str.strip().str.lower()
     sub = df[wl.isin(["serve", "prefill"])]
     if sub.empty:
-        return None, []
-    try:
-        from .infer_api import predict_inference_rows
-    except ImportError:  # the inference model is optional
         return None, []
     out = predict_inference_rows(sub, params)
     skipped = [SkippedRow(str(x.get("case_id")), str(x.get("reason")), str(x.get("source", "")),
@@ -956,12 +879,12 @@ class ValidationReport:
 
     rows: pd.DataFrame
     skipped: list[SkippedRow]
-    summary: dict
+    summary: dict[str, Any]
     params: Params
     path: str = ""
     prepared: list[PreparedRow] = field(default_factory=list, repr=False)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """JSON-ready: ``{"rows": [{case_id, source, metric, workload, measured, predicted,
         error_pct, pred_lo, pred_hi}...], "summary": {...}, "skipped": [{case_id, reason}...]}``
         (NaN becomes null)."""
@@ -973,7 +896,7 @@ class ValidationReport:
                 "skipped": [{"case_id": s.case_id, "reason": s.reason} for s in self.skipped]}
 
 
-def _jsonable(v):
+def _jsonable(v: Any) -> Any:
     if isinstance(v, dict):
         return {k: _jsonable(x) for k, x in v.items()}
     if isinstance(v, (list, tuple)):
@@ -1005,7 +928,8 @@ def validate_frame(df: pd.DataFrame, params: Params, path: str = "",
     return ValidationReport(rows, skipped, summarize(rows, skipped), params, path, prepared)
 
 
-def validate_file(path: str | os.PathLike | None = None, params: Params | str | os.PathLike | None = None,
+def validate_file(path: str | os.PathLike[str] | None = None,
+                  params: Params | str | os.PathLike[str] | None = None,
                   intervals: bool = True, level: float = 0.9,
                   inference: bool = True) -> ValidationReport:
     """Validate the model against a measurements file.

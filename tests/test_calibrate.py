@@ -14,13 +14,13 @@ from typer.testing import CliRunner
 
 from symcost.api import training_inputs
 from symcost.calibrate import (DEFAULT_FIT, CalibrationError, bound_warnings, calibrate,
-                               calibrate_rows, check_output_path, cross_validate, interval_sd,
-                               log_step_time_gradient, log_step_time_jacobian,
-                               predict_interval, row_intervals, start_params,
+                               calibrate_rows, check_output_path, cross_validate, start_params,
                                transfer_missing, write_params)
 from symcost.config import TrainingConfig
 from symcost.cli import app
 from symcost.params import Params, ParamsError, load_params
+from symcost.uncertainty import (interval_sd, log_step_time_gradient, log_step_time_jacobian,
+                                 predict_interval, row_intervals)
 from symcost.validate import (evaluate_rows, predict_rows, prepare_rows, stack_inputs,
                               summarize)
 
@@ -445,12 +445,14 @@ def test_fit_and_transfer_accept_one_comma_separated_string(tmp_path, synthetic,
 
 
 def test_calibrate_without_path_uses_the_builtin_measurements(tmp_path, monkeypatch, base):
-    from symcost import validate
+    from symcost import calibrate as calibrate_module
 
     tiny = tmp_path / "builtin.csv"
     pd.DataFrame([dict(r, hardware="tpu-v9") for r in synthetic_rows()[:3]]).to_csv(
         tiny, index=False)
-    monkeypatch.setattr(validate, "builtin_measurements", lambda: tiny)
+    # calibrate reads the built-in file through symcost.validate.builtin_measurements, which
+    # it imports by name
+    monkeypatch.setattr(calibrate_module, "builtin_measurements", lambda: tiny)
     with pytest.raises(CalibrationError, match=rf"^calibrate: no predictable train rows in "
                                                rf"{tiny} \(3 skipped: unknown hardware"):
         calibrate(start=base)

@@ -45,9 +45,10 @@ def test_kept_symbols_stay_free_and_substituting_back_gives_the_value(name, keep
     assert float(back) == pytest.approx(f.value, rel=2e-3)  # 4-digit rounded constants
 
 
-def test_aliases_and_operator_formulas():
+def test_field_names_and_operator_formulas():
     f = explain("mem_total", *GPT3, CFG, keep=("layers",))
     assert f.expr.free_symbols == {S.n_layers}
+    assert "n_layers" not in f.substituted and "hidden" in f.substituted
     values = training_inputs(*GPT3, CFG)
     total = sum(float(expression(op).xreplace({S.lookup(k): v for k, v in values.items()}))
                 for op in operator_times())
@@ -66,11 +67,40 @@ def test_notebook_display_and_json():
     json.dumps(f.to_dict())
 
 
+def test_keep_reads_the_field_vocabulary():
+    """--keep tp,layers,zero: field names stand for the symbols their Field binds; the
+    symbols' own names give the same formula."""
+    by_field = explain("step_time", *GPT3, CFG.replace(zero=1), keep=("tp", "layers", "zero"))
+    by_symbol = explain("step_time", *GPT3, CFG.replace(zero=1),
+                        keep=("tp", "n_layers", "zero_stage"))
+    assert by_field.expr == by_symbol.expr
+    assert by_field.expr.free_symbols == {S.tp, S.n_layers, S.zero_stage}
+
+
+def test_every_field_with_a_symbol_is_a_keep_name():
+    """The keep vocabulary is the field table: each field binding a symbol keeps that symbol
+    (a second table of aliases would drift from it)."""
+    from symcost.fields import INFERENCE_FIELDS, MODEL_FIELDS, TRAINING_FIELDS
+    from symcost.substitution import field_symbols, keep_symbols
+
+    tables = (TRAINING_FIELDS, MODEL_FIELDS, INFERENCE_FIELDS)
+    expected = {n: f.symbol for t in tables for n, f in t.items() if f.symbol is not None}
+    assert field_symbols() == expected
+    assert {"layers": "n_layers", "heads": "n_heads", "kv_heads": "n_kv_heads",
+            "zero": "zero_stage", "sp": "sp_on",
+            "flash_attention": "flash_attn"}.items() <= expected.items()
+    for name, sym in expected.items():
+        assert keep_symbols([name]) == [S.REGISTRY[sym].symbol]
+
+
 def test_explain_errors():
     with pytest.raises(ExplainError, match="unknown formula"):
         explain("speed", *GPT3, CFG)
-    with pytest.raises(ExplainError, match="unknown symbol"):
+    with pytest.raises(ExplainError, match="keep: unknown name 'bogus'.*fields: .*layers.*"
+                                           "symbols: .*n_layers"):
         explain("step_time", *GPT3, CFG, keep=("bogus",))
+    with pytest.raises(ExplainError, match="keep: field 'num_gpus' binds no symbol"):
+        explain("step_time", *GPT3, CFG, keep=("num_gpus",))
 
 
 def test_cli_explain_list_and_latex():
@@ -89,6 +119,20 @@ def test_cli_explain_list_and_latex():
     bad = RUNNER.invoke(app, ["explain", "speed", "--model", GPT3[0], "--hardware",
                               GPT3[1]])
     assert bad.exit_code == 2 and "unknown formula" in bad.output
+
+
+def test_cli_explain_keeps_field_names():
+    """``--keep tp,layers,zero``: the field vocabulary, as the configuration options use it."""
+    from symcost.cli import app
+
+    args = ["--model", GPT3[0], "--hardware", GPT3[1], "--num-gpus", "1024", "--tp", "8",
+            "--pp", "16", "--global-batch", "1536", "--recompute", "full", "--zero", "1"]
+    res = RUNNER.invoke(app, ["explain", "step_time", "--keep", "tp,layers,zero", *args])
+    assert res.exit_code == 0, res.output
+    same = RUNNER.invoke(app, ["explain", "step_time", "--keep", "tp,n_layers,zero_stage",
+                               *args])
+    assert same.exit_code == 0 and res.output == same.output
+    assert "n_layers" in res.output and "zero_stage" in res.output
 
 
 # ----------------------------------------------------------------------------- bottleneck

@@ -517,7 +517,8 @@ def test_helpers_are_shared_with_the_training_side():
     from symcost.ops import cost
 
     assert ia.as_model is api.as_model and ia.as_hardware is api.as_hardware
-    assert inf._select is tr._select and inf._sum_time is tr._sum_time
+    assert inf.select is tr.select is cost.select
+    assert inf.sum_time is tr.sum_time is cost.sum_time
     assert inf.total is cost.total
     assert not hasattr(inf, "_sum") and not hasattr(inf, "_time")
 
@@ -543,12 +544,12 @@ def test_docstrings_state_returns_and_the_raised_error():
         solve_arrival_rate(_inputs("llama-3-8b", H100), 0.0)
 
 
-def test_result_formula_accepts_aliases_and_rejects_unknown_symbols():
-    from symcost.explain import ExplainError
+def test_result_formula_accepts_field_names_and_rejects_unknown_names():
+    from symcost.substitution import ExplainError
 
     r = predict_inference("llama-3-8b", H100, batch=2)
     f = r.formula("kv_bytes_per_token", keep=("layers", "kv_bytes"))
     assert f.free_symbols == {S.n_layers, S.kv_bytes}
     assert float(f.xreplace({S.n_layers: 32, S.kv_bytes: 2})) == r.values["kv_bytes_per_token"]
-    with pytest.raises(ExplainError, match="keep: unknown symbol 'bogus'"):
+    with pytest.raises(ExplainError, match="keep: unknown name 'bogus'"):
         r.formula("tpot", keep=("bogus",))

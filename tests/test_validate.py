@@ -224,7 +224,8 @@ def test_inference_rows_go_through_the_inference_hook(tmp_path, monkeypatch):
     """Serve rows go to the inference model's row predictor (faked here: its own tests cover
     it) and are summarised apart from the training MAPE; rows it cannot predict keep its
     reason; the train row is unaffected."""
-    infer_api = pytest.importorskip("symcost.infer_api")
+    import symcost.validate as validate_mod
+
     seen = {}
 
     def fake(df, params=None):
@@ -235,7 +236,8 @@ def test_inference_rows_go_through_the_inference_hook(tmp_path, monkeypatch):
                                  "reason": "tail percentiles are not modelled"}]
         return out
 
-    monkeypatch.setattr(infer_api, "predict_inference_rows", fake)
+    # validate imports the inference row predictor by name
+    monkeypatch.setattr(validate_mod, "predict_inference_rows", fake)
     serve = {**GPT3_ROW, "workload": "serve", "metric": "output_throughput", "value": 100}
     path = write_csv(tmp_path / "m.csv", [GPT3_ROW, {**serve, "case_id": "S-1"},
                                           {**serve, "case_id": "S-2", "metric": "ttft_p99_ms"}])

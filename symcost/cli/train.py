@@ -157,7 +157,7 @@ def prediction_intervals(model, hw, cfg: TrainingConfig, params) -> dict[str, li
     ..., "mfu_interval": ...}`` from the calibration's parameter covariance and residual error
     (:func:`symcost.calibrate.predict_interval`); empty when the parameters carry no
     uncertainty for this GPU generation."""
-    from ..calibrate import CalibrationError, predict_interval
+    from ..uncertainty import CalibrationError, predict_interval
 
     try:
         iv = predict_interval(model, hw, cfg, params=params, level=0.9)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
 import sympy as sp
@@ -40,6 +40,21 @@ def total(costs: Iterable[Cost]) -> Cost:
     for c in costs:
         out = out + c
     return out
+
+
+def select(cond: sp.Basic, a: Cost, b: Cost) -> Cost:
+    """``a`` where ``cond`` holds, else ``b``: each field a two-branch ``Piecewise``.
+
+    Args:
+        cond: a SymPy relational over mode symbols (e.g. ``flash_attn > 1/2``).
+        a, b: the costs of the two branches.
+    """
+    return Cost(*(sp.Piecewise((x, cond), (y, True)) for x, y in zip(a, b)))
+
+
+def sum_time(costs: Mapping[str, Cost]) -> sp.Expr:
+    """Total time (s) of named costs: the sum of their ``time`` fields."""
+    return sp.Add(*(c.time for c in costs.values()))
 
 
 def time_roofline(flops: sp.Expr, nbytes: sp.Expr, peak: sp.Expr, eff_compute: sp.Expr,
