@@ -250,6 +250,12 @@ def _sources(entry: Mapping[str, Any], where: str) -> FrozenMapping[str]:
     return FrozenMapping({str(k): " ".join(_str(src, k, f"{where}.sources").split()) for k in src})
 
 
+def _cited(sources: Mapping[str, str], keys: tuple[str, ...], where: str) -> None:
+    for key in keys:
+        if key not in sources:
+            raise _err(f"{where}.sources has no citation for {key!r}")
+
+
 def _section(doc: Mapping[str, Any], key: str) -> Mapping[str, Mapping[str, Any]]:
     sec = doc.get(key)
     if not isinstance(sec, Mapping) or not all(isinstance(v, Mapping) for v in sec.values()):
@@ -326,6 +332,8 @@ def load_technology() -> Technology:
             bus_width_bits=_int(e, "bus_width_bits", w),
             stack_capacity_gb=_num(e, "stack_capacity_gb", w)[0],
             typical_stacks=_int(e, "typical_stacks", w), sources=_sources(e, w))
+        _cited(hbm[name].sources, ("pin_rate_gbps", "bus_width_bits", "stack_capacity_gb",
+                                   "typical_stacks"), w)
     links: dict[str, LinkGeneration] = {}
     for name, e in _section(doc, "links").items():
         w = f"links.{name}"
@@ -333,12 +341,14 @@ def load_technology() -> Technology:
             name=name, status=_str(e, "status", w),
             gbps_per_direction=_num(e, "gbps_per_direction", w)[0],
             links_per_gpu=_int(e, "links_per_gpu", w), sources=_sources(e, w))
+        _cited(links[name].sources, ("gbps_per_direction", "links_per_gpu"), w)
     networks: dict[str, NetworkGeneration] = {}
     for name, e in _section(doc, "networks").items():
         w = f"networks.{name}"
         networks[name] = NetworkGeneration(
             name=name, status=_str(e, "status", w), nic_gbit_per_s=_num(e, "nic_gbit_per_s", w)[0],
             nics_per_gpu=_int(e, "nics_per_gpu", w), sources=_sources(e, w))
+        _cited(networks[name].sources, ("nic_gbit_per_s", "nics_per_gpu"), w)
     refs: dict[str, ReferenceChip] = {}
     for name, e in _section(doc, "references").items():
         w = f"references.{name}"
@@ -347,6 +357,7 @@ def load_technology() -> Technology:
             power_w=_num(e, "power_w", w)[0], memory=_str(e, "memory", w),
             hbm_stacks=_int(e, "hbm_stacks", w), link=_str(e, "link", w),
             network=_str(e, "network", w), sources=_sources(e, w))
+        _cited(ref.sources, ("node", "die_area_mm2", "power_w"), w)
         for key, table in (("node", nodes), ("memory", hbm), ("link", links), ("network", networks)):
             if getattr(ref, key) not in table:
                 raise _err(f"{w}.{key} {getattr(ref, key)!r} is not in section {key!r}")
