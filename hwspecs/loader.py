@@ -76,6 +76,9 @@ __all__ = ["list_hardware", "load_hardware"]
 _DATA_PACKAGE = "hwspecs"
 _DATA_DIR = "data"
 _SUFFIXES = (".yaml", ".yml")
+#: Data files in ``hwspecs/data`` that are not hardware specs (loaded elsewhere):
+#: ``technology.yaml`` is read by :mod:`hwspecs.technology`.
+_NOT_HARDWARE = frozenset({"technology.yaml"})
 
 _TOP_LEVEL_KEYS = (
     "name",
@@ -282,6 +285,8 @@ def _data_dir() -> Any:
 def _builtin_ids() -> tuple[str, ...]:
     ids = []
     for entry in _data_dir().iterdir():
+        if entry.name in _NOT_HARDWARE:
+            continue
         if entry.is_file() and entry.name.endswith(".yaml"):
             ids.append(entry.name[: -len(".yaml")])
     return tuple(sorted(ids))
