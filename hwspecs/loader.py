@@ -71,7 +71,7 @@ from .errors import HardwareSpecError
 from .spec import DTYPES, GENERATIONS, HardwareSpec
 from .units import GIB
 
-__all__ = ["list_hardware", "load_hardware"]
+__all__ = ["list_hardware", "load_hardware", "parse_yaml"]
 
 _DATA_PACKAGE = "hwspecs"
 _DATA_DIR = "data"
@@ -134,7 +134,16 @@ _UniqueKeyLoader.add_constructor(
 )
 
 
-def _parse_yaml(text: str, where: str) -> Any:
+def parse_yaml(text: str, where: str) -> Any:
+    """Parse the YAML document ``text`` (safe loader that refuses duplicate keys).
+
+    Args:
+        text: YAML source.
+        where: file name or description, for the message.
+
+    Raises:
+        HardwareSpecError: ``"hwspecs: <where>: invalid YAML: <problem> at line L, column C"``.
+    """
     try:
         return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - SafeLoader subclass
     except yaml.YAMLError as exc:
@@ -296,7 +305,7 @@ def _builtin_ids() -> tuple[str, ...]:
 def _load_builtin(hw_id: str) -> HardwareSpec:
     filename = f"{hw_id}.yaml"
     text = _data_dir().joinpath(filename).read_text(encoding="utf-8")
-    spec = _spec_from_document(_parse_yaml(text, filename), filename)
+    spec = _spec_from_document(parse_yaml(text, filename), filename)
     if spec.name != hw_id:
         raise HardwareSpecError(
             f"hwspecs: {filename}: field 'name' must equal the file id {hw_id!r} (got {spec.name!r})"
@@ -313,7 +322,7 @@ def _load_path(path: Path) -> HardwareSpec:
         raise HardwareSpecError(f"hwspecs: {where}: cannot read hardware file ({reason})") from None
     except UnicodeDecodeError:
         raise HardwareSpecError(f"hwspecs: {where}: file is not valid UTF-8 text") from None
-    return _spec_from_document(_parse_yaml(text, where), where)
+    return _spec_from_document(parse_yaml(text, where), where)
 
 
 def _looks_like_path(s: str) -> bool:

@@ -73,7 +73,7 @@ from importlib import resources
 from typing import Any
 
 from .errors import HardwareSpecError
-from .loader import _parse_yaml, load_hardware
+from .loader import parse_yaml, load_hardware
 from .spec import FrozenMapping, HardwareSpec
 from .units import GIB
 
@@ -307,7 +307,7 @@ def _nodes(raw: Mapping[str, Mapping[str, Any]]) -> dict[str, ProcessNode]:
 
 def _document() -> Any:
     text = resources.files("hwspecs").joinpath("data", _FILE).read_text(encoding="utf-8")
-    return _parse_yaml(text, _FILE)
+    return parse_yaml(text, _FILE)
 
 
 @functools.lru_cache(maxsize=1)
