@@ -81,6 +81,7 @@ TRANSFER_FROM: dict[str, tuple[str, ...]] = {
     "hopper": ("ampere", "blackwell"),
     "blackwell": ("hopper", "ampere"),
     "cdna3": ("hopper", "ampere", "blackwell"),
+    "ada": ("ampere", "hopper"),
 }
 
 

@@ -498,3 +498,13 @@ def test_unwritable_output_is_a_one_line_error_before_writing(tmp_path, fitted):
         write_params(fitted.params, missing)
     assert list(tmp_path.iterdir()) == []  # no temporary file left behind
     check_output_path(tmp_path / "ok.yaml")  # a new file in an existing directory is fine
+
+
+def test_every_generation_has_a_transfer_source():
+    """A generation without fitted data takes a related one's constants: every GPU
+    generation of hwspecs has a transfer rule, so `calibrate --transfer` knows it."""
+    from hwspecs.spec import GENERATIONS
+    from symcost.calibrate import TRANSFER_FROM
+
+    assert set(GENERATIONS) <= set(TRANSFER_FROM)
+    assert all(set(src) <= set(GENERATIONS) for src in TRANSFER_FROM.values())
