@@ -256,6 +256,8 @@ COMMAND_SCHEMAS: dict[str, dict] = {
     "validate": _object({"rows": _rows(_validate_row), "summary": _OBJ,
                          "skipped": _rows(_OBJ)}),
     "calibrate": _object({"output": _STR, "generations": _OBJ, "not_fitted": _OBJ}),
+    "dse": _object({"model": _STR, "workload": {"enum": ["train", "serve"]}, "num_gpus": _INT,
+                    "design": _OBJ, "link": _STR, "points": _rows(_OBJ)}),
     "dissect": _object({"model": _STR, "from": _STR, "to": _STR, "num_gpus": _INT,
                         "workload": {"enum": ["train", "serve"]},
                         "factors": {"type": "array", "items": _STR}, "speedup": _NUM,

@@ -40,7 +40,7 @@ COMMAND_MODULES = [
     "symcost.cli.validate",
     "symcost.cli.infer",
     "symcost.cli.sweep",
-    "symcost.cli.dissect",
+    "symcost.cli.technology",
 ]
 
 #: top-level packages whose ValueError subclasses are user errors (printed, exit code 2).

@@ -16,7 +16,7 @@ from ..sensitivity import TORNADO_STEP, SensitivityError, SensitivityResult
 
 # matplotlib is imported inside the functions only to keep it out of ``symcost --help``.
 
-__all__ = ["plot_pareto", "plot_roofline", "tornado_chart", "waterfall_chart"]
+__all__ = ["dse_heatmaps", "plot_pareto", "plot_roofline", "tornado_chart", "waterfall_chart"]
 
 
 def _figure(width: float, height: float, dpi: int = 120):
@@ -174,4 +174,39 @@ def waterfall_chart(result, path: str | os.PathLike, title: str = "") -> None:
     ax.set_title(title or f"speed-up {result.speedup:.2f}x", fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
+    fig.savefig(os.fspath(path))
+
+
+def dse_heatmaps(df, path: str | os.PathLike, title: str = "") -> None:
+    """Write heat maps of an :mod:`optimizers.dse` table (PNG): for each network, speed-up
+    (colour, log scale, value written in the cell) over process node x memory generation,
+    with the dominant bound's initial (C compute, M memory, N communication) in the cell."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.colors import LogNorm
+    from matplotlib.figure import Figure
+
+    nets = list(dict.fromkeys(df["network"]))
+    nodes = list(dict.fromkeys(df["node"]))
+    mems = list(dict.fromkeys(df["memory"]))
+    fig = Figure(figsize=(4.2 * len(nets) + 1, 0.45 * len(nodes) + 2.2), dpi=110)
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, len(nets), squeeze=False)[0]
+    lo, hi = float(df["speedup"].min()), float(df["speedup"].max())
+    letter = {"compute": "C", "memory": "M", "communication": "N"}
+    im = None
+    for ax, net in zip(axes, nets):
+        sub = df[df["network"] == net].set_index(["node", "memory"])
+        grid = np.array([[float(sub.loc[(n, m), "speedup"]) for m in mems] for n in nodes])
+        im = ax.imshow(grid, cmap="viridis", norm=LogNorm(vmin=lo, vmax=max(hi, lo * 1.01)),
+                       aspect="auto")
+        for i, n in enumerate(nodes):
+            for j, m in enumerate(mems):
+                ax.text(j, i, f"{grid[i, j]:.2g}x {letter[sub.loc[(n, m), 'bound']]}",
+                        ha="center", va="center", fontsize=7, color="white")
+        ax.set_xticks(range(len(mems)), mems, fontsize=8)
+        ax.set_yticks(range(len(nodes)), [f"{n} nm" for n in nodes], fontsize=8)
+        ax.set_title(net, fontsize=9)
+    if im is not None:
+        fig.colorbar(im, ax=list(axes), label="speed-up (C/M/N: dominant bound)")
+    fig.suptitle(title, fontsize=9)
     fig.savefig(os.fspath(path))

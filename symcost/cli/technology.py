@@ -1,4 +1,6 @@
-"""``symcost dissect``: the speed-up between two systems, attributed to hardware factors.
+"""Technology commands: ``symcost dissect`` (the speed-up between two systems, attributed to
+hardware factors) and ``symcost dse`` (design-space exploration over process node, memory
+and network generations).
 
 Shapley values over every hybrid of the two systems (each with its own best layout, or for
 ``--workload serve`` its best tensor-parallel degree and batch at a latency target) and, as a
@@ -16,7 +18,7 @@ import typer
 
 from ..fields import INFERENCE_FIELDS
 from .common import (AsJson, CliInputError, Model, ParamsFile, check_output_path, console,
-                     emit_json, field_option, load_inputs)
+                     emit_json, field_option, load_inputs, split_list)
 
 # Function-local imports below only keep NumPy, pandas, JAX, rich and SymPy cost expressions out
 # of ``symcost --help`` (see symcost.cli.common); none of them avoids an import cycle.
@@ -105,6 +107,80 @@ def dissect_cmd(
     con.print(res.explanation, markup=False)
 
 
+def dse_cmd(
+    model: Model,
+    num_gpus: Annotated[int, field_option("num_gpus", show_default=False)],
+    workload: Annotated[str, typer.Option(help="train or serve.")] = "train",
+    global_batch: Annotated[int | None, field_option(
+        "global_batch", help="Sequences per optimizer step (training; required there).")] = None,
+    nodes: Annotated[str, typer.Option(help="Process nodes (nm), comma-separated.")] =
+        "12,7,5,3,2,1",
+    memories: Annotated[str, typer.Option(help="HBM generations, comma-separated.")] =
+        "hbm2e,hbm3,hbm3e,hbm4",
+    networks: Annotated[str, typer.Option(help="Scale-out networks, comma-separated.")] =
+        "ib-hdr,ib-ndr,ib-xdr",
+    link: Annotated[str, typer.Option(help="Scale-up link generation.")] = "nvlink5",
+    die_area_mm2: Annotated[float, typer.Option(help="Compute die area budget, mm^2.")] = 814.0,
+    power_w: Annotated[float, typer.Option(help="Chip power budget, W.")] = 700.0,
+    reference: Annotated[str, typer.Option(
+        help="Chip whose architecture every point keeps.")] = "h100-sxm5-80gb",
+    dtype: Annotated[str, field_option("dtype")] = "bf16",
+    input_len: Annotated[int, field_option("input_len", INFERENCE_FIELDS)] = 2048,
+    output_len: Annotated[int, field_option("output_len", INFERENCE_FIELDS)] = 128,
+    tpot_target_ms: Annotated[float, typer.Option(
+        help="Serving: largest time per output token, ms.")] = 50.0,
+    max_tp: Annotated[int | None, typer.Option(
+        help="Training: largest TP degree searched.", show_default=False)] = None,
+    params: ParamsFile = None, as_json: AsJson = False,
+    plot: Annotated[Path | None, typer.Option(
+        help="Write heat maps of speed-up and dominant bound (PNG).", show_default=False)
+    ] = None,
+) -> None:
+    """Explore process node x memory x network generations: the best layout at each point,
+    its speed-up and where the bottleneck moves (compute, memory, communication)."""
+    from optimizers.dse import dse_serving, dse_training
+
+    from .plots import dse_heatmaps
+
+    check_output_path(plot, "--plot", (".png",))
+    if workload not in ("train", "serve"):
+        raise CliInputError(f"--workload: must be train or serve (got {workload!r})")
+    if workload == "train" and global_batch is None:
+        raise CliInputError("--global-batch: required for --workload train")
+    m, _, p = load_inputs(model, reference, params)
+    design = {"die_area_mm2": die_area_mm2, "power_w": power_w, "reference": reference}
+    axes = dict(nodes=split_list(nodes), memories=split_list(memories),
+                networks=split_list(networks), link=link, design=design, dtype=dtype, params=p)
+    if workload == "train":
+        df = dse_training(m, num_gpus, int(global_batch or 0), max_tp=max_tp, **axes)
+    else:
+        df = dse_serving(m, num_gpus, input_len=input_len, output_len=output_len,
+                         tpot_target_s=tpot_target_ms / 1e3, **axes)
+    if plot is not None:
+        dse_heatmaps(df, plot, f"{m.name}, {num_gpus} GPUs ({workload}), {reference} design "
+                               f"({die_area_mm2:g} mm^2, {power_w:g} W), {link}")
+    if as_json:
+        emit_json({"model": m.name, "workload": workload, "num_gpus": num_gpus,
+                   "design": design, "link": link,
+                   "points": df.to_dict(orient="records")})
+        return
+    from rich.table import Table
+
+    t = Table(title=f"{m.name} on {num_gpus} GPUs ({workload}): speed-up over "
+                    f"{df.iloc[0]['node']} nm / {df.iloc[0]['memory']} / "
+                    f"{df.iloc[0]['network']}", title_justify="left")
+    metric = "step_time_s" if workload == "train" else "throughput_tokens_per_s"
+    cols = ["node", "memory", "network", metric, "speedup", "bound", "compute_share",
+            "memory_share", "communication_share"]
+    for c in cols:
+        t.add_column(c.replace("_share", " %"), justify="left" if c in cols[:3] else "right")
+    for r in df.to_dict(orient="records"):
+        t.add_row(*(f"{100 * r[c]:.0f}" if c.endswith("_share") else
+                    f"{r[c]:.4g}" if isinstance(r[c], float) else str(r[c]) for c in cols))
+    console(200).print(t)
+
+
 def register(app: typer.Typer) -> None:
-    """Add the ``dissect`` command to ``app``."""
+    """Add the ``dissect`` and ``dse`` commands to ``app``."""
     app.command("dissect")(dissect_cmd)
+    app.command("dse")(dse_cmd)

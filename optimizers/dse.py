@@ -1,0 +1,172 @@
+"""Design-space exploration over technology: process node x memory generation x network.
+
+Each point is an accelerator derived by :func:`hwspecs.technology.derive_accelerator` (the
+reference chip's architecture on a given node, HBM generation, scale-up link and scale-out
+network, under a die-area and power budget). For training, the best parallel layout of each
+point is searched again (:func:`optimizers.search.search`), and the step is split into
+compute, memory and communication time (:func:`symcost.bottleneck.bottleneck`); for serving,
+the best tensor-parallel degree and batch at a latency target are searched again
+(:func:`optimizers.dissect.serving_value`) and the decode step is split the same way
+(:func:`decode_bound`). The result shows where the bottleneck moves as the node shrinks
+(compute -> memory -> interconnect), as the seed study does (Kundu et al. 2024,
+arXiv:2407.14645, Sec. 5).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from itertools import product
+from typing import Any
+
+import pandas as pd
+
+from hwspecs.technology import derive_accelerator
+from symcost.api import as_model
+from symcost.bottleneck import bottleneck
+from symcost.infer_api import evaluate_inference
+from symcost.params import Params, load_params
+
+from .dissect import DissectError, serving_value
+from .search import search
+from .space import SearchError
+
+#: the design every point keeps (the H100's die area and TDP and its architecture).
+DEFAULT_DESIGN: dict[str, Any] = {"die_area_mm2": 814.0, "power_w": 700.0,
+                                  "reference": "h100-sxm5-80gb"}
+#: the technology axes explored by default.
+DEFAULT_NODES = ("12", "7", "5", "3", "2", "1")
+DEFAULT_MEMORIES = ("hbm2e", "hbm3", "hbm3e", "hbm4")
+DEFAULT_NETWORKS = ("ib-hdr", "ib-ndr", "ib-xdr")
+CATEGORIES = ("compute", "memory", "communication")
+
+
+class DSEError(ValueError):
+    """An invalid exploration; the message names the axis or the point."""
+
+
+def decode_bound(values: Mapping[str, float]) -> dict[str, float]:
+    """Seconds of one decode step per category, from the inference model's outputs: the
+    decode GEMMs and LM head count as compute or memory by their roofline side
+    (``decode_gemm_time_compute`` vs ``decode_gemm_time_memory``), attention over the KV cache
+    and the elementwise ops as memory, tensor- and pipeline-parallel traffic as
+    communication."""
+    gemm = ("compute" if values["decode_gemm_time_compute"] >= values["decode_gemm_time_memory"]
+            else "memory")
+    parts = dict.fromkeys(CATEGORIES, 0.0)
+    parts[gemm] += values["decode_gemm"] + values["decode_lm_head"]
+    parts["memory"] += values["decode_attention"] + values["decode_memory_ops"]
+    parts["communication"] += values["decode_tp_comm"] + values["decode_pp_p2p"]
+    return parts
+
+
+def _points(nodes: Sequence[str], memories: Sequence[str], networks: Sequence[str]
+            ) -> list[tuple[str, str, str]]:
+    pts = list(product([str(n) for n in nodes], memories, networks))
+    if not pts:
+        raise DSEError("nodes/memories/networks: every axis needs at least one value")
+    return pts
+
+
+def dse_training(model: Any, num_gpus: int, global_batch: int, *,
+                 nodes: Sequence[str] = DEFAULT_NODES,
+                 memories: Sequence[str] = DEFAULT_MEMORIES,
+                 networks: Sequence[str] = DEFAULT_NETWORKS, link: str = "nvlink5",
+                 design: Mapping[str, Any] | None = None, dtype: str = "bf16",
+                 params: Params | None = None, **search_options: Any) -> pd.DataFrame:
+    """Best training step time at every (node, memory, network) point.
+
+    Args:
+        model: :class:`~symcost.models.ModelSpec` or preset name.
+        num_gpus, global_batch: the job (fixed across points).
+        nodes, memories, networks: the axes (names of ``hwspecs/data/technology.yaml``).
+        link: scale-up link generation, fixed.
+        design: ``die_area_mm2``, ``power_w``, ``reference`` (:data:`DEFAULT_DESIGN`).
+        dtype: GEMM dtype.
+        params: efficiency parameters (the reference generation's are used).
+        search_options: passed to :func:`optimizers.search.search` (``max_tp``, ...).
+
+    Returns:
+        DataFrame, one row per point: ``node``, ``memory``, ``network``, ``step_time_s``,
+        ``speedup`` (over the first point), ``bound`` (largest category), the category
+        shares ``compute_share``/``memory_share``/``communication_share`` (of the step),
+        and the layout
+        (``tp``, ``pp``, ``dp``, ``micro_batch``).
+
+    Raises:
+        DSEError: an empty axis, or a point where no layout is valid and fits.
+        HardwareSpecError: an unknown technology name.
+    """
+    m = as_model(model)
+    params = params or load_params()
+    d = {**DEFAULT_DESIGN, **(design or {})}
+    rows = []
+    for node, mem, net in _points(nodes, memories, networks):
+        hw = derive_accelerator(node, mem, link, net, **d)
+        try:
+            res = search(m, hw, num_gpus, global_batch, dtype=dtype, top=1, params=params,
+                         **search_options)
+        except SearchError as exc:
+            raise DSEError(f"{hw.name}: {exc}") from None
+        cfg = res.best
+        b = bottleneck(m, hw, cfg, params)
+        shares = {c: float(b.categories.get(c, 0.0)) for c in CATEGORIES}
+        rows.append({"node": node, "memory": mem, "network": net,
+                     "step_time_s": float(res.table["step_time"].iloc[0]),
+                     "bound": max(shares, key=lambda c: shares[c]),
+                     **{f"{c}_share": v for c, v in shares.items()},
+                     "tp": cfg.tp, "pp": cfg.pp, "dp": cfg.dp,
+                     "micro_batch": cfg.micro_batch})
+    df = pd.DataFrame(rows)
+    df.insert(4, "speedup", df["step_time_s"].iloc[0] / df["step_time_s"])
+    return df
+
+
+def dse_serving(model: Any, num_gpus: int, *, input_len: int, output_len: int,
+                tpot_target_s: float, nodes: Sequence[str] = DEFAULT_NODES,
+                memories: Sequence[str] = DEFAULT_MEMORIES,
+                networks: Sequence[str] = DEFAULT_NETWORKS, link: str = "nvlink5",
+                design: Mapping[str, Any] | None = None, dtype: str = "bf16",
+                params: Params | None = None) -> pd.DataFrame:
+    """Best serving throughput at a latency target at every (node, memory, network) point.
+
+    Args:
+        model, num_gpus, nodes, memories, networks, link, design, dtype, params: as
+            :func:`dse_training`.
+        input_len, output_len: tokens per request.
+        tpot_target_s: largest time per output token, s.
+
+    Returns:
+        DataFrame, one row per point: ``node``, ``memory``, ``network``,
+        ``throughput_tokens_per_s``, ``speedup`` (over the first point), ``bound`` and the
+        decode-step shares ``<category>_share`` (:func:`decode_bound`), ``tp`` and ``batch``.
+
+    Raises:
+        DSEError: an empty axis, or a point that cannot meet the target.
+    """
+    m = as_model(model)
+    params = params or load_params()
+    d = {**DEFAULT_DESIGN, **(design or {})}
+    rows = []
+    for node, mem, net in _points(nodes, memories, networks):
+        hw = derive_accelerator(node, mem, link, net, **d)
+        try:
+            thr, cfg, inputs = serving_value(m, hw, num_gpus, dtype, input_len, output_len,
+                                             tpot_target_s, params)
+        except DissectError as exc:
+            raise DSEError(str(exc)) from None
+        out = evaluate_inference({k: float(v) for k, v in inputs.items()}, "float64")
+        parts = decode_bound({k: float(v) for k, v in out.items()})
+        total = sum(parts.values()) or 1.0
+        shares = {c: parts[c] / total for c in CATEGORIES}
+        rows.append({"node": node, "memory": mem, "network": net,
+                     "throughput_tokens_per_s": thr,
+                     "bound": max(shares, key=lambda c: shares[c]),
+                     **{f"{c}_share": v for c, v in shares.items()},
+                     "tp": cfg.tp, "batch": cfg.batch})
+    df = pd.DataFrame(rows)
+    df.insert(4, "speedup", df["throughput_tokens_per_s"] / df["throughput_tokens_per_s"].iloc[0])
+    return df
+
+
+__all__ = ["CATEGORIES", "DEFAULT_DESIGN", "DEFAULT_MEMORIES", "DEFAULT_NETWORKS",
+           "DEFAULT_NODES", "DSEError", "decode_bound", "dse_serving", "dse_training"]
