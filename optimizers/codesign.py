@@ -34,13 +34,17 @@ import numpy as np
 import pandas as pd
 
 from hwspecs.units import GIB, format_bytes
+from symcost.api import as_hardware, as_model, training_model
 from symcost.config import ConfigError
 
 from .cost_model import HW_VARIABLES, CostModel
 from .evaluate import CHUNK_SMALL, base_inputs, candidate_inputs, evaluate_chunked, evaluate_float64
-from .search import _MODE_GRID, layout_codec
+from .search import MODE_GRID, layout_codec
 from .space import (FIELDS, SearchError, columns_frame, enumerate_space, make_constraints,
                     raise_if_empty, violations)
+
+# SciPy and JAX are imported inside the functions that use them (differential evolution,
+# SLSQP, gradients): importing this module must not pay for them.
 
 #: default multiplicative bounds of every hardware variable around the reference GPU.
 DEFAULT_BOUNDS = (0.25, 4.0)
@@ -77,10 +81,8 @@ def _hw_inputs(base: Mapping[str, float], ref: np.ndarray, mult: np.ndarray) -> 
 @functools.lru_cache(maxsize=2)
 def _step_time_value_and_grad():
     """jit(value_and_grad) of float64 step time w.r.t. log hardware multipliers."""
-    import jax
+    import jax   # lazy: see the note at the top of the module
     import jax.numpy as jnp
-
-    from symcost.api import training_model
 
     cm = training_model("float64")
     names = cm.input_names
@@ -111,7 +113,7 @@ def _refine_hardware(base, ref, cfg_cols, budget, cost_model, lo, hi, mem_need, 
         need exceeds the capacity bound, the result is over budget, or the step time or its
         gradient is not finite at a point SLSQP visits (never replaced by zeros).
     """
-    import jax
+    import jax   # lazy: see the note at the top of the module
     from scipy.optimize import minimize
 
     names, vg = _step_time_value_and_grad()
@@ -211,9 +213,7 @@ def codesign(model, hardware, num_gpus: int, global_batch: int, *,
             largest HBM within bounds.
         ConfigError: malformed inputs, bounds or budgets (names the field and the rule).
     """
-    from scipy.optimize import differential_evolution
-
-    from symcost.api import as_hardware, as_model
+    from scipy.optimize import differential_evolution   # lazy: see the module note
 
     t0 = time.perf_counter()
     model, hw = as_model(model), as_hardware(hardware)
@@ -250,7 +250,7 @@ def codesign(model, hardware, num_gpus: int, global_batch: int, *,
     # search_scipy (GPU count, TP, PP as integers; micro-batch and VPP as random keys)
     codec = layout_codec(space.context, [int(num_gpus)])
     ctx = space.context
-    n_modes = len(_MODE_GRID)
+    n_modes = len(MODE_GRID)
     log_lo, log_hi = np.log2(lo), np.log2(hi)
     n_hw = len(HW_VARIABLES)
     usable_ref = base["hbm_cap"] - base["mem_reserved"]

@@ -39,6 +39,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from symcost.config import ConfigError
+
 #: the hardware symbols the cost model prices, in this order.
 HW_VARIABLES: tuple[str, ...] = ("peak_flops_16", "hbm_bw", "hbm_cap", "intra_bw", "inter_bw")
 
@@ -83,8 +85,6 @@ class CostModel:
         for name in ("base", "c_flops", "c_hbm_cap", "c_hbm_bw", "c_intra", "c_inter"):
             v = getattr(self, name)
             if not np.isfinite(v) or v < 0:
-                from symcost.config import ConfigError
-
                 raise ConfigError(f"cost model: {name} must be finite and >= 0 (got {v})")
 
     @property

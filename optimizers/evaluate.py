@@ -22,7 +22,9 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from symcost.api import training_model
+from symcost import symbols as S
+from symcost.api import training_inputs, training_model
+from symcost.config import TrainingConfig
 from symcost.evaluate import CHUNK_SIZES, evaluate_model, split_columns
 
 #: chunk sizes (rows per compiled call): small for populations and re-checks, large for sweeps
@@ -87,9 +89,6 @@ def base_inputs(model, hw, dtype: str, seq_len: int, global_batch: int,
     Raises:
         ConfigError, ParamsError: invalid shared settings or no parameters for the GPU.
     """
-    from symcost.api import training_inputs
-    from symcost.config import TrainingConfig
-
     cfg = TrainingConfig(num_gpus=1, global_batch=int(global_batch), seq_len=int(seq_len),
                          dtype=dtype, flash_attention=bool(flash_attention))
     return training_inputs(model, hw, cfg, params)
@@ -106,8 +105,6 @@ def candidate_inputs(base: Mapping[str, float], columns: Mapping[str, np.ndarray
     Returns:
         Symbol name -> scalar or array, ready for :func:`evaluate_chunked`.
     """
-    from symcost import symbols as S
-
     out: dict[str, object] = dict(base)
     out.update({S.tp.name: columns["tp"], S.pp.name: columns["pp"], S.dp.name: columns["dp"],
                 S.sp_on.name: columns["sp"], S.vpp.name: columns["vpp"],

@@ -26,7 +26,9 @@ import numpy as np
 import pandas as pd
 
 from symcost.config import ConfigError
+from symcost.validate import load_measurements, prepare_rows, preset_for_name
 
+from .search import rank_of, search
 from .space import SearchError
 
 #: default location of the published measurements (override with SYMCOST_VALIDATION_CSV).
@@ -85,8 +87,6 @@ def published_configs(path=None) -> pd.DataFrame:
     Raises:
         MeasurementsError: unreadable file or a required column missing.
     """
-    from symcost.validate import load_measurements, prepare_rows, preset_for_name
-
     df = load_measurements(_csv_path(path))
     train = df["workload"].fillna("").str.strip().str.lower() == "train"
     full = df[[c for c in _FULL_LAYOUT if c in df.columns]].notna().all(axis=1)
@@ -160,8 +160,6 @@ def published_ranking(path=None, *, params=None, sources: tuple[str, ...] | None
     Raises:
         MeasurementsError: unreadable file or a required column missing.
     """
-    from .search import rank_of, search
-
     confs = published_configs(path)
     if sources and not confs.empty:
         confs = confs[confs["case_id"].str.startswith(tuple(sources))]

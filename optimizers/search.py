@@ -31,15 +31,20 @@ import numpy as np
 import pandas as pd
 
 from hwspecs.units import format_bytes
+from symcost.api import as_hardware, as_model
 from symcost.config import ConfigError, TrainingConfig
 from symcost.schema import OUTPUT_KEYS, rename_keys, stamp
 from symcost.training import BREAKDOWN, MEMORY
 
 from .evaluate import (base_inputs, candidate_inputs, evaluate_chunked,
                        evaluate_float64)
-from .space import (FIELDS, Constraints, Context, SearchError, Space, _divisors, columns_frame,
-                    enumerate_space, make_constraints, make_context, raise_if_empty, row_config, stage_rules,
-                    structural_ok, violations)
+from .space import (FIELDS, Constraints, Context, SearchError, Space, check_inputs,
+                    columns_frame, divisors, enumerate_space, field_code, field_name,
+                    make_constraints, make_context, positive_ints, raise_if_empty, row_config,
+                    stage_rules, structural_ok, violations)
+
+# SciPy is imported inside search_scipy (differential evolution) only: the exhaustive search
+# does not need it, and importing it costs start-up time.
 
 OBJECTIVES = ("step_time", "tokens_per_s", "tokens_per_dollar")
 #: float64 re-check: every candidate within this relative score of the k-th is re-checked.
@@ -275,8 +280,6 @@ def search(model, hardware, num_gpus: int | Sequence[int], global_batch: int, *,
         ConfigError: malformed inputs, constraints, objective or price (names the field and
             the rule).
     """
-    from symcost.api import as_hardware, as_model
-
     t0 = time.perf_counter()
     objective = _check_objective(objective, price_per_gpu_hour)
     if int(top) < 1:
@@ -332,14 +335,11 @@ def rank_of(result: SearchResult, fields: Mapping[str, object]) -> dict:
         "rank": 1-based rank of the best fitting match among all fitting candidates (None when
         no match fits), "score": its score, "index": its candidate index}``.
     """
-    from .space import _field_name, _field_value
-
     space: Space = result.extra["space"]
     cols, sc, fits = space.columns, result.extra["scores"], result.extra["fits"]
     mask = np.ones(len(space), dtype=bool)
     for k, v in fields.items():
-        key = _field_name(k)
-        mask &= cols[key] == _field_value(key, v)
+        mask &= cols[field_name(k)] == field_code(k, v)
     good = mask & fits
     out = {"matches": int(mask.sum()), "fitting_matches": int(good.sum()), "rank": None,
            "score": None, "index": None}
@@ -350,9 +350,11 @@ def rank_of(result: SearchResult, fields: Mapping[str, object]) -> dict:
 
 
 # ----------------------------------------------------------------------------- SciPy search
-_MODE_GRID = np.stack(np.meshgrid((0, 1, 2), (0, 1), (0, 1, 2, 3), (0, 1), indexing="ij"),
+#: every mode combination (recompute, sp, zero, dp_overlap codes), one per row: 48 x 4.
+MODE_GRID = np.stack(np.meshgrid((0, 1, 2), (0, 1), (0, 1, 2, 3), (0, 1), indexing="ij"),
                       axis=-1).reshape(-1, 4)
-_MODE_NAMES = ("recompute", "sp", "zero", "dp_overlap")
+#: the columns of :data:`MODE_GRID`.
+MODE_NAMES = ("recompute", "sp", "zero", "dp_overlap")
 
 
 @dataclass(frozen=True)
@@ -388,8 +390,6 @@ class LayoutCodec:
 
     def decode(self, x: np.ndarray) -> dict[str, np.ndarray]:
         """Vectors ``(5, S)`` -> candidate columns of ``S * 48`` rows (layout-major)."""
-        from .space import _divisor_tuple
-
         x = np.atleast_2d(np.asarray(x, dtype=np.float64))
         s = x.shape[1]
         idx = [np.clip(np.rint(x[i]).astype(np.int64), 0, len(v) - 1)
@@ -401,17 +401,17 @@ class LayoutCodec:
         mb = np.ones(s, dtype=np.int64)
         vpp = np.ones(s, dtype=np.int64)
         for j in range(s):
-            mopts = self._options("micro_batch", _divisor_tuple(B // int(dp[j]))
+            mopts = self._options("micro_batch", divisors(B // int(dp[j]))
                                   if dp[j] > 0 and B % dp[j] == 0 else (1,))
             mb[j] = mopts[min(int(x[3, j] * len(mopts)), len(mopts) - 1)]
             vopts = self._options("vpp", _vpp_options(L, int(pp[j])))
             vpp[j] = vopts[min(int(x[4, j] * len(vopts)), len(vopts) - 1)]
-        m = len(_MODE_GRID)
+        m = len(MODE_GRID)
         cols = {k: np.repeat(v, m) for k, v in (("num_gpus", n), ("tp", tp), ("pp", pp),
                                                   ("dp", dp), ("micro_batch", mb),
                                                   ("vpp", vpp))}
-        for j, name in enumerate(_MODE_NAMES):
-            cols[name] = np.tile(_MODE_GRID[:, j], s)
+        for j, name in enumerate(MODE_NAMES):
+            cols[name] = np.tile(MODE_GRID[:, j], s)
         return cols
 
 
@@ -425,7 +425,8 @@ def _vpp_options(layers: int, pp: int) -> tuple[int, ...]:
 def layout_codec(ctx: Context, counts: Sequence[int]) -> LayoutCodec:
     """The :class:`LayoutCodec` for GPU counts ``counts`` under ``ctx``."""
     counts = np.asarray(sorted(set(int(c) for c in counts)), dtype=np.int64)
-    divs = np.unique(np.concatenate([_divisors(int(n)) for n in counts]))
+    divs = np.unique(np.concatenate([np.asarray(divisors(int(n)), dtype=np.int64)
+                                     for n in counts]))
     tp_vals = divs[_passes(ctx, "tp", {"tp": divs, "num_gpus": np.full_like(divs, counts.max())})]
     pp_vals = divs[divs <= ctx.layers]
     tp_vals = tp_vals if len(tp_vals) else divs[:1]
@@ -472,16 +473,12 @@ def search_scipy(model, hardware, num_gpus: int | Sequence[int], global_batch: i
     Raises:
         SearchError: no evaluated point was valid and fitting.
     """
-    from scipy.optimize import differential_evolution
-
-    from symcost.api import as_hardware, as_model
-
-    from .space import _as_int_list, check_inputs
+    from scipy.optimize import differential_evolution   # lazy: see the module note
 
     t0 = time.perf_counter()
     objective = _check_objective(objective, price_per_gpu_hour)
     model, hw = as_model(model), as_hardware(hardware)
-    counts = _as_int_list("num_gpus", num_gpus)
+    counts = positive_ints("num_gpus", num_gpus)
     seq = check_inputs(model, hw, global_batch, seq_len, dtype)
     cons = make_constraints(fix, minimum, maximum, max_tp, max_vpp)
     ctx = make_context(model, hw, int(global_batch), seq, dtype, flash_attention,
@@ -492,7 +489,7 @@ def search_scipy(model, hardware, num_gpus: int | Sequence[int], global_batch: i
     usable = float(base["hbm_cap"] - base["mem_reserved"])
     seen: dict[tuple, tuple[float, float]] = {}
     viol = [0, 0]
-    n_modes = len(_MODE_GRID)
+    n_modes = len(MODE_GRID)
 
     def evaluate_rows(cols):
         return _score_points(cols, ctx, base, seq, objective, price_per_gpu_hour, usable, seen,

@@ -40,28 +40,34 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from symcost import rules as R
-from symcost.config import (RECOMPUTE_MODES, ConfigError, TrainingConfig, hardware_facts,
-                            model_facts, resolve)
-from symcost.fields import TRAINING_FIELDS, encode
+from symcost.api import as_hardware, as_model
+from symcost.config import (ConfigError, TrainingConfig, hardware_facts, model_facts,
+                            positive_int, resolve)
+from symcost.fields import RECOMPUTE_MODES, TRAINING_FIELDS, coerce, encode
+
+#: an integer column of candidates (one value per candidate).
+IntArray = npt.NDArray[np.int64]
+#: a float column (scores, headroom, hardware values).
+FloatArray = npt.NDArray[np.float64]
+#: candidate columns: field of :data:`FIELDS` -> one value per candidate.
+Columns = dict[str, IntArray]
+#: ``keep(columns) -> bool array``: which candidates a rule keeps.
+Keep = Callable[[Mapping[str, Any]], npt.NDArray[np.bool_]]
 
 #: configuration fields of a candidate, in column order.
 FIELDS: tuple[str, ...] = ("num_gpus", "tp", "pp", "dp", "micro_batch", "vpp", "recompute",
                            "sp", "zero", "dp_overlap")
 #: recompute mode names by code (the ``recompute`` symbol's value).
 RECOMPUTE_NAMES: tuple[str, ...] = tuple(sorted(RECOMPUTE_MODES, key=RECOMPUTE_MODES.get))
-#: accepted spellings of field names in constraints.
-ALIASES: dict[str, str] = {"mb": "micro_batch", "micro-batch": "micro_batch",
-                           "micro_batch_size": "micro_batch", "zero_stage": "zero",
-                           "overlap": "dp_overlap", "dp-overlap": "dp_overlap",
-                           "gpus": "num_gpus", "num-gpus": "num_gpus",
-                           "interleave": "vpp", "virtual_pipeline": "vpp"}
 #: the CSV/DataFrame columns of a candidate in :class:`~symcost.config.TrainingConfig` terms.
 _STAGE_LEVEL = {"tp": "(num_gpus, tp) pairs", "pp": "(num_gpus, tp, pp) layouts",
                 "dp": "(num_gpus, tp, pp) layouts",
@@ -107,34 +113,47 @@ def _show(name: str, v: int) -> str:
     return RECOMPUTE_NAMES[v] if name == "recompute" and 0 <= v < 3 else str(v)
 
 
-def _field_name(name: str) -> str:
-    key = name.strip().lower().replace(" ", "_")
-    key = ALIASES.get(key, key)
+def field_name(name: str) -> str:
+    """The candidate field a constraint names.
+
+    Args:
+        name: a field name of :data:`symcost.fields.TRAINING_FIELDS` that is a search
+            dimension (:data:`FIELDS`), spelled as the field (``micro_batch``) or as its CLI
+            flag without the dashes (``micro-batch``); surrounding spaces are ignored.
+
+    Returns:
+        The field name (``micro_batch``).
+
+    Raises:
+        ConfigError: any other name (no aliases such as ``mb`` or ``zero_stage``); the
+            message lists the field names.
+    """
+    key = name.strip().replace("-", "_")
     if key not in FIELDS:
         raise ConfigError(f"constraint: unknown field {name!r}; known: {', '.join(FIELDS)}")
     return key
 
 
-def _field_value(name: str, value) -> int:
-    if name == "recompute" and isinstance(value, str) and not value.strip().isdigit():
-        v = value.strip().lower()
-        if v not in RECOMPUTE_MODES:
-            raise ConfigError(f"constraint: recompute must be one of "
-                              f"{', '.join(RECOMPUTE_NAMES)} (got {value!r})")
-        return RECOMPUTE_MODES[v]
-    if isinstance(value, str):
-        v = value.strip().lower()
-        if v in ("true", "on", "yes"):
-            return 1
-        if v in ("false", "off", "no"):
-            return 0
-        try:
-            value = int(v)
-        except ValueError:
-            raise ConfigError(f"constraint: {name} must be an integer (got {value!r})") from None
-    if isinstance(value, float) and not value.is_integer():
-        raise ConfigError(f"constraint: {name} must be an integer (got {value!r})")
-    return int(value)
+def field_code(name: str, value: object) -> int:
+    """A constraint value as the integer the candidate column holds.
+
+    Parsed by the field table (:func:`symcost.fields.coerce`, then
+    :func:`symcost.fields.encode`): ``recompute=selective`` -> 1, ``sp=on`` -> 1,
+    ``zero=3`` -> 3, ``tp=8`` -> 8.
+
+    Args:
+        name: a field name of :data:`FIELDS` (see :func:`field_name`).
+        value: the value as a number, bool, name or text.
+
+    Returns:
+        The encoded value (enum code, 0/1 for flags, the count itself).
+
+    Raises:
+        ConfigError: a value outside the field's type, choices or range, worded as
+            :func:`symcost.fields.coerce` words it (``"tp: must be a positive integer ..."``).
+    """
+    f = TRAINING_FIELDS[field_name(name)]
+    return int(encode(f, coerce(f, value)))
 
 
 def make_constraints(fix: Mapping[str, object] | Iterable[str] | None = None,
@@ -145,7 +164,8 @@ def make_constraints(fix: Mapping[str, object] | Iterable[str] | None = None,
 
     Args:
         fix, minimum, maximum: mappings field -> value, or strings ``"field=value"`` (as the
-            CLI's ``--fix pp=8``); field names as in :data:`FIELDS` or :data:`ALIASES`.
+            CLI's ``--fix pp=8``); field names as :func:`field_name` accepts them, values as
+            :func:`field_code` parses them (``recompute=selective``, ``sp=on``).
         max_tp: shorthand for ``maximum={"tp": max_tp}`` (e.g. GPUs per node).
         max_vpp: shorthand for ``maximum={"vpp": max_vpp}``.
 
@@ -153,8 +173,9 @@ def make_constraints(fix: Mapping[str, object] | Iterable[str] | None = None,
         :class:`Constraints` with integer values.
 
     Raises:
-        ConfigError: an unknown field, a malformed ``field=value``, a non-integer value, or
-            the same field fixed twice to different values.
+        ConfigError: an unknown field, a malformed ``field=value``, a value outside its
+            field's type, choices or range, or the same field given twice with different
+            values.
     """
     def norm(spec) -> dict[str, int]:
         if spec is None:
@@ -162,8 +183,8 @@ def make_constraints(fix: Mapping[str, object] | Iterable[str] | None = None,
         items = spec.items() if isinstance(spec, Mapping) else (_split(s) for s in spec)
         out: dict[str, int] = {}
         for k, v in items:
-            key = _field_name(k)
-            val = _field_value(key, v)
+            key = field_name(k)
+            val = field_code(key, v)
             if key in out and out[key] != val:
                 raise ConfigError(f"constraint: {key} given twice ({out[key]} and {val})")
             out[key] = val
@@ -329,14 +350,22 @@ def violations(c: Mapping[str, np.ndarray], ctx: Context) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=4096)
-def _divisor_tuple(n: int) -> tuple[int, ...]:
+def divisors(n: int) -> tuple[int, ...]:
+    """Sorted divisors of a positive integer (cached: the search asks for the same few).
+
+    Args:
+        n: a positive integer.
+
+    Returns:
+        Every ``d`` with ``n % d == 0``, ascending (``divisors(12) == (1, 2, 3, 4, 6, 12)``).
+    """
     small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
     return tuple(sorted(set(small + [n // d for d in small])))
 
 
-def _divisors(n: int) -> np.ndarray:
-    """Sorted divisors of a positive integer ``n`` (int64 array)."""
-    return np.array(_divisor_tuple(int(n)), dtype=np.int64)
+def _divisor_array(n: int) -> IntArray:
+    """:func:`divisors` of ``n`` as an int64 array (a domain of the enumeration)."""
+    return np.array(divisors(int(n)), dtype=np.int64)
 
 
 def _cross_ragged(cols: dict[str, np.ndarray], name: str, keys: np.ndarray,
@@ -461,16 +490,24 @@ def row_config(row: Mapping[str, object], global_batch: int, seq_len: int, dtype
                           dp_overlap=bool(row["dp_overlap"]))
 
 
-def _as_int_list(name: str, value) -> list[int]:
-    vals = [value] if np.isscalar(value) else list(value)
+def positive_ints(name: str, value: int | Sequence[int]) -> list[int]:
+    """One or several positive integers (e.g. GPU counts), sorted and without repeats.
+
+    Args:
+        name: the field the values are for (named in errors).
+        value: an integer or a sequence of them.
+
+    Returns:
+        The distinct values, ascending.
+
+    Raises:
+        ConfigError: no value, or a value that is not a positive integer
+            (:func:`symcost.config.positive_int`: ``1.5``, ``0``, ``True``).
+    """
+    vals: list[object] = [value] if np.isscalar(value) else list(value)  # type: ignore[arg-type]
     if not vals:
         raise ConfigError(f"{name}: no value given")
-    out = []
-    for v in vals:
-        if isinstance(v, bool) or not float(v).is_integer() or int(v) <= 0:
-            raise ConfigError(f"{name}: must be a positive integer (got {v!r})")
-        out.append(int(v))
-    return sorted(set(out))
+    return sorted({positive_int(name, v) for v in vals})
 
 
 def check_inputs(model, hw, global_batch: int, seq_len: int | None, dtype: str) -> int:
@@ -482,7 +519,7 @@ def check_inputs(model, hw, global_batch: int, seq_len: int | None, dtype: str) 
     Raises:
         ConfigError: as :func:`symcost.config.resolve` would for every configuration.
     """
-    _as_int_list("global_batch", global_batch)
+    positive_ints("global_batch", global_batch)
     cfg = resolve(model, hw, TrainingConfig(num_gpus=1, global_batch=int(global_batch),
                                             seq_len=seq_len, dtype=dtype))
     return int(cfg.seq_len)
@@ -512,10 +549,8 @@ def enumerate_space(model, hardware, num_gpus: int | Sequence[int], global_batch
     Raises:
         ConfigError: bad GPU count, batch, sequence length or dtype for this model/hardware.
     """
-    from symcost.api import as_hardware, as_model
-
     model, hw = as_model(model), as_hardware(hardware)
-    counts = _as_int_list("num_gpus", num_gpus)
+    counts = positive_ints("num_gpus", num_gpus)
     if counts[-1] >= 2**21:
         raise ConfigError(f"num_gpus: at most {2**21 - 1} GPUs (got {counts[-1]})")
     seq = check_inputs(model, hw, global_batch, seq_len, dtype)
@@ -534,15 +569,15 @@ def enumerate_space(model, hardware, num_gpus: int | Sequence[int], global_batch
 
     # tp: divisors of each GPU count
     cols = _cross_ragged({"num_gpus": np.asarray(counts, dtype=np.int64)}, "tp",
-                         np.asarray(counts, dtype=np.int64), _divisors)
+                         np.asarray(counts, dtype=np.int64), _divisor_array)
     cols = apply("tp", cols)
     # pp: divisors of num_gpus / tp
-    cols = _cross_ragged(cols, "pp", cols["num_gpus"] // cols["tp"], _divisors)
+    cols = _cross_ragged(cols, "pp", cols["num_gpus"] // cols["tp"], _divisor_array)
     cols = apply("pp", cols)
     cols["dp"] = cols["num_gpus"] // (cols["tp"] * cols["pp"])
     cols = apply("dp", cols)
     # micro-batch: divisors of global_batch / dp
-    cols = _cross_ragged(cols, "micro_batch", np.maximum(B // cols["dp"], 1), _divisors)
+    cols = _cross_ragged(cols, "micro_batch", np.maximum(B // cols["dp"], 1), _divisor_array)
     cols = apply("micro_batch", cols)
     # vpp: 1 without pipelining, else 1 .. layers // pp
     L = ctx.layers
