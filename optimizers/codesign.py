@@ -179,7 +179,7 @@ def _refine_hardware(base: Mapping[str, float], ref: FloatArray, cfg_cols: Colum
         # step time, with a 1e-4 relative cost tie-break: among designs equally fast (e.g.
         # any HBM capacity above what the configuration needs) the cheapest is chosen
         v, g = step(x)
-        w = COST_TIE_BREAK * (cost_model.base + coef @ np.exp(x)) / budget
+        w = float(COST_TIE_BREAK * (cost_model.base + coef @ np.exp(x)) / budget)
         return v * (1 + w), g * (1 + w) + v * COST_TIE_BREAK * coef * np.exp(x) / budget
 
     cons = [{"type": "ineq",

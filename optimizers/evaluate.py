@@ -22,9 +22,13 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from hwspecs import HardwareSpec
+
 from symcost import symbols as S
 from symcost.api import training_inputs, training_model
 from symcost.config import TrainingConfig
+from symcost.models import ModelSpec
+from symcost.params import Params
 from symcost.evaluate import CHUNK_SIZES, evaluate_model, split_columns
 
 #: chunk sizes (rows per compiled call): small for populations and re-checks, large for sweeps
@@ -81,10 +85,20 @@ def evaluate_float64(inputs: Mapping[str, object],
             for k in names}
 
 
-def base_inputs(model, hw, dtype: str, seq_len: int, global_batch: int,
-                flash_attention: bool, params=None) -> dict[str, float]:
+def base_inputs(model: ModelSpec | str, hw: HardwareSpec | str, dtype: str, seq_len: int,
+                global_batch: int, flash_attention: bool, params: Params | None = None
+                ) -> dict[str, float]:
     """Inputs shared by every candidate (model, hardware, efficiency parameters, sequence
     length, batch and fixed flags; base units), via :func:`symcost.api.training_inputs`.
+
+    Args:
+        model, hw: specs, or a preset name / hardware id.
+        dtype: GEMM dtype name; seq_len: tokens per sequence; global_batch: sequences per
+            step; flash_attention: FlashAttention on.
+        params: efficiency parameters (the shipped calibration when None).
+
+    Returns:
+        Symbol name -> value (base units).
 
     Raises:
         ConfigError, ParamsError: invalid shared settings or no parameters for the GPU.

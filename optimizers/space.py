@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,25 +50,36 @@ import numpy.typing as npt
 import pandas as pd
 
 from symcost import rules as R
+from hwspecs import HardwareSpec
 from symcost.api import as_hardware, as_model
 from symcost.config import (ConfigError, TrainingConfig, hardware_facts, model_facts,
                             positive_int, resolve)
 from symcost.fields import RECOMPUTE_MODES, TRAINING_FIELDS, coerce, encode
+from symcost.models import ModelSpec
 
 #: an integer column of candidates (one value per candidate).
 IntArray = npt.NDArray[np.int64]
 #: a float column (scores, headroom, hardware values).
 FloatArray = npt.NDArray[np.float64]
+#: a mask over candidates.
+BoolArray = npt.NDArray[np.bool_]
 #: candidate columns: field of :data:`FIELDS` -> one value per candidate.
 Columns = dict[str, IntArray]
 #: ``keep(columns) -> bool array``: which candidates a rule keeps.
-Keep = Callable[[Mapping[str, Any]], npt.NDArray[np.bool_]]
+Keep = Callable[[Mapping[str, Any]], npt.ArrayLike]
+#: a rule of the enumeration: ``(text naming the field and the rule, keep)``.
+StageRule = tuple[str, Keep]
+#: ``test(column) -> bool array``: a user constraint on one column.
+ColumnTest = Callable[[IntArray], npt.ArrayLike]
+
+#: user constraints on fields: ``{field: value}`` or ``["field=value", ...]``.
+ConstraintSpec = Mapping[str, object] | Iterable[str]
 
 #: configuration fields of a candidate, in column order.
 FIELDS: tuple[str, ...] = ("num_gpus", "tp", "pp", "dp", "micro_batch", "vpp", "recompute",
                            "sp", "zero", "dp_overlap")
 #: recompute mode names by code (the ``recompute`` symbol's value).
-RECOMPUTE_NAMES: tuple[str, ...] = tuple(sorted(RECOMPUTE_MODES, key=RECOMPUTE_MODES.get))
+RECOMPUTE_NAMES: tuple[str, ...] = tuple(sorted(RECOMPUTE_MODES, key=RECOMPUTE_MODES.__getitem__))
 #: the CSV/DataFrame columns of a candidate in :class:`~symcost.config.TrainingConfig` terms.
 _STAGE_LEVEL = {"tp": "(num_gpus, tp) pairs", "pp": "(num_gpus, tp, pp) layouts",
                 "dp": "(num_gpus, tp, pp) layouts",
@@ -94,19 +106,20 @@ class Constraints:
     minimum: Mapping[str, int] = field(default_factory=dict)
     maximum: Mapping[str, int] = field(default_factory=dict)
 
-    def rules_for(self, name: str) -> list[tuple[str, object]]:
+    def rules_for(self, name: str) -> list[tuple[str, ColumnTest]]:
         """The (rule text, keep-predicate on a column) pairs constraining ``name``."""
-        out = []
-        if name in self.fix:
-            v = self.fix[name]
-            out.append((f"user: fix {name}={_show(name, v)}", lambda x, v=v: x == v))
-        if name in self.minimum:
-            v = self.minimum[name]
-            out.append((f"user: min {name}={_show(name, v)}", lambda x, v=v: x >= v))
-        if name in self.maximum:
-            v = self.maximum[name]
-            out.append((f"user: max {name}={_show(name, v)}", lambda x, v=v: x <= v))
+        out: list[tuple[str, ColumnTest]] = []
+        for kind, given, op in (("fix", self.fix, operator.eq), ("min", self.minimum, operator.ge),
+                                ("max", self.maximum, operator.le)):
+            if name in given:
+                v = given[name]
+                out.append((f"user: {kind} {name}={_show(name, v)}", _compare(op, v)))
         return out
+
+
+def _compare(op: Callable[[IntArray, int], Any], value: int) -> ColumnTest:
+    """``column op value`` as a column test."""
+    return lambda x: op(x, value)
 
 
 def _show(name: str, v: int) -> str:
@@ -156,9 +169,9 @@ def field_code(name: str, value: object) -> int:
     return int(encode(f, coerce(f, value)))
 
 
-def make_constraints(fix: Mapping[str, object] | Iterable[str] | None = None,
-                     minimum: Mapping[str, object] | Iterable[str] | None = None,
-                     maximum: Mapping[str, object] | Iterable[str] | None = None,
+def make_constraints(fix: ConstraintSpec | None = None,
+                     minimum: ConstraintSpec | None = None,
+                     maximum: ConstraintSpec | None = None,
                      max_tp: int | None = None, max_vpp: int | None = None) -> Constraints:
     """Normalise user constraints.
 
@@ -177,10 +190,11 @@ def make_constraints(fix: Mapping[str, object] | Iterable[str] | None = None,
             field's type, choices or range, or the same field given twice with different
             values.
     """
-    def norm(spec) -> dict[str, int]:
+    def norm(spec: ConstraintSpec | None) -> dict[str, int]:
         if spec is None:
             return {}
-        items = spec.items() if isinstance(spec, Mapping) else (_split(s) for s in spec)
+        items: Iterable[tuple[str, object]] = (
+            spec.items() if isinstance(spec, Mapping) else (_split(s) for s in spec))
         out: dict[str, int] = {}
         for k, v in items:
             key = field_name(k)
@@ -229,9 +243,9 @@ class Context:
     constraints: Constraints = field(default_factory=Constraints)
     fixed: Mapping[str, float] = field(default_factory=dict)
 
-    def values(self, columns: Mapping[str, np.ndarray]) -> dict[str, object]:
+    def values(self, columns: Mapping[str, Any]) -> dict[str, Any]:
         """The values the rules read: the shared ones and the candidate ``columns``."""
-        out: dict[str, object] = dict(self.fixed)
+        out: dict[str, Any] = dict(self.fixed)
         out.update(layers=self.layers, heads=self.heads, kv_heads=self.kv_heads,
                    ffn_hidden=self.ffn_hidden, global_batch=self.global_batch,
                    global_batch_given=1.0)
@@ -239,10 +253,17 @@ class Context:
         return out
 
 
-def make_context(model, hw, global_batch: int, seq_len: int, dtype: str,
-                 flash_attention: bool = True, keep_duplicates: bool = False,
+def make_context(model: ModelSpec, hw: HardwareSpec, global_batch: int, seq_len: int,
+                 dtype: str, flash_attention: bool = True, keep_duplicates: bool = False,
                  constraints: Constraints | None = None) -> Context:
-    """The rule :class:`Context` of a search over ``model`` on ``hw``."""
+    """The rule :class:`Context` of a search over ``model`` on ``hw``.
+
+    Args:
+        model, hw: the specs (their facts feed the rules).
+        global_batch: sequences per step; seq_len: tokens per sequence; dtype: GEMM dtype
+            name (all checked already, see :func:`check_inputs`).
+        flash_attention, keep_duplicates, constraints: as for :func:`enumerate_space`.
+    """
     fixed = {**model_facts(model), **hardware_facts(hw), "seq_len": float(seq_len),
              "dtype": encode(TRAINING_FIELDS["dtype"], dtype)}
     return Context(model.layers, model.heads, model.kv_heads, model.ffn_hidden,
@@ -276,16 +297,16 @@ def _table_rules_by_stage() -> dict[str, tuple[R.Rule, ...]]:
     return {k: tuple(v) for k, v in out.items()}
 
 
-def _keep(rule: R.Rule, ctx: Context):
-    return lambda c: np.asarray(rule.ok(ctx.values(c), np), dtype=bool)
+def _keep(rule: R.Rule, ctx: Context) -> Keep:
+    return lambda c: np.asarray(rule.ok(ctx.values(c), np), dtype=np.bool_)
 
 
-def _duplicate_rules(ctx: Context) -> list[tuple[str, object]]:
+def _duplicate_rules(ctx: Context) -> list[StageRule]:
     """Configurations the cost model cannot tell apart from one that is kept (see the module
     docstring): not validity rules, so they live here and not in :mod:`symcost.rules`."""
     if ctx.keep_duplicates:
         return []
-    rules: list[tuple[str, object]] = [
+    rules: list[StageRule] = [
         ("duplicate: sp with tp == 1", lambda c: (c["sp"] == 0) | (c["tp"] > 1)),
         ("duplicate: ZeRO with dp == 1", lambda c: (c["zero"] == 0) | (c["dp"] > 1)),
         ("duplicate: dp_overlap off with dp == 1",
@@ -297,7 +318,7 @@ def _duplicate_rules(ctx: Context) -> list[tuple[str, object]]:
     return rules
 
 
-def stage_rules(stage: str, ctx: Context) -> list[tuple[str, object]]:
+def stage_rules(stage: str, ctx: Context) -> list[StageRule]:
     """All rules of ``stage`` in application order: user constraints, the validity rules of
     :data:`symcost.rules.TRAINING_RULES` that the stage's columns complete, then (stage
     ``modes``) the duplicate rules.
@@ -305,21 +326,34 @@ def stage_rules(stage: str, ctx: Context) -> list[tuple[str, object]]:
     Returns:
         List of ``(text, keep)`` where ``keep(columns) -> bool array``.
     """
-    rules: list[tuple[str, object]] = []
+    rules: list[StageRule] = []
     for name in _STAGE_FIELDS[stage]:
-        rules += [(t, lambda c, p=p, n=name: p(c[n])) for t, p in ctx.constraints.rules_for(name)]
+        rules += [(t, _on_column(p, name)) for t, p in ctx.constraints.rules_for(name)]
     rules += [(r.text, _keep(r, ctx)) for r in _table_rules_by_stage()[stage]]
     if stage == "modes":
         rules += _duplicate_rules(ctx)
     return rules
 
 
-def structural_ok(c: Mapping[str, np.ndarray], ctx: Context) -> np.ndarray:
+def _on_column(test: ColumnTest, name: str) -> Keep:
+    """``test`` on column ``name`` as a rule on candidate columns."""
+    return lambda c: test(c[name])
+
+
+def structural_ok(c: Mapping[str, npt.ArrayLike], ctx: Context) -> BoolArray:
     """Each column within its field's domain (:data:`symcost.fields.TRAINING_FIELDS`:
     positive integers, mode codes). Used with :func:`violations` to check arbitrary points
-    (e.g. SciPy search populations); the enumeration builds the domains in."""
-    n = len(next(iter(c.values())))
-    ok = np.ones(n, dtype=bool)
+    (e.g. SciPy search populations); the enumeration builds the domains in.
+
+    Args:
+        c: column arrays for every field in :data:`FIELDS` (same length ``n``).
+        ctx: rule context (the domains do not depend on it today).
+
+    Returns:
+        bool array ``(n,)``.
+    """
+    n = len(np.asarray(next(iter(c.values()))))
+    ok = np.ones(n, dtype=np.bool_)
     for name in FIELDS:
         f = TRAINING_FIELDS[name]
         codes = f.codes
@@ -328,7 +362,7 @@ def structural_ok(c: Mapping[str, np.ndarray], ctx: Context) -> np.ndarray:
     return ok
 
 
-def violations(c: Mapping[str, np.ndarray], ctx: Context) -> np.ndarray:
+def violations(c: Mapping[str, npt.ArrayLike], ctx: Context) -> IntArray:
     """Number of rules (field domains, validity rules and user constraints) each point breaks.
 
     Args:
@@ -338,14 +372,14 @@ def violations(c: Mapping[str, np.ndarray], ctx: Context) -> np.ndarray:
     Returns:
         int array ``(n,)``; 0 for a valid configuration.
     """
-    c = {k: np.asarray(v, dtype=np.int64) for k, v in c.items()}
-    safe = dict(c)
+    cols = {k: np.asarray(v, dtype=np.int64) for k, v in c.items()}
+    safe = dict(cols)
     for k in ("tp", "pp", "dp", "micro_batch", "vpp"):
-        safe[k] = np.maximum(c[k], 1)
-    n = (~structural_ok(c, ctx)).astype(np.int64)
+        safe[k] = np.maximum(cols[k], 1)
+    n: IntArray = (~structural_ok(cols, ctx)).astype(np.int64)
     for stage in STAGES:
         for _, keep in stage_rules(stage, ctx):
-            n += ~np.asarray(keep(safe), dtype=bool)
+            n += ~np.asarray(keep(safe), dtype=np.bool_)
     return n
 
 
@@ -368,8 +402,8 @@ def _divisor_array(n: int) -> IntArray:
     return np.array(divisors(int(n)), dtype=np.int64)
 
 
-def _cross_ragged(cols: dict[str, np.ndarray], name: str, keys: np.ndarray,
-                  domain_of) -> dict[str, np.ndarray]:
+def _cross_ragged(cols: Columns, name: str, keys: npt.ArrayLike,
+                  domain_of: Callable[[int], npt.ArrayLike]) -> Columns:
     """Expand each row ``i`` by the values ``domain_of(keys[i])`` (vectorized over rows; the
     domain function runs once per distinct key)."""
     keys = np.asarray(keys, dtype=np.int64)
@@ -390,7 +424,7 @@ def _cross_ragged(cols: dict[str, np.ndarray], name: str, keys: np.ndarray,
     return out
 
 
-def _take(cols: dict[str, np.ndarray], mask: np.ndarray) -> dict[str, np.ndarray]:
+def _take(cols: Columns, mask: BoolArray) -> Columns:
     return {k: v[mask] for k, v in cols.items()}
 
 
@@ -401,8 +435,10 @@ _MODE_DOMAINS = (("recompute", (0, 1, 2)), ("sp", (0, 1)), ("zero", (0, 1, 2, 3)
                  ("dp_overlap", (0, 1)))
 
 
-def _modes_stage(cols: dict[str, np.ndarray], ctx: Context, log: list[dict]
-                 ) -> dict[str, np.ndarray]:
+def _modes_stage(cols: Columns, ctx: Context, log: list[dict[str, Any]]) -> Columns:
+    """The ``modes`` stage: every (tp, pp, dp) layout crossed with the mode combinations
+    that pass the stage's rules (ruled once per distinct layout, the removals counted with
+    the layout's number of rows)."""
     n = len(cols["tp"])
     # one int64 key per (tp, pp, dp): each is at most num_gpus < 2**21
     code = (cols["tp"] << 42) | (cols["pp"] << 21) | cols["dp"]
@@ -419,7 +455,7 @@ def _modes_stage(cols: dict[str, np.ndarray], ctx: Context, log: list[dict]
     tmpl.update({k: np.tile(v, len(uniq)) for k, v in combos.items()})
     weight = counts[owner]
     for text, keep in stage_rules("modes", ctx):
-        mask = np.asarray(keep(tmpl), dtype=bool)
+        mask = np.asarray(keep(tmpl), dtype=np.bool_)
         log.append({"stage": "modes", "rule": text, "removed": int(weight[~mask].sum()),
                     "remaining": int(weight[mask].sum()), "level": _STAGE_LEVEL["modes"]})
         tmpl, owner, weight = _take(tmpl, mask), owner[mask], weight[mask]
@@ -448,7 +484,7 @@ class Space:
         seq_len: tokens per sequence; dtype: GEMM dtype; flash_attention: kernel flag.
     """
 
-    columns: dict[str, np.ndarray]
+    columns: Columns
     rejected: pd.DataFrame
     context: Context
     seq_len: int
@@ -468,7 +504,7 @@ class Space:
                           self.seq_len, self.dtype, self.flash_attention)
 
 
-def columns_frame(columns: Mapping[str, np.ndarray]) -> pd.DataFrame:
+def columns_frame(columns: Mapping[str, npt.ArrayLike]) -> pd.DataFrame:
     """Candidate columns -> DataFrame in :class:`~symcost.config.TrainingConfig` terms."""
     df = pd.DataFrame({k: np.asarray(columns[k]) for k in FIELDS})
     df["recompute"] = np.asarray(RECOMPUTE_NAMES, dtype=object)[df["recompute"].to_numpy()]
@@ -477,9 +513,10 @@ def columns_frame(columns: Mapping[str, np.ndarray]) -> pd.DataFrame:
     return df
 
 
-def row_config(row: Mapping[str, object], global_batch: int, seq_len: int, dtype: str,
+def row_config(row: Mapping[str, Any] | pd.Series[Any], global_batch: int, seq_len: int, dtype: str,
                flash_attention: bool) -> TrainingConfig:
-    """One candidate (field -> value, codes or names) as a TrainingConfig."""
+    """One candidate (field -> value, codes or names; a dict or a DataFrame row) as a
+    :class:`~symcost.config.TrainingConfig` (not validated)."""
     rc = row["recompute"]
     rc = rc if isinstance(rc, str) else RECOMPUTE_NAMES[int(rc)]
     return TrainingConfig(num_gpus=int(row["num_gpus"]), tp=int(row["tp"]), pp=int(row["pp"]),
@@ -510,8 +547,13 @@ def positive_ints(name: str, value: int | Sequence[int]) -> list[int]:
     return sorted({positive_int(name, v) for v in vals})
 
 
-def check_inputs(model, hw, global_batch: int, seq_len: int | None, dtype: str) -> int:
+def check_inputs(model: ModelSpec, hw: HardwareSpec, global_batch: int, seq_len: int | None,
+                 dtype: str) -> int:
     """Validate what every configuration shares (sequence length, dtype, batch).
+
+    Args:
+        model, hw: the specs; global_batch: sequences per step; seq_len: tokens per sequence
+            (None: the model's); dtype: GEMM dtype name.
 
     Returns:
         The sequence length (the model's when ``seq_len`` is None).
@@ -522,10 +564,12 @@ def check_inputs(model, hw, global_batch: int, seq_len: int | None, dtype: str) 
     positive_ints("global_batch", global_batch)
     cfg = resolve(model, hw, TrainingConfig(num_gpus=1, global_batch=int(global_batch),
                                             seq_len=seq_len, dtype=dtype))
+    assert cfg.seq_len is not None  # resolve fills it in
     return int(cfg.seq_len)
 
 
-def enumerate_space(model, hardware, num_gpus: int | Sequence[int], global_batch: int, *,
+def enumerate_space(model: ModelSpec | str, hardware: HardwareSpec | str,
+                    num_gpus: int | Sequence[int], global_batch: int, *,
                     seq_len: int | None = None, dtype: str = "bf16",
                     flash_attention: bool = True, constraints: Constraints | None = None,
                     keep_duplicates: bool = False) -> Space:
@@ -549,19 +593,19 @@ def enumerate_space(model, hardware, num_gpus: int | Sequence[int], global_batch
     Raises:
         ConfigError: bad GPU count, batch, sequence length or dtype for this model/hardware.
     """
-    model, hw = as_model(model), as_hardware(hardware)
+    spec, hw = as_model(model), as_hardware(hardware)
     counts = positive_ints("num_gpus", num_gpus)
     if counts[-1] >= 2**21:
         raise ConfigError(f"num_gpus: at most {2**21 - 1} GPUs (got {counts[-1]})")
-    seq = check_inputs(model, hw, global_batch, seq_len, dtype)
-    ctx = make_context(model, hw, int(global_batch), seq, dtype, flash_attention,
+    seq = check_inputs(spec, hw, global_batch, seq_len, dtype)
+    ctx = make_context(spec, hw, int(global_batch), seq, dtype, flash_attention,
                        keep_duplicates, constraints)
     B = ctx.global_batch
-    log: list[dict] = []
+    log: list[dict[str, Any]] = []
 
-    def apply(stage: str, cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def apply(stage: str, cols: Columns) -> Columns:
         for text, keep in stage_rules(stage, ctx):
-            mask = np.asarray(keep(cols), dtype=bool)
+            mask = np.asarray(keep(cols), dtype=np.bool_)
             cols = _take(cols, mask)
             log.append({"stage": stage, "rule": text, "removed": int((~mask).sum()),
                         "remaining": int(mask.sum()), "level": _STAGE_LEVEL[stage]})
@@ -592,8 +636,12 @@ def enumerate_space(model, hardware, num_gpus: int | Sequence[int], global_batch
                  ctx, seq, dtype, bool(flash_attention))
 
 
-def last_rule(rejected: pd.DataFrame) -> pd.Series | None:
-    """The rule after which nothing remained (None when candidates remain)."""
+def last_rule(rejected: pd.DataFrame) -> pd.Series[Any] | None:
+    """The rule after which nothing remained (None when candidates remain).
+
+    Args:
+        rejected: a rejection log (:attr:`Space.rejected`).
+    """
     empty = rejected[rejected["remaining"] == 0]
     if empty.empty:
         return None
