@@ -403,3 +403,26 @@ def test_cli_search_errors():
     out = RUNNER.invoke(app, ["search", "--model", "gpt3-175b", "--hardware", HW,
                               "--num-gpus", "8:x", "--global-batch", "1536"])
     assert out.exit_code == 2 and "--num-gpus" in out.output
+
+
+# ----------------------------------------------------------------------------- start-up
+def test_exhaustive_search_never_imports_scipy(tmp_path):
+    """SciPy is only for search_scipy and codesign: importing optimizers loads neither SciPy
+    nor JAX, and the exhaustive search loads JAX (the compiled model) but not SciPy."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import sys, optimizers\n"
+            "before = sorted(m for m in ('scipy', 'jax') if m in sys.modules)\n"
+            "optimizers.search('gpt-7.5b', 'a100-sxm4-80gb', 64, 256, top=1)\n"
+            "after = sorted(m for m in ('scipy', 'jax') if m in sys.modules)\n"
+            "print(before, after)\n")
+    root = str(Path(__file__).resolve().parents[1])
+    env = dict(os.environ, SYMCOST_CACHE_DIR=str(tmp_path),
+               PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[] ['jax']"
