@@ -33,7 +33,10 @@ or communicate; ZeRO-3 there only adds a gather buffer). ``keep_duplicates=True`
 
 User constraints (``fix``, ``minimum``, ``maximum``, ``max_tp``, ``max_vpp``) are applied at
 the start of their field's stage, before the model rules, so that when nothing survives the
-rule that removed the last candidates is the most specific one.
+rule that removed the last candidates is the most specific one. They speak the one field
+vocabulary (:data:`symcost.fields.TRAINING_FIELDS`): the field's name, or its CLI flag's
+spelling with ``-`` (``micro-batch=2``), and values as the field table parses them
+(``recompute=selective``, ``sp=on``); see :func:`field_name` and :func:`field_code`.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ import math
 import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -80,7 +83,7 @@ FIELDS: tuple[str, ...] = ("num_gpus", "tp", "pp", "dp", "micro_batch", "vpp", "
                            "sp", "zero", "dp_overlap")
 #: recompute mode names by code (the ``recompute`` symbol's value).
 RECOMPUTE_NAMES: tuple[str, ...] = tuple(sorted(RECOMPUTE_MODES, key=RECOMPUTE_MODES.__getitem__))
-#: the CSV/DataFrame columns of a candidate in :class:`~symcost.config.TrainingConfig` terms.
+#: what each stage's rejection counts count (the ``level`` column of :attr:`Space.rejected`).
 _STAGE_LEVEL = {"tp": "(num_gpus, tp) pairs", "pp": "(num_gpus, tp, pp) layouts",
                 "dp": "(num_gpus, tp, pp) layouts",
                 "micro_batch": "layouts x micro-batch", "vpp": "layouts x micro-batch x vpp",
@@ -93,8 +96,9 @@ class SearchError(ValueError):
 
 @dataclass(frozen=True)
 class Constraints:
-    """User constraints on configuration fields (values as in :data:`FIELDS`; ``recompute``
-    as a code 0/1/2 or a name, ``sp``/``dp_overlap`` as 0/1 or bool).
+    """User constraints on candidate fields, as encoded values (the numbers the columns of
+    :data:`FIELDS` hold: ``recompute`` 0/1/2, ``sp``/``dp_overlap`` 0/1);
+    :func:`make_constraints` builds them from field names and values as users write them.
 
     Attributes:
         fix: field -> the only allowed value.
@@ -513,8 +517,8 @@ def columns_frame(columns: Mapping[str, npt.ArrayLike]) -> pd.DataFrame:
     return df
 
 
-def row_config(row: Mapping[str, Any] | pd.Series[Any], global_batch: int, seq_len: int, dtype: str,
-               flash_attention: bool) -> TrainingConfig:
+def row_config(row: Mapping[str, Any] | pd.Series[Any], global_batch: int, seq_len: int,
+               dtype: str, flash_attention: bool) -> TrainingConfig:
     """One candidate (field -> value, codes or names; a dict or a DataFrame row) as a
     :class:`~symcost.config.TrainingConfig` (not validated)."""
     rc = row["recompute"]
@@ -541,7 +545,7 @@ def positive_ints(name: str, value: int | Sequence[int]) -> list[int]:
         ConfigError: no value, or a value that is not a positive integer
             (:func:`symcost.config.positive_int`: ``1.5``, ``0``, ``True``).
     """
-    vals: list[object] = [value] if np.isscalar(value) else list(value)  # type: ignore[arg-type]
+    vals: list[object] = [value] if np.isscalar(value) else list(cast(Sequence[int], value))
     if not vals:
         raise ConfigError(f"{name}: no value given")
     return sorted({positive_int(name, v) for v in vals})
