@@ -27,9 +27,9 @@ from hwspecs import HardwareSpec
 from symcost import symbols as S
 from symcost.api import training_inputs, training_model
 from symcost.config import TrainingConfig
+from symcost.evaluate import CHUNK_SIZES, evaluate_model, split_columns
 from symcost.models import ModelSpec
 from symcost.params import Params
-from symcost.evaluate import CHUNK_SIZES, evaluate_model, split_columns
 
 #: chunk sizes (rows per compiled call): small for populations and re-checks, large for sweeps
 #: (the fixed set of :data:`symcost.evaluate.CHUNK_SIZES`, shared with sweeps).

@@ -52,8 +52,8 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from symcost import rules as R
 from hwspecs import HardwareSpec
+from symcost import rules as R
 from symcost.api import as_hardware, as_model
 from symcost.config import (ConfigError, TrainingConfig, hardware_facts, model_facts,
                             positive_int, resolve)
