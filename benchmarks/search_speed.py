@@ -81,6 +81,50 @@ def cold_run(counts, keep_duplicates: bool = False, price: float = 0.0,
     return res
 
 
+_PHASES = r"""
+import json, sys, time
+T = [time.perf_counter()]
+out = {{}}
+def mark(name):
+    T.append(time.perf_counter()); out[name] = T[-1] - T[-2]
+import numpy; mark("import numpy")
+import pandas; mark("import pandas")
+import sympy; mark("import sympy")
+from symcost.cli import enable_compilation_cache; mark("import symcost.cli (typer, rich)")
+enable_compilation_cache()
+from optimizers.search import search; mark("import symcost core + optimizers")
+import jax, jax.numpy; mark("import jax")
+from symcost.training import training_expressions
+training_expressions(); mark("build the SymPy expressions")
+from symcost.api import as_hardware, as_model, training_model
+training_model("float32"); mark("lower (cache key + cached source)")
+from optimizers.evaluate import base_inputs, candidate_inputs, evaluate_chunked
+from optimizers.space import enumerate_space
+m, hw = as_model("{model}"), as_hardware("{hw}")
+space = enumerate_space(m, hw, {gpus}, {batch}); mark("enumerate the space")
+inputs = candidate_inputs(base_inputs(m, hw, "bf16", space.seq_len, {batch}, True), space.columns)
+jax.jit(lambda x: x + 1)(1.0).block_until_ready(); mark("JAX backend start")
+evaluate_chunked(inputs); mark("first evaluation (trace + XLA cache load + run)")
+search("{model}", "{hw}", {gpus}, {batch}); mark("rest of the search (rank, float64 re-check)")
+print(json.dumps(out))
+"""
+
+
+def startup_phases(repeats: int = 5) -> dict[str, float]:
+    """Where the cold case's time goes in a fresh process with the CLI's caches warm: each
+    phase timed in sequence in the child (best of ``repeats`` processes per phase)."""
+    code = _PHASES.format(model=MODEL, hw=HW, gpus=GPUS, batch=BATCH)
+    with tempfile.TemporaryDirectory() as tmp:
+        env = dict(os.environ, SYMCOST_CACHE_DIR=tmp, PYTHONPATH=str(ROOT))
+        env.pop("JAX_COMPILATION_CACHE_DIR", None)
+        runs = []
+        for _ in range(repeats + 1):      # the first run fills the caches
+            out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                                 text=True, check=True)
+            runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    return {k: min(r[k] for r in runs[1:]) for k in runs[1]}
+
+
 def best_cold_run(counts, repeats: int = 3, **kw) -> dict:
     """The fastest of ``repeats`` :func:`cold_run` calls (by process wall time): the machine
     may be shared, and the best run is the one least disturbed."""
@@ -123,6 +167,10 @@ def section_issue_case(skip_cold: bool) -> None:
             c = best_cold_run([GPUS], cache_dir=tmp)
         print(f"fresh process reusing the CLI's on-disk caches (lowered source, XLA), best of "
               f"3: {_wall_parts(c)}")
+        phases = startup_phases()
+        print("  where it goes (phases in sequence, best of 5 fresh processes each): "
+              + ", ".join(f"{k} {v:.3f} s" for k, v in phases.items())
+              + f"; sum {sum(phases.values()):.2f} s")
     t, r = warm_run([GPUS])
     _, rd = warm_run([GPUS], keep_duplicates=True)
     print(f"candidates: {r.candidates:,} distinct valid configurations "
