@@ -38,6 +38,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
+import numpy.typing as npt
+
+from hwspecs import HardwareSpec
+from symcost.config import ConfigError
 
 #: the hardware symbols the cost model prices, in this order.
 HW_VARIABLES: tuple[str, ...] = ("peak_flops_16", "hbm_bw", "hbm_cap", "intra_bw", "inter_bw")
@@ -79,21 +83,19 @@ class CostModel:
     c_inter: float = 4e-8
     sources: Mapping[str, str] = field(default_factory=lambda: dict(SOURCES))
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         for name in ("base", "c_flops", "c_hbm_cap", "c_hbm_bw", "c_intra", "c_inter"):
             v = getattr(self, name)
             if not np.isfinite(v) or v < 0:
-                from symcost.config import ConfigError
-
                 raise ConfigError(f"cost model: {name} must be finite and >= 0 (got {v})")
 
     @property
-    def coefficients(self) -> np.ndarray:
+    def coefficients(self) -> npt.NDArray[np.float64]:
         """USD per base unit of each of :data:`HW_VARIABLES`, shape ``(5,)``."""
         return np.array([self.c_flops, self.c_hbm_bw, self.c_hbm_cap, self.c_intra,
                          self.c_inter])
 
-    def per_gpu(self, hw: Mapping[str, np.ndarray | float]) -> np.ndarray:
+    def per_gpu(self, hw: Mapping[str, npt.ArrayLike]) -> npt.NDArray[np.float64]:
         """Cost per GPU in USD.
 
         Args:
@@ -114,9 +116,13 @@ class CostModel:
         return out
 
 
-def hardware_values(hw) -> dict[str, float]:
+def hardware_values(hw: HardwareSpec) -> dict[str, float]:
     """The priced parameters of a :class:`~hwspecs.HardwareSpec` (base units; 16-bit peak is
-    bf16)."""
+    bf16, else fp16).
+
+    Returns:
+        :data:`HW_VARIABLES` -> value (FLOP/s, bytes/s, bytes, bytes/s, bytes/s).
+    """
     return {"peak_flops_16": hw.peak("bf16") if "bf16" in hw.peak_flops else hw.peak("fp16"),
             "hbm_bw": hw.hbm_bandwidth, "hbm_cap": hw.hbm_capacity,
             "intra_bw": hw.intra_node_bandwidth, "inter_bw": hw.inter_node_bandwidth}

@@ -22,8 +22,14 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from symcost.api import training_model
+from hwspecs import HardwareSpec
+
+from symcost import symbols as S
+from symcost.api import training_inputs, training_model
+from symcost.config import TrainingConfig
 from symcost.evaluate import CHUNK_SIZES, evaluate_model, split_columns
+from symcost.models import ModelSpec
+from symcost.params import Params
 
 #: chunk sizes (rows per compiled call): small for populations and re-checks, large for sweeps
 #: (the fixed set of :data:`symcost.evaluate.CHUNK_SIZES`, shared with sweeps).
@@ -79,17 +85,24 @@ def evaluate_float64(inputs: Mapping[str, object],
             for k in names}
 
 
-def base_inputs(model, hw, dtype: str, seq_len: int, global_batch: int,
-                flash_attention: bool, params=None) -> dict[str, float]:
+def base_inputs(model: ModelSpec | str, hw: HardwareSpec | str, dtype: str, seq_len: int,
+                global_batch: int, flash_attention: bool, params: Params | None = None
+                ) -> dict[str, float]:
     """Inputs shared by every candidate (model, hardware, efficiency parameters, sequence
     length, batch and fixed flags; base units), via :func:`symcost.api.training_inputs`.
+
+    Args:
+        model, hw: specs, or a preset name / hardware id.
+        dtype: GEMM dtype name; seq_len: tokens per sequence; global_batch: sequences per
+            step; flash_attention: FlashAttention on.
+        params: efficiency parameters (the shipped calibration when None).
+
+    Returns:
+        Symbol name -> value (base units).
 
     Raises:
         ConfigError, ParamsError: invalid shared settings or no parameters for the GPU.
     """
-    from symcost.api import training_inputs
-    from symcost.config import TrainingConfig
-
     cfg = TrainingConfig(num_gpus=1, global_batch=int(global_batch), seq_len=int(seq_len),
                          dtype=dtype, flash_attention=bool(flash_attention))
     return training_inputs(model, hw, cfg, params)
@@ -106,8 +119,6 @@ def candidate_inputs(base: Mapping[str, float], columns: Mapping[str, np.ndarray
     Returns:
         Symbol name -> scalar or array, ready for :func:`evaluate_chunked`.
     """
-    from symcost import symbols as S
-
     out: dict[str, object] = dict(base)
     out.update({S.tp.name: columns["tp"], S.pp.name: columns["pp"], S.dp.name: columns["dp"],
                 S.sp_on.name: columns["sp"], S.vpp.name: columns["vpp"],

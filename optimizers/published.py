@@ -20,13 +20,19 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from symcost.config import ConfigError
+from symcost.models import ModelSpec
+from symcost.params import Params
+from symcost.validate import load_measurements, prepare_rows, preset_for_name
 
+from .search import rank_of, search
 from .space import SearchError
 
 #: default location of the published measurements (override with SYMCOST_VALIDATION_CSV).
@@ -40,13 +46,13 @@ _CONFIG_COLS = ("model", "hardware", "n_gpus", "global_batch", "seq_len", "dtype
                 "dp", "vpp", "sp", "cp", "micro_batch", "recompute", "zero_stage", "notes")
 
 
-def _csv_path(path) -> Path:
+def _csv_path(path: str | os.PathLike[str] | None) -> Path:
     if path is not None:
         return Path(path)
     return Path(os.environ.get("SYMCOST_VALIDATION_CSV", DEFAULT_CSV))
 
 
-def _num(v):
+def _num(v: Any) -> Any:
     """A CSV cell as a number (int when whole), or the cell itself when it is not one."""
     try:
         f = float(v)
@@ -55,17 +61,18 @@ def _num(v):
     return int(f) if f.is_integer() else f
 
 
-def _metrics(rows) -> str:
+def _metrics(rows: Iterable[tuple[str, Any]]) -> str:
+    """``metric=value; ...`` of a configuration's measurements."""
     return "; ".join(f"{m}={_num(v):g}" if isinstance(_num(v), (int, float)) else f"{m}={v}"
                      for m, v in rows)
 
 
-def _model_key(m) -> tuple:
+def _model_key(m: ModelSpec) -> tuple[Any, ...]:
     """The model's identity without its ``source`` (which names the CSV row)."""
     return tuple(getattr(m, f.name) for f in dataclasses.fields(m) if f.name != "source")
 
 
-def published_configs(path=None) -> pd.DataFrame:
+def published_configs(path: str | os.PathLike[str] | None = None) -> pd.DataFrame:
     """Distinct published training configurations with a full parallel layout.
 
     Args:
@@ -85,19 +92,18 @@ def published_configs(path=None) -> pd.DataFrame:
     Raises:
         MeasurementsError: unreadable file or a required column missing.
     """
-    from symcost.validate import load_measurements, prepare_rows, preset_for_name
-
     df = load_measurements(_csv_path(path))
     train = df["workload"].fillna("").str.strip().str.lower() == "train"
     full = df[[c for c in _FULL_LAYOUT if c in df.columns]].notna().all(axis=1)
     df = df[train & full]
     prepared, skipped = prepare_rows(df)
-    groups: dict[tuple, dict] = {}
+    groups: dict[tuple[Any, ...], dict[str, Any]] = {}
     for r in prepared:
         c = r.config
+        hw = r.hardware
         free = {col: None if col in r.defaults else float(getattr(c, fld))
                 for fld, col in _OPTIONAL}
-        key = (_model_key(r.model), r.hardware.name, c.num_gpus, c.global_batch, c.seq_len,
+        key = (_model_key(r.model), hw.name, c.num_gpus, c.global_batch, c.seq_len,
                c.dtype, c.tp, c.pp, c.dp, c.sp, c.recompute, c.flash_attention,
                *free.values())
         if key in groups:
@@ -107,7 +113,7 @@ def published_configs(path=None) -> pd.DataFrame:
         groups[key] = {
             "case_id": r.case_id, "model": r.model.name,
             "preset": exact.name if exact is not None else None, "spec": r.model,
-            "hardware": r.hardware.name, "n_gpus": c.num_gpus,
+            "hardware": hw.name, "n_gpus": c.num_gpus,
             "global_batch": c.global_batch, "seq_len": c.seq_len, "dtype": c.dtype,
             "tp": c.tp, "pp": c.pp, "dp": c.dp, "sp": int(c.sp), "recompute": c.recompute,
             **{col: np.nan if v is None else v for col, v in free.items()},
@@ -135,7 +141,8 @@ def published_configs(path=None) -> pd.DataFrame:
     return out
 
 
-def published_ranking(path=None, *, params=None, sources: tuple[str, ...] | None = None
+def published_ranking(path: str | os.PathLike[str] | None = None, *,
+                      params: Params | None = None, sources: tuple[str, ...] | None = None
                       ) -> pd.DataFrame:
     """Rank each published configuration in the exhaustive search of its own problem.
 
@@ -160,8 +167,6 @@ def published_ranking(path=None, *, params=None, sources: tuple[str, ...] | None
     Raises:
         MeasurementsError: unreadable file or a required column missing.
     """
-    from .search import rank_of, search
-
     confs = published_configs(path)
     if sources and not confs.empty:
         confs = confs[confs["case_id"].str.startswith(tuple(sources))]
@@ -222,7 +227,8 @@ def published_ranking(path=None, *, params=None, sources: tuple[str, ...] | None
     return df
 
 
-def _describe(row) -> str:
+def _describe(row: pd.Series[Any]) -> str:
+    """A top-table row as ``tp=.. pp=.. ...``."""
     return (f"tp={row['tp']} pp={row['pp']} dp={row['dp']} mb={row['micro_batch']} "
             f"vpp={row['vpp']} recompute={row['recompute']} sp={int(row['sp'])} "
             f"zero={row['zero']} overlap={int(row['dp_overlap'])}")

@@ -26,20 +26,31 @@ import functools
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any, NoReturn
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
+from hwspecs import HardwareSpec
 from hwspecs.units import format_bytes
+from symcost.api import as_hardware, as_model
 from symcost.config import ConfigError, TrainingConfig
+from symcost.models import ModelSpec
+from symcost.params import Params
 from symcost.schema import OUTPUT_KEYS, rename_keys, stamp
 from symcost.training import BREAKDOWN, MEMORY
 
 from .evaluate import (base_inputs, candidate_inputs, evaluate_chunked,
                        evaluate_float64)
-from .space import (FIELDS, Constraints, Context, SearchError, Space, _divisors, columns_frame,
-                    enumerate_space, make_constraints, make_context, raise_if_empty, row_config, stage_rules,
+from .space import (FIELDS, BoolArray, Columns, Constraints, ConstraintSpec, Context,
+                    FloatArray, IntArray, SearchError, Space, check_inputs, columns_frame,
+                    divisors, enumerate_space, field_code, field_name, make_constraints,
+                    make_context, positive_ints, raise_if_empty, row_config, stage_rules,
                     structural_ok, violations)
+
+# SciPy is imported inside search_scipy (differential evolution) only: the exhaustive search
+# does not need it, and importing it costs start-up time.
 
 OBJECTIVES = ("step_time", "tokens_per_s", "tokens_per_dollar")
 #: float64 re-check: every candidate within this relative score of the k-th is re-checked.
@@ -79,14 +90,14 @@ class SearchResult:
     objective: str
     method: str
     timings: dict[str, float]
-    model: object
-    hardware: object
+    model: ModelSpec
+    hardware: HardwareSpec
     global_batch: int
     seq_len: int
     dtype: str
     flash_attention: bool
     price_per_gpu_hour: float | None = None
-    extra: dict = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def best(self) -> TrainingConfig:
@@ -104,13 +115,13 @@ class SearchResult:
             return "only one configuration fits"
         a, b = self.table.iloc[0], self.table.iloc[1]
         terms = self.why[self.why["term"].str.startswith("time_")].head(3)
-        parts = [f"{t.term.removeprefix('time_')} {t.difference:+.3g} s" for t in terms.itertuples()
-                 if t.difference != 0]
+        parts = [f"{str(t.term).removeprefix('time_')} {t.difference:+.3g} s"
+                 for t in terms.itertuples() if t.difference != 0]
         gap = b["step_time"] - a["step_time"]
         return (f"best beats runner-up by {gap:.4g} s/step ({gap / b['step_time']:.2%}): "
                 f"runner-up minus best: {', '.join(parts) if parts else 'no time difference'}")
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (the ``search --json`` object): the top rows with output columns
         keyed by :data:`symcost.schema.OUTPUT_KEYS` (``step_time_s``,
         ``memory_per_gpu_bytes``, ...), rejected counts, the runner-up terms (``term`` is a
@@ -128,14 +139,22 @@ class SearchResult:
         })
 
 
-def _records(df: pd.DataFrame) -> list[dict]:
+def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
+    """The rows of ``df`` as plain-Python dicts (NumPy scalars unwrapped)."""
     out = []
     for rec in df.to_dict(orient="records"):
-        out.append({k: (v.item() if isinstance(v, np.generic) else v) for k, v in rec.items()})
+        out.append({str(k): (v.item() if isinstance(v, np.generic) else v)
+                    for k, v in rec.items()})
     return out
 
 
 def _check_objective(objective: str | None, price: float | None) -> str:
+    """The objective (the default for ``price`` when None), checked with the price.
+
+    Raises:
+        ConfigError: an unknown objective, a price that is not > 0, or ``tokens_per_dollar``
+            without a price.
+    """
     if objective is None:
         return "tokens_per_dollar" if price else "step_time"
     if objective not in OBJECTIVES:
@@ -147,27 +166,43 @@ def _check_objective(objective: str | None, price: float | None) -> str:
     return objective
 
 
-def score(step_time: np.ndarray, num_gpus: np.ndarray, global_batch: int, seq_len: int,
-          objective: str, price: float | None) -> np.ndarray:
-    """Ranking score (lower is better) of ``objective`` for step times in s."""
+def score(step_time: FloatArray, num_gpus: npt.ArrayLike, global_batch: int, seq_len: int,
+          objective: str, price: float | None) -> FloatArray:
+    """Ranking score (lower is better) of ``objective``.
+
+    Args:
+        step_time: step times in s ``(n,)``.
+        num_gpus: GPU count of each configuration ``(n,)`` (prices the cluster).
+        global_batch: sequences per step; seq_len: tokens per sequence.
+        objective: one of :data:`OBJECTIVES`.
+        price: USD per GPU-hour (needed for ``tokens_per_dollar``).
+
+    Returns:
+        float64 ``(n,)``: seconds, or minus tokens/s, or minus tokens per USD.
+    """
     tokens_per_s = global_batch * seq_len / step_time
     if objective == "step_time":
         return np.asarray(step_time, dtype=np.float64)
     if objective == "tokens_per_s":
         return -tokens_per_s
+    assert price is not None  # _check_objective requires it for tokens_per_dollar
     return -tokens_per_s / (np.asarray(num_gpus) * price / 3600.0)
 
 
-def _memory_rule(rejected: pd.DataFrame, fits: np.ndarray, usable: float) -> pd.DataFrame:
+def _memory_rule(rejected: pd.DataFrame, fits: BoolArray, usable: float) -> pd.DataFrame:
+    """``rejected`` with the memory filter's row appended."""
     row = {"stage": "memory", "rule": f"memory per GPU must fit in usable HBM "
                                       f"({format_bytes(usable, 1)})",
            "removed": int((~fits).sum()), "remaining": int(fits.sum()), "level": "configurations"}
     return pd.concat([rejected, pd.DataFrame([row])], ignore_index=True)
 
 
-def _raise_no_fit(cols, head32, usable, space_ctx, seq_len, dtype, flash, n, hw_name):
+def _raise_no_fit(cols: Columns, head32: FloatArray, usable: float, ctx: Context, seq_len: int,
+                  dtype: str, flash: bool, n: int, hw_name: str) -> NoReturn:
+    """Raise the :class:`SearchError` of a search where no valid configuration fits, naming
+    the memory rule and how much more the smallest footprint needs."""
     i = int(np.argmax(head32))
-    cfg = row_config({k: v[i] for k, v in cols.items()}, space_ctx.global_batch, seq_len, dtype,
+    cfg = row_config({k: v[i] for k, v in cols.items()}, ctx.global_batch, seq_len, dtype,
                      flash)
     raise SearchError(
         f"no valid configuration fits in memory: all {n} valid configurations were removed by "
@@ -182,7 +217,7 @@ def _short(cfg: TrainingConfig) -> str:
             f"overlap={int(cfg.dp_overlap)}")
 
 
-def _finish(cols: Mapping[str, np.ndarray], base: Mapping[str, float], top: int,
+def _finish(cols: Columns, base: Mapping[str, float], top: int,
             objective: str, price: float | None, global_batch: int, seq_len: int
             ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Float64 re-check of the given candidate rows; returns (top table, why)."""
@@ -217,7 +252,8 @@ def _finish(cols: Mapping[str, np.ndarray], base: Mapping[str, float], top: int,
     return df.reset_index(drop=True), why
 
 
-def _recheck_rows(sc32: np.ndarray, head32: np.ndarray, usable: float, top: int) -> np.ndarray:
+def _recheck_rows(sc32: FloatArray, head32: FloatArray, usable: float, top: int
+                  ) -> npt.NDArray[np.intp]:
     """Indices to re-check in float64: the leaders among (nearly) fitting candidates, with
     every near-tie of the k-th and the float32 memory-boundary cases among them."""
     near = head32 >= -HEADROOM_SLACK * usable
@@ -238,14 +274,13 @@ def _recheck_rows(sc32: np.ndarray, head32: np.ndarray, usable: float, top: int)
     return np.unique(np.concatenate([sel, extra]))
 
 
-def search(model, hardware, num_gpus: int | Sequence[int], global_batch: int, *,
-           seq_len: int | None = None, dtype: str = "bf16", flash_attention: bool = True,
-           top: int = 10, objective: str | None = None, price_per_gpu_hour: float | None = None,
-           fix: Mapping | Sequence[str] | None = None,
-           minimum: Mapping | Sequence[str] | None = None,
-           maximum: Mapping | Sequence[str] | None = None, max_tp: int | None = None,
-           max_vpp: int | None = None, keep_duplicates: bool = False, params=None
-           ) -> SearchResult:
+def search(model: ModelSpec | str, hardware: HardwareSpec | str, num_gpus: int | Sequence[int],
+           global_batch: int, *, seq_len: int | None = None, dtype: str = "bf16",
+           flash_attention: bool = True, top: int = 10, objective: str | None = None,
+           price_per_gpu_hour: float | None = None, fix: ConstraintSpec | None = None,
+           minimum: ConstraintSpec | None = None, maximum: ConstraintSpec | None = None,
+           max_tp: int | None = None, max_vpp: int | None = None, keep_duplicates: bool = False,
+           params: Params | None = None) -> SearchResult:
     """Exhaustive search over every valid parallel configuration.
 
     Args:
@@ -275,74 +310,93 @@ def search(model, hardware, num_gpus: int | Sequence[int], global_batch: int, *,
         ConfigError: malformed inputs, constraints, objective or price (names the field and
             the rule).
     """
-    from symcost.api import as_hardware, as_model
-
     t0 = time.perf_counter()
     objective = _check_objective(objective, price_per_gpu_hour)
     if int(top) < 1:
         raise ConfigError(f"top: must be >= 1 (got {top})")
-    model, hw = as_model(model), as_hardware(hardware)
+    spec, hw = as_model(model), as_hardware(hardware)
     cons = make_constraints(fix, minimum, maximum, max_tp, max_vpp)
-    space = enumerate_space(model, hw, num_gpus, global_batch, seq_len=seq_len, dtype=dtype,
+    space = enumerate_space(spec, hw, num_gpus, global_batch, seq_len=seq_len, dtype=dtype,
                             flash_attention=flash_attention, constraints=cons,
                             keep_duplicates=keep_duplicates)
     t1 = time.perf_counter()
     raise_if_empty(space)
-    base = base_inputs(model, hw, dtype, space.seq_len, global_batch, flash_attention, params)
-    cols = space.columns
-    f32 = evaluate_chunked(candidate_inputs(base, cols))
+    base = base_inputs(spec, hw, dtype, space.seq_len, global_batch, flash_attention, params)
+    f32 = evaluate_chunked(candidate_inputs(base, space.columns))
     t2 = time.perf_counter()
-    usable = float(base["hbm_cap"] - base["mem_reserved"])
-    head32 = f32["mem_headroom"]
-    fits = head32 >= 0
-    rejected = _memory_rule(space.rejected, fits, usable)
-    sc32 = score(f32["step_time"], cols["num_gpus"], space.context.global_batch, space.seq_len,
-                 objective, price_per_gpu_hour)
-    rows = _recheck_rows(sc32, head32, usable, int(top))
-    if not len(rows):
-        _raise_no_fit(cols, head32, usable, space.context, space.seq_len, dtype,
-                      flash_attention, len(space), hw.name)
-    sub = {k: v[rows] for k, v in cols.items()}
-    table, why = _finish(sub, base, int(top), objective, price_per_gpu_hour,
-                         space.context.global_batch, space.seq_len)
-    if table.empty:
-        _raise_no_fit(cols, head32, usable, space.context, space.seq_len, dtype,
-                      flash_attention, len(space), hw.name)
+    sc32 = score(f32["step_time"], space.columns["num_gpus"], space.context.global_batch,
+                 space.seq_len, objective, price_per_gpu_hour)
+    table, why, fits = _rank_space(space, base, sc32, f32["mem_headroom"], int(top), objective,
+                                   price_per_gpu_hour, hw.name)
     t3 = time.perf_counter()
     timings = {"enumerate": t1 - t0, "evaluate": t2 - t1, "recheck": t3 - t2, "total": t3 - t0}
-    result = SearchResult(table, rejected, why, len(space), int(fits.sum()), objective,
-                          "exhaustive", timings, model, hw, space.context.global_batch,
-                          space.seq_len, dtype, bool(flash_attention), price_per_gpu_hour)
+    usable = float(base["hbm_cap"] - base["mem_reserved"])
+    result = SearchResult(table, _memory_rule(space.rejected, fits, usable), why, len(space),
+                          int(fits.sum()), objective, "exhaustive", timings, spec, hw,
+                          space.context.global_batch, space.seq_len, dtype,
+                          bool(flash_attention), price_per_gpu_hour)
     result.extra["space"] = space
     result.extra["scores"] = sc32
     result.extra["fits"] = fits
     return result
 
 
-def rank_of(result: SearchResult, fields: Mapping[str, object]) -> dict:
+def _rank_space(space: Space, base: Mapping[str, float], sc32: FloatArray, head32: FloatArray,
+                top: int, objective: str, price: float | None, hw_name: str
+                ) -> tuple[pd.DataFrame, pd.DataFrame, BoolArray]:
+    """The ``top`` table and the runner-up terms of an evaluated space: the float32 leaders
+    (:func:`_recheck_rows`) re-checked in float64 (:func:`_finish`).
+
+    Args:
+        space: the candidates; base: their shared inputs.
+        sc32, head32: float32 scores and memory headroom (bytes) of every candidate.
+        top, objective, price: as for :func:`search`; hw_name: named in errors.
+
+    Returns:
+        ``(table, why, fits)`` with ``fits`` the float32 memory verdict of every candidate.
+
+    Raises:
+        SearchError: no candidate fits in memory.
+    """
+    cols, ctx = space.columns, space.context
+    usable = float(base["hbm_cap"] - base["mem_reserved"])
+    rows = _recheck_rows(sc32, head32, usable, top)
+    if not len(rows):
+        _raise_no_fit(cols, head32, usable, ctx, space.seq_len, space.dtype,
+                      space.flash_attention, len(space), hw_name)
+    table, why = _finish({k: v[rows] for k, v in cols.items()}, base, top, objective, price,
+                         ctx.global_batch, space.seq_len)
+    if table.empty:
+        _raise_no_fit(cols, head32, usable, ctx, space.seq_len, space.dtype,
+                      space.flash_attention, len(space), hw_name)
+    return table, why, head32 >= 0
+
+
+def rank_of(result: SearchResult, fields: Mapping[str, object]) -> dict[str, Any]:
     """Where configurations matching ``fields`` rank in an exhaustive search result.
 
     Args:
         result: from :func:`search` (holds every candidate's float32 score).
-        fields: field -> value for the fields to match (others free), values as in
-            :data:`optimizers.space.FIELDS` (recompute as a name or code).
+        fields: field -> value for the fields to match (others free); names as
+            :func:`optimizers.space.field_name` and values as
+            :func:`optimizers.space.field_code` accept them (``recompute="full"``).
 
     Returns:
         ``{"matches": n matching candidates, "fitting_matches": those that fit,
         "rank": 1-based rank of the best fitting match among all fitting candidates (None when
         no match fits), "score": its score, "index": its candidate index}``.
-    """
-    from .space import _field_name, _field_value
 
+    Raises:
+        ConfigError: an unknown field or a value outside its field's domain.
+    """
     space: Space = result.extra["space"]
     cols, sc, fits = space.columns, result.extra["scores"], result.extra["fits"]
     mask = np.ones(len(space), dtype=bool)
     for k, v in fields.items():
-        key = _field_name(k)
-        mask &= cols[key] == _field_value(key, v)
+        mask &= cols[field_name(k)] == field_code(k, v)
     good = mask & fits
-    out = {"matches": int(mask.sum()), "fitting_matches": int(good.sum()), "rank": None,
-           "score": None, "index": None}
+    out: dict[str, Any] = {"matches": int(mask.sum()), "fitting_matches": int(good.sum()),
+                           "rank": None, "score": None, "index": None}
     if good.any():
         i = int(np.flatnonzero(good)[np.argmin(sc[good])])
         out.update(rank=int((sc[fits] < sc[i]).sum()) + 1, score=float(sc[i]), index=i)
@@ -350,9 +404,11 @@ def rank_of(result: SearchResult, fields: Mapping[str, object]) -> dict:
 
 
 # ----------------------------------------------------------------------------- SciPy search
-_MODE_GRID = np.stack(np.meshgrid((0, 1, 2), (0, 1), (0, 1, 2, 3), (0, 1), indexing="ij"),
+#: every mode combination (recompute, sp, zero, dp_overlap codes), one per row: 48 x 4.
+MODE_GRID = np.stack(np.meshgrid((0, 1, 2), (0, 1), (0, 1, 2, 3), (0, 1), indexing="ij"),
                       axis=-1).reshape(-1, 4)
-_MODE_NAMES = ("recompute", "sp", "zero", "dp_overlap")
+#: the columns of :data:`MODE_GRID`.
+MODE_NAMES = ("recompute", "sp", "zero", "dp_overlap")
 
 
 @dataclass(frozen=True)
@@ -373,23 +429,22 @@ class LayoutCodec:
         ctx: rule context.
     """
 
-    bounds: tuple
-    integrality: tuple
-    counts: np.ndarray
-    tp_vals: np.ndarray
-    pp_vals: np.ndarray
+    bounds: tuple[tuple[float, float], ...]
+    integrality: tuple[bool, ...]
+    counts: IntArray
+    tp_vals: IntArray
+    pp_vals: IntArray
     ctx: Context
 
     def _options(self, name: str, values: tuple[int, ...]) -> tuple[int, ...]:
+        """``values`` that pass the user's constraints on ``name`` (the first when none)."""
         arr = np.asarray(values, dtype=np.int64)
         for _, keep in self.ctx.constraints.rules_for(name):
-            arr = arr[np.asarray(keep(arr), dtype=bool)]
+            arr = arr[np.asarray(keep(arr), dtype=np.bool_)]
         return tuple(arr.tolist()) or values[:1]
 
-    def decode(self, x: np.ndarray) -> dict[str, np.ndarray]:
+    def decode(self, x: npt.ArrayLike) -> Columns:
         """Vectors ``(5, S)`` -> candidate columns of ``S * 48`` rows (layout-major)."""
-        from .space import _divisor_tuple
-
         x = np.atleast_2d(np.asarray(x, dtype=np.float64))
         s = x.shape[1]
         idx = [np.clip(np.rint(x[i]).astype(np.int64), 0, len(v) - 1)
@@ -401,31 +456,33 @@ class LayoutCodec:
         mb = np.ones(s, dtype=np.int64)
         vpp = np.ones(s, dtype=np.int64)
         for j in range(s):
-            mopts = self._options("micro_batch", _divisor_tuple(B // int(dp[j]))
+            mopts = self._options("micro_batch", divisors(B // int(dp[j]))
                                   if dp[j] > 0 and B % dp[j] == 0 else (1,))
             mb[j] = mopts[min(int(x[3, j] * len(mopts)), len(mopts) - 1)]
             vopts = self._options("vpp", _vpp_options(L, int(pp[j])))
             vpp[j] = vopts[min(int(x[4, j] * len(vopts)), len(vopts) - 1)]
-        m = len(_MODE_GRID)
+        m = len(MODE_GRID)
         cols = {k: np.repeat(v, m) for k, v in (("num_gpus", n), ("tp", tp), ("pp", pp),
                                                   ("dp", dp), ("micro_batch", mb),
                                                   ("vpp", vpp))}
-        for j, name in enumerate(_MODE_NAMES):
-            cols[name] = np.tile(_MODE_GRID[:, j], s)
+        for j, name in enumerate(MODE_NAMES):
+            cols[name] = np.tile(MODE_GRID[:, j], s)
         return cols
 
 
 @functools.lru_cache(maxsize=1024)
 def _vpp_options(layers: int, pp: int) -> tuple[int, ...]:
+    """VPP values a ``pp``-stage pipeline of ``layers`` layers can interleave with."""
     if pp <= 1:
         return (1,)
     return (1,) + tuple(v for v in range(2, layers // pp + 1) if layers % (pp * v) == 0)
 
 
-def layout_codec(ctx: Context, counts: Sequence[int]) -> LayoutCodec:
-    """The :class:`LayoutCodec` for GPU counts ``counts`` under ``ctx``."""
-    counts = np.asarray(sorted(set(int(c) for c in counts)), dtype=np.int64)
-    divs = np.unique(np.concatenate([_divisors(int(n)) for n in counts]))
+def layout_codec(ctx: Context, gpu_counts: Sequence[int]) -> LayoutCodec:
+    """The :class:`LayoutCodec` for GPU counts ``gpu_counts`` under ``ctx``."""
+    counts = np.asarray(sorted(set(int(c) for c in gpu_counts)), dtype=np.int64)
+    divs = np.unique(np.concatenate([np.asarray(divisors(int(n)), dtype=np.int64)
+                                     for n in counts]))
     tp_vals = divs[_passes(ctx, "tp", {"tp": divs, "num_gpus": np.full_like(divs, counts.max())})]
     pp_vals = divs[divs <= ctx.layers]
     tp_vals = tp_vals if len(tp_vals) else divs[:1]
@@ -435,14 +492,16 @@ def layout_codec(ctx: Context, counts: Sequence[int]) -> LayoutCodec:
     return LayoutCodec(bounds, (True, True, True, False, False), counts, tp_vals, pp_vals, ctx)
 
 
-def search_scipy(model, hardware, num_gpus: int | Sequence[int], global_batch: int, *,
+def search_scipy(model: ModelSpec | str, hardware: HardwareSpec | str,
+                 num_gpus: int | Sequence[int], global_batch: int, *,
                  seq_len: int | None = None, dtype: str = "bf16", flash_attention: bool = True,
                  top: int = 10, objective: str | None = None,
-                 price_per_gpu_hour: float | None = None, fix=None, minimum=None, maximum=None,
+                 price_per_gpu_hour: float | None = None, fix: ConstraintSpec | None = None,
+                 minimum: ConstraintSpec | None = None, maximum: ConstraintSpec | None = None,
                  max_tp: int | None = None, max_vpp: int | None = None,
-                 keep_duplicates: bool = False, params=None, seed: int | None = 0,
-                 popsize: int = 15, maxiter: int = 60, polish_layouts: int = 3,
-                 strategy: str = "rand1bin") -> SearchResult:
+                 keep_duplicates: bool = False, params: Params | None = None,
+                 seed: int | None = 0, popsize: int = 15, maxiter: int = 60,
+                 polish_layouts: int = 3, strategy: str = "rand1bin") -> SearchResult:
     """Differential-evolution search for spaces too large to enumerate.
 
     ``scipy.optimize.differential_evolution`` over a :class:`LayoutCodec` vector (GPU count,
@@ -472,85 +531,97 @@ def search_scipy(model, hardware, num_gpus: int | Sequence[int], global_batch: i
     Raises:
         SearchError: no evaluated point was valid and fitting.
     """
-    from scipy.optimize import differential_evolution
-
-    from symcost.api import as_hardware, as_model
-
-    from .space import _as_int_list, check_inputs
+    from scipy.optimize import differential_evolution   # lazy: see the module note
 
     t0 = time.perf_counter()
     objective = _check_objective(objective, price_per_gpu_hour)
-    model, hw = as_model(model), as_hardware(hardware)
-    counts = _as_int_list("num_gpus", num_gpus)
-    seq = check_inputs(model, hw, global_batch, seq_len, dtype)
+    spec, hw = as_model(model), as_hardware(hardware)
+    counts = positive_ints("num_gpus", num_gpus)
+    seq = check_inputs(spec, hw, global_batch, seq_len, dtype)
     cons = make_constraints(fix, minimum, maximum, max_tp, max_vpp)
-    ctx = make_context(model, hw, int(global_batch), seq, dtype, flash_attention,
+    ctx = make_context(spec, hw, int(global_batch), seq, dtype, flash_attention,
                        keep_duplicates, cons)
-    B = ctx.global_batch
     codec = layout_codec(ctx, counts)
-    base = base_inputs(model, hw, dtype, seq, B, flash_attention, params)
-    usable = float(base["hbm_cap"] - base["mem_reserved"])
-    seen: dict[tuple, tuple[float, float]] = {}
-    viol = [0, 0]
-    n_modes = len(_MODE_GRID)
+    base = base_inputs(spec, hw, dtype, seq, ctx.global_batch, flash_attention, params)
+    tally = _Tally(ctx, base, seq, objective, price_per_gpu_hour)
 
-    def evaluate_rows(cols):
-        return _score_points(cols, ctx, base, seq, objective, price_per_gpu_hour, usable, seen,
-                             viol)
-
-    def objective_fn(x: np.ndarray) -> np.ndarray:
-        val = evaluate_rows(codec.decode(x))
-        return val.reshape(-1, n_modes).min(axis=1)
+    def objective_fn(x: FloatArray) -> FloatArray:
+        val = tally.score(codec.decode(x))
+        best: FloatArray = val.reshape(-1, len(MODE_GRID)).min(axis=1)
+        return best
 
     res = differential_evolution(objective_fn, list(codec.bounds),
                                  integrality=list(codec.integrality), vectorized=True,
                                  updating="deferred", seed=seed, popsize=popsize,
                                  maxiter=maxiter, tol=1e-6, polish=False, strategy=strategy)
     t1 = time.perf_counter()
-    for sub in _polish_spaces(seen, polish_layouts, model, hw, B, seq, dtype, flash_attention,
-                              cons, keep_duplicates):
-        evaluate_rows(sub.columns)
+    for sub in _polish_spaces(tally.seen, polish_layouts, spec, hw, ctx.global_batch, seq, dtype,
+                              flash_attention, cons, keep_duplicates):
+        tally.score(sub.columns)
     t2 = time.perf_counter()
-    table, why, rejected, n_valid, n_fit = _scipy_table(
-        seen, viol, ctx, base, int(top), objective, price_per_gpu_hour, usable, seq, dtype,
-        flash_attention, hw.name)
+    table, why, rejected, n_fit = _scipy_table(tally, int(top), dtype, flash_attention, hw.name)
     t3 = time.perf_counter()
-    return SearchResult(table, rejected, why, n_valid, n_fit, objective,
+    return SearchResult(table, rejected, why, len(tally.seen), n_fit, objective,
                         "differential_evolution",
                         {"evolve": t1 - t0, "polish": t2 - t1, "recheck": t3 - t2,
                          "total": t3 - t0},
-                        model, hw, B, seq, dtype, bool(flash_attention), price_per_gpu_hour,
+                        spec, hw, ctx.global_batch, seq, dtype, bool(flash_attention),
+                        price_per_gpu_hour,
                         {"nfev": int(res.nfev), "nit": int(res.nit),
-                         "points": viol[0] + viol[1]})
+                         "points": tally.invalid + tally.valid})
 
 
-def _score_points(cols: Mapping[str, np.ndarray], ctx: Context, base: Mapping[str, float],
-                  seq: int, objective: str, price_per_gpu_hour: float | None, usable: float,
-                  seen: dict[tuple, tuple[float, float]], viol: list[int]) -> np.ndarray:
-    """Objective of each point of a SciPy population (smaller is better): the score of a
-    valid configuration that fits; ``1e8 * (1 + memory deficit)`` for one that does not fit;
-    ``1e9 * (1 + broken rules)`` for an invalid one. Valid points are recorded in ``seen``
-    (configuration -> (score, headroom)) and ``viol`` counts ``[invalid, valid]`` points."""
-    nv = violations(cols, ctx)
-    viol[0] += int((nv > 0).sum())
-    viol[1] += int((nv == 0).sum())
-    valid = nv == 0
-    val = 1e9 * (1.0 + nv.astype(np.float64))
-    if valid.any():
-        sub = {k: v[valid] for k, v in cols.items()}
-        f32 = evaluate_chunked(candidate_inputs(base, sub))
-        sc = score(f32["step_time"], sub["num_gpus"], ctx.global_batch, seq, objective,
-                   price_per_gpu_hour)
-        head = f32["mem_headroom"]
-        for j, key in enumerate(zip(*(sub[k].tolist() for k in FIELDS))):
-            seen.setdefault(key, (float(sc[j]), float(head[j])))
-        val[valid] = np.where(head >= 0, sc, 1e8 * (1.0 + np.minimum(-head / usable, 10.0)))
-    return val
+#: a candidate as a tuple of its :data:`~optimizers.space.FIELDS` values.
+ConfigKey = tuple[int, ...]
 
 
-def _polish_spaces(seen: Mapping[tuple, tuple[float, float]], polish_layouts: int, model, hw,
-                   B: int, seq: int, dtype: str, flash_attention: bool, cons: Constraints,
-                   keep_duplicates: bool) -> list[Space]:
+class _Tally:
+    """The SciPy search's evaluations: scores points and remembers the valid ones.
+
+    Attributes:
+        ctx, base, seq, objective, price: the search's rules, shared inputs, sequence
+            length, objective and price per GPU-hour.
+        usable: usable HBM per GPU (bytes).
+        seen: each valid configuration evaluated -> (float32 score, headroom in bytes), in
+            the order first seen.
+        invalid, valid: points evaluated that break >= 1 rule, and that break none.
+    """
+
+    def __init__(self, ctx: Context, base: Mapping[str, float], seq: int, objective: str,
+                 price: float | None) -> None:
+        self.ctx, self.base, self.seq = ctx, base, seq
+        self.objective, self.price = objective, price
+        self.usable = float(base["hbm_cap"] - base["mem_reserved"])
+        self.seen: dict[ConfigKey, tuple[float, float]] = {}
+        self.invalid = 0
+        self.valid = 0
+
+    def score(self, cols: Columns) -> FloatArray:
+        """Objective of each point of a population (smaller is better): the score of a valid
+        configuration that fits; ``1e8 * (1 + memory deficit)`` for one that does not fit;
+        ``1e9 * (1 + broken rules)`` for an invalid one."""
+        nv = violations(cols, self.ctx)
+        self.invalid += int((nv > 0).sum())
+        self.valid += int((nv == 0).sum())
+        valid = nv == 0
+        val = 1e9 * (1.0 + nv.astype(np.float64))
+        if valid.any():
+            sub = {k: v[valid] for k, v in cols.items()}
+            f32 = evaluate_chunked(candidate_inputs(self.base, sub))
+            sc = score(f32["step_time"], sub["num_gpus"], self.ctx.global_batch, self.seq,
+                       self.objective, self.price)
+            head = f32["mem_headroom"]
+            for j, key in enumerate(zip(*(sub[k].tolist() for k in FIELDS))):
+                self.seen.setdefault(key, (float(sc[j]), float(head[j])))
+            val[valid] = np.where(head >= 0, sc,
+                                  1e8 * (1.0 + np.minimum(-head / self.usable, 10.0)))
+        return val
+
+
+def _polish_spaces(seen: Mapping[ConfigKey, tuple[float, float]], polish_layouts: int,
+                   model: ModelSpec, hw: HardwareSpec, B: int, seq: int, dtype: str,
+                   flash_attention: bool, cons: Constraints, keep_duplicates: bool
+                   ) -> list[Space]:
     """The discrete polish after the evolution: the full spaces of the ``polish_layouts``
     best (GPU count, TP, PP) layouts seen."""
     if not seen or polish_layouts <= 0:
@@ -572,46 +643,46 @@ def _polish_spaces(seen: Mapping[tuple, tuple[float, float]], polish_layouts: in
     return out
 
 
-def _scipy_table(seen: Mapping[tuple, tuple[float, float]], viol: list[int], ctx: Context,
-                 base: Mapping[str, float], top: int, objective: str,
-                 price_per_gpu_hour: float | None, usable: float, seq: int, dtype: str,
-                 flash_attention: bool, hw_name: str):
-    """``(table, why, rejected, valid configurations, fitting ones)`` of a SciPy search:
-    the ``top`` configurations seen, re-checked in float64.
+def _scipy_table(tally: _Tally, top: int, dtype: str, flash_attention: bool, hw_name: str
+                 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, int]:
+    """``(table, why, rejected, fitting configurations)`` of a SciPy search: the ``top``
+    configurations seen, re-checked in float64.
 
     Raises:
         SearchError: no valid configuration was seen, or none fits in memory.
     """
+    seen, ctx, usable = tally.seen, tally.ctx, tally.usable
     valid_keys = list(seen)
     if not valid_keys:
         raise SearchError(f"differential evolution found no valid configuration in "
-                          f"{viol[0] + viol[1]} points; run the exhaustive search for the "
-                          f"rule that removes every candidate")
+                          f"{tally.invalid + tally.valid} points; run the exhaustive search "
+                          f"for the rule that removes every candidate")
     arr = np.asarray(valid_keys, dtype=np.int64)
     cols = {k: arr[:, i] for i, k in enumerate(FIELDS)}
     sc32 = np.array([seen[k][0] for k in valid_keys])
     head32 = np.array([seen[k][1] for k in valid_keys])
     fits = head32 >= 0
     if not fits.any():
-        _raise_no_fit(cols, head32, usable, ctx, seq, dtype, flash_attention, len(valid_keys),
-                      hw_name)
+        _raise_no_fit(cols, head32, usable, ctx, tally.seq, dtype, flash_attention,
+                      len(valid_keys), hw_name)
     rows = _recheck_rows(sc32, head32, usable, top)
-    table, why = _finish({k: v[rows] for k, v in cols.items()}, base, top, objective,
-                         price_per_gpu_hour, ctx.global_batch, seq)
+    table, why = _finish({k: v[rows] for k, v in cols.items()}, tally.base, top,
+                         tally.objective, tally.price, ctx.global_batch, tally.seq)
     rejected = pd.DataFrame([
         {"stage": "differential_evolution", "rule": "points breaking >= 1 rule",
-         "removed": viol[0], "remaining": viol[1], "level": "points evaluated"},
+         "removed": tally.invalid, "remaining": tally.valid, "level": "points evaluated"},
         {"stage": "memory", "rule": f"memory per GPU must fit in usable HBM "
                                     f"({format_bytes(usable, 1)})",
          "removed": int((~fits).sum()), "remaining": int(fits.sum()),
          "level": "distinct configurations"}])
-    return table, why, rejected, len(valid_keys), int(fits.sum())
+    return table, why, rejected, int(fits.sum())
 
 
-def _passes(ctx: Context, stage: str, cols: Mapping[str, np.ndarray]) -> np.ndarray:
-    mask = np.ones(len(next(iter(cols.values()))), dtype=bool)
+def _passes(ctx: Context, stage: str, cols: Columns) -> BoolArray:
+    """Which rows of ``cols`` pass every rule of ``stage``."""
+    mask = np.ones(len(next(iter(cols.values()))), dtype=np.bool_)
     for _, keep in stage_rules(stage, ctx):
-        mask &= np.asarray(keep(cols), dtype=bool)
+        mask &= np.asarray(keep(cols), dtype=np.bool_)
     return mask
 
 

@@ -33,36 +33,57 @@ or communicate; ZeRO-3 there only adds a gather buffer). ``keep_duplicates=True`
 
 User constraints (``fix``, ``minimum``, ``maximum``, ``max_tp``, ``max_vpp``) are applied at
 the start of their field's stage, before the model rules, so that when nothing survives the
-rule that removed the last candidates is the most specific one.
+rule that removed the last candidates is the most specific one. They speak the one field
+vocabulary (:data:`symcost.fields.TRAINING_FIELDS`): the field's name, or its CLI flag's
+spelling with ``-`` (``micro-batch=2``), and values as the field table parses them
+(``recompute=selective``, ``sp=on``); see :func:`field_name` and :func:`field_code`.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterable, Mapping, Sequence
+import operator
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
+from hwspecs import HardwareSpec
 from symcost import rules as R
-from symcost.config import (RECOMPUTE_MODES, ConfigError, TrainingConfig, hardware_facts,
-                            model_facts, resolve)
-from symcost.fields import TRAINING_FIELDS, encode
+from symcost.api import as_hardware, as_model
+from symcost.config import (ConfigError, TrainingConfig, hardware_facts, model_facts,
+                            positive_int, resolve)
+from symcost.fields import RECOMPUTE_MODES, TRAINING_FIELDS, coerce, encode
+from symcost.models import ModelSpec
+
+#: an integer column of candidates (one value per candidate).
+IntArray = npt.NDArray[np.int64]
+#: a float column (scores, headroom, hardware values).
+FloatArray = npt.NDArray[np.float64]
+#: a mask over candidates.
+BoolArray = npt.NDArray[np.bool_]
+#: candidate columns: field of :data:`FIELDS` -> one value per candidate.
+Columns = dict[str, IntArray]
+#: ``keep(columns) -> bool array``: which candidates a rule keeps.
+Keep = Callable[[Mapping[str, Any]], npt.ArrayLike]
+#: a rule of the enumeration: ``(text naming the field and the rule, keep)``.
+StageRule = tuple[str, Keep]
+#: ``test(column) -> bool array``: a user constraint on one column.
+ColumnTest = Callable[[IntArray], npt.ArrayLike]
+
+#: user constraints on fields: ``{field: value}`` or ``["field=value", ...]``.
+ConstraintSpec = Mapping[str, object] | Iterable[str]
 
 #: configuration fields of a candidate, in column order.
 FIELDS: tuple[str, ...] = ("num_gpus", "tp", "pp", "dp", "micro_batch", "vpp", "recompute",
                            "sp", "zero", "dp_overlap")
 #: recompute mode names by code (the ``recompute`` symbol's value).
-RECOMPUTE_NAMES: tuple[str, ...] = tuple(sorted(RECOMPUTE_MODES, key=RECOMPUTE_MODES.get))
-#: accepted spellings of field names in constraints.
-ALIASES: dict[str, str] = {"mb": "micro_batch", "micro-batch": "micro_batch",
-                           "micro_batch_size": "micro_batch", "zero_stage": "zero",
-                           "overlap": "dp_overlap", "dp-overlap": "dp_overlap",
-                           "gpus": "num_gpus", "num-gpus": "num_gpus",
-                           "interleave": "vpp", "virtual_pipeline": "vpp"}
-#: the CSV/DataFrame columns of a candidate in :class:`~symcost.config.TrainingConfig` terms.
+RECOMPUTE_NAMES: tuple[str, ...] = tuple(sorted(RECOMPUTE_MODES, key=RECOMPUTE_MODES.__getitem__))
+#: what each stage's rejection counts count (the ``level`` column of :attr:`Space.rejected`).
 _STAGE_LEVEL = {"tp": "(num_gpus, tp) pairs", "pp": "(num_gpus, tp, pp) layouts",
                 "dp": "(num_gpus, tp, pp) layouts",
                 "micro_batch": "layouts x micro-batch", "vpp": "layouts x micro-batch x vpp",
@@ -75,8 +96,9 @@ class SearchError(ValueError):
 
 @dataclass(frozen=True)
 class Constraints:
-    """User constraints on configuration fields (values as in :data:`FIELDS`; ``recompute``
-    as a code 0/1/2 or a name, ``sp``/``dp_overlap`` as 0/1 or bool).
+    """User constraints on candidate fields, as encoded values (the numbers the columns of
+    :data:`FIELDS` hold: ``recompute`` 0/1/2, ``sp``/``dp_overlap`` 0/1);
+    :func:`make_constraints` builds them from field names and values as users write them.
 
     Attributes:
         fix: field -> the only allowed value.
@@ -88,64 +110,79 @@ class Constraints:
     minimum: Mapping[str, int] = field(default_factory=dict)
     maximum: Mapping[str, int] = field(default_factory=dict)
 
-    def rules_for(self, name: str) -> list[tuple[str, object]]:
+    def rules_for(self, name: str) -> list[tuple[str, ColumnTest]]:
         """The (rule text, keep-predicate on a column) pairs constraining ``name``."""
-        out = []
-        if name in self.fix:
-            v = self.fix[name]
-            out.append((f"user: fix {name}={_show(name, v)}", lambda x, v=v: x == v))
-        if name in self.minimum:
-            v = self.minimum[name]
-            out.append((f"user: min {name}={_show(name, v)}", lambda x, v=v: x >= v))
-        if name in self.maximum:
-            v = self.maximum[name]
-            out.append((f"user: max {name}={_show(name, v)}", lambda x, v=v: x <= v))
+        out: list[tuple[str, ColumnTest]] = []
+        for kind, given, op in (("fix", self.fix, operator.eq), ("min", self.minimum, operator.ge),
+                                ("max", self.maximum, operator.le)):
+            if name in given:
+                v = given[name]
+                out.append((f"user: {kind} {name}={_show(name, v)}", _compare(op, v)))
         return out
+
+
+def _compare(op: Callable[[IntArray, int], Any], value: int) -> ColumnTest:
+    """``column op value`` as a column test."""
+    return lambda x: op(x, value)
 
 
 def _show(name: str, v: int) -> str:
     return RECOMPUTE_NAMES[v] if name == "recompute" and 0 <= v < 3 else str(v)
 
 
-def _field_name(name: str) -> str:
-    key = name.strip().lower().replace(" ", "_")
-    key = ALIASES.get(key, key)
+def field_name(name: str) -> str:
+    """The candidate field a constraint names.
+
+    Args:
+        name: a field name of :data:`symcost.fields.TRAINING_FIELDS` that is a search
+            dimension (:data:`FIELDS`), spelled as the field (``micro_batch``) or as its CLI
+            flag without the dashes (``micro-batch``); surrounding spaces are ignored.
+
+    Returns:
+        The field name (``micro_batch``).
+
+    Raises:
+        ConfigError: any other name (no aliases such as ``mb`` or ``zero_stage``); the
+            message lists the field names.
+    """
+    key = name.strip().replace("-", "_")
     if key not in FIELDS:
         raise ConfigError(f"constraint: unknown field {name!r}; known: {', '.join(FIELDS)}")
     return key
 
 
-def _field_value(name: str, value) -> int:
-    if name == "recompute" and isinstance(value, str) and not value.strip().isdigit():
-        v = value.strip().lower()
-        if v not in RECOMPUTE_MODES:
-            raise ConfigError(f"constraint: recompute must be one of "
-                              f"{', '.join(RECOMPUTE_NAMES)} (got {value!r})")
-        return RECOMPUTE_MODES[v]
-    if isinstance(value, str):
-        v = value.strip().lower()
-        if v in ("true", "on", "yes"):
-            return 1
-        if v in ("false", "off", "no"):
-            return 0
-        try:
-            value = int(v)
-        except ValueError:
-            raise ConfigError(f"constraint: {name} must be an integer (got {value!r})") from None
-    if isinstance(value, float) and not value.is_integer():
-        raise ConfigError(f"constraint: {name} must be an integer (got {value!r})")
-    return int(value)
+def field_code(name: str, value: object) -> int:
+    """A constraint value as the integer the candidate column holds.
+
+    Parsed by the field table (:func:`symcost.fields.coerce`, then
+    :func:`symcost.fields.encode`): ``recompute=selective`` -> 1, ``sp=on`` -> 1,
+    ``zero=3`` -> 3, ``tp=8`` -> 8.
+
+    Args:
+        name: a field name of :data:`FIELDS` (see :func:`field_name`).
+        value: the value as a number, bool, name or text.
+
+    Returns:
+        The encoded value (enum code, 0/1 for flags, the count itself).
+
+    Raises:
+        ConfigError: a value outside the field's type, choices or range, worded as
+            :func:`symcost.fields.coerce` words it (``"tp: must be a positive integer ..."``).
+    """
+    f = TRAINING_FIELDS[field_name(name)]
+    return int(encode(f, coerce(f, value)))
 
 
-def make_constraints(fix: Mapping[str, object] | Iterable[str] | None = None,
-                     minimum: Mapping[str, object] | Iterable[str] | None = None,
-                     maximum: Mapping[str, object] | Iterable[str] | None = None,
+def make_constraints(fix: ConstraintSpec | None = None,
+                     minimum: ConstraintSpec | None = None,
+                     maximum: ConstraintSpec | None = None,
                      max_tp: int | None = None, max_vpp: int | None = None) -> Constraints:
     """Normalise user constraints.
 
     Args:
         fix, minimum, maximum: mappings field -> value, or strings ``"field=value"`` (as the
-            CLI's ``--fix pp=8``); field names as in :data:`FIELDS` or :data:`ALIASES`.
+            CLI's ``--fix pp=8``); field names as :func:`field_name` accepts them, values as
+            :func:`field_code` parses them (``recompute=selective``, ``sp=on``).
         max_tp: shorthand for ``maximum={"tp": max_tp}`` (e.g. GPUs per node).
         max_vpp: shorthand for ``maximum={"vpp": max_vpp}``.
 
@@ -153,17 +190,19 @@ def make_constraints(fix: Mapping[str, object] | Iterable[str] | None = None,
         :class:`Constraints` with integer values.
 
     Raises:
-        ConfigError: an unknown field, a malformed ``field=value``, a non-integer value, or
-            the same field fixed twice to different values.
+        ConfigError: an unknown field, a malformed ``field=value``, a value outside its
+            field's type, choices or range, or the same field given twice with different
+            values.
     """
-    def norm(spec) -> dict[str, int]:
+    def norm(spec: ConstraintSpec | None) -> dict[str, int]:
         if spec is None:
             return {}
-        items = spec.items() if isinstance(spec, Mapping) else (_split(s) for s in spec)
+        items: Iterable[tuple[str, object]] = (
+            spec.items() if isinstance(spec, Mapping) else (_split(s) for s in spec))
         out: dict[str, int] = {}
         for k, v in items:
-            key = _field_name(k)
-            val = _field_value(key, v)
+            key = field_name(k)
+            val = field_code(key, v)
             if key in out and out[key] != val:
                 raise ConfigError(f"constraint: {key} given twice ({out[key]} and {val})")
             out[key] = val
@@ -208,9 +247,9 @@ class Context:
     constraints: Constraints = field(default_factory=Constraints)
     fixed: Mapping[str, float] = field(default_factory=dict)
 
-    def values(self, columns: Mapping[str, np.ndarray]) -> dict[str, object]:
+    def values(self, columns: Mapping[str, Any]) -> dict[str, Any]:
         """The values the rules read: the shared ones and the candidate ``columns``."""
-        out: dict[str, object] = dict(self.fixed)
+        out: dict[str, Any] = dict(self.fixed)
         out.update(layers=self.layers, heads=self.heads, kv_heads=self.kv_heads,
                    ffn_hidden=self.ffn_hidden, global_batch=self.global_batch,
                    global_batch_given=1.0)
@@ -218,10 +257,17 @@ class Context:
         return out
 
 
-def make_context(model, hw, global_batch: int, seq_len: int, dtype: str,
-                 flash_attention: bool = True, keep_duplicates: bool = False,
+def make_context(model: ModelSpec, hw: HardwareSpec, global_batch: int, seq_len: int,
+                 dtype: str, flash_attention: bool = True, keep_duplicates: bool = False,
                  constraints: Constraints | None = None) -> Context:
-    """The rule :class:`Context` of a search over ``model`` on ``hw``."""
+    """The rule :class:`Context` of a search over ``model`` on ``hw``.
+
+    Args:
+        model, hw: the specs (their facts feed the rules).
+        global_batch: sequences per step; seq_len: tokens per sequence; dtype: GEMM dtype
+            name (all checked already, see :func:`check_inputs`).
+        flash_attention, keep_duplicates, constraints: as for :func:`enumerate_space`.
+    """
     fixed = {**model_facts(model), **hardware_facts(hw), "seq_len": float(seq_len),
              "dtype": encode(TRAINING_FIELDS["dtype"], dtype)}
     return Context(model.layers, model.heads, model.kv_heads, model.ffn_hidden,
@@ -255,16 +301,16 @@ def _table_rules_by_stage() -> dict[str, tuple[R.Rule, ...]]:
     return {k: tuple(v) for k, v in out.items()}
 
 
-def _keep(rule: R.Rule, ctx: Context):
-    return lambda c: np.asarray(rule.ok(ctx.values(c), np), dtype=bool)
+def _keep(rule: R.Rule, ctx: Context) -> Keep:
+    return lambda c: np.asarray(rule.ok(ctx.values(c), np), dtype=np.bool_)
 
 
-def _duplicate_rules(ctx: Context) -> list[tuple[str, object]]:
+def _duplicate_rules(ctx: Context) -> list[StageRule]:
     """Configurations the cost model cannot tell apart from one that is kept (see the module
     docstring): not validity rules, so they live here and not in :mod:`symcost.rules`."""
     if ctx.keep_duplicates:
         return []
-    rules: list[tuple[str, object]] = [
+    rules: list[StageRule] = [
         ("duplicate: sp with tp == 1", lambda c: (c["sp"] == 0) | (c["tp"] > 1)),
         ("duplicate: ZeRO with dp == 1", lambda c: (c["zero"] == 0) | (c["dp"] > 1)),
         ("duplicate: dp_overlap off with dp == 1",
@@ -276,7 +322,7 @@ def _duplicate_rules(ctx: Context) -> list[tuple[str, object]]:
     return rules
 
 
-def stage_rules(stage: str, ctx: Context) -> list[tuple[str, object]]:
+def stage_rules(stage: str, ctx: Context) -> list[StageRule]:
     """All rules of ``stage`` in application order: user constraints, the validity rules of
     :data:`symcost.rules.TRAINING_RULES` that the stage's columns complete, then (stage
     ``modes``) the duplicate rules.
@@ -284,21 +330,34 @@ def stage_rules(stage: str, ctx: Context) -> list[tuple[str, object]]:
     Returns:
         List of ``(text, keep)`` where ``keep(columns) -> bool array``.
     """
-    rules: list[tuple[str, object]] = []
+    rules: list[StageRule] = []
     for name in _STAGE_FIELDS[stage]:
-        rules += [(t, lambda c, p=p, n=name: p(c[n])) for t, p in ctx.constraints.rules_for(name)]
+        rules += [(t, _on_column(p, name)) for t, p in ctx.constraints.rules_for(name)]
     rules += [(r.text, _keep(r, ctx)) for r in _table_rules_by_stage()[stage]]
     if stage == "modes":
         rules += _duplicate_rules(ctx)
     return rules
 
 
-def structural_ok(c: Mapping[str, np.ndarray], ctx: Context) -> np.ndarray:
+def _on_column(test: ColumnTest, name: str) -> Keep:
+    """``test`` on column ``name`` as a rule on candidate columns."""
+    return lambda c: test(c[name])
+
+
+def structural_ok(c: Mapping[str, npt.ArrayLike], ctx: Context) -> BoolArray:
     """Each column within its field's domain (:data:`symcost.fields.TRAINING_FIELDS`:
     positive integers, mode codes). Used with :func:`violations` to check arbitrary points
-    (e.g. SciPy search populations); the enumeration builds the domains in."""
-    n = len(next(iter(c.values())))
-    ok = np.ones(n, dtype=bool)
+    (e.g. SciPy search populations); the enumeration builds the domains in.
+
+    Args:
+        c: column arrays for every field in :data:`FIELDS` (same length ``n``).
+        ctx: rule context (the domains do not depend on it today).
+
+    Returns:
+        bool array ``(n,)``.
+    """
+    n = len(np.asarray(next(iter(c.values()))))
+    ok = np.ones(n, dtype=np.bool_)
     for name in FIELDS:
         f = TRAINING_FIELDS[name]
         codes = f.codes
@@ -307,7 +366,7 @@ def structural_ok(c: Mapping[str, np.ndarray], ctx: Context) -> np.ndarray:
     return ok
 
 
-def violations(c: Mapping[str, np.ndarray], ctx: Context) -> np.ndarray:
+def violations(c: Mapping[str, npt.ArrayLike], ctx: Context) -> IntArray:
     """Number of rules (field domains, validity rules and user constraints) each point breaks.
 
     Args:
@@ -317,30 +376,38 @@ def violations(c: Mapping[str, np.ndarray], ctx: Context) -> np.ndarray:
     Returns:
         int array ``(n,)``; 0 for a valid configuration.
     """
-    c = {k: np.asarray(v, dtype=np.int64) for k, v in c.items()}
-    safe = dict(c)
+    cols = {k: np.asarray(v, dtype=np.int64) for k, v in c.items()}
+    safe = dict(cols)
     for k in ("tp", "pp", "dp", "micro_batch", "vpp"):
-        safe[k] = np.maximum(c[k], 1)
-    n = (~structural_ok(c, ctx)).astype(np.int64)
+        safe[k] = np.maximum(cols[k], 1)
+    n: IntArray = (~structural_ok(cols, ctx)).astype(np.int64)
     for stage in STAGES:
         for _, keep in stage_rules(stage, ctx):
-            n += ~np.asarray(keep(safe), dtype=bool)
+            n += ~np.asarray(keep(safe), dtype=np.bool_)
     return n
 
 
 @functools.lru_cache(maxsize=4096)
-def _divisor_tuple(n: int) -> tuple[int, ...]:
+def divisors(n: int) -> tuple[int, ...]:
+    """Sorted divisors of a positive integer (cached: the search asks for the same few).
+
+    Args:
+        n: a positive integer.
+
+    Returns:
+        Every ``d`` with ``n % d == 0``, ascending (``divisors(12) == (1, 2, 3, 4, 6, 12)``).
+    """
     small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
     return tuple(sorted(set(small + [n // d for d in small])))
 
 
-def _divisors(n: int) -> np.ndarray:
-    """Sorted divisors of a positive integer ``n`` (int64 array)."""
-    return np.array(_divisor_tuple(int(n)), dtype=np.int64)
+def _divisor_array(n: int) -> IntArray:
+    """:func:`divisors` of ``n`` as an int64 array (a domain of the enumeration)."""
+    return np.array(divisors(int(n)), dtype=np.int64)
 
 
-def _cross_ragged(cols: dict[str, np.ndarray], name: str, keys: np.ndarray,
-                  domain_of) -> dict[str, np.ndarray]:
+def _cross_ragged(cols: Columns, name: str, keys: npt.ArrayLike,
+                  domain_of: Callable[[int], npt.ArrayLike]) -> Columns:
     """Expand each row ``i`` by the values ``domain_of(keys[i])`` (vectorized over rows; the
     domain function runs once per distinct key)."""
     keys = np.asarray(keys, dtype=np.int64)
@@ -361,7 +428,7 @@ def _cross_ragged(cols: dict[str, np.ndarray], name: str, keys: np.ndarray,
     return out
 
 
-def _take(cols: dict[str, np.ndarray], mask: np.ndarray) -> dict[str, np.ndarray]:
+def _take(cols: Columns, mask: BoolArray) -> Columns:
     return {k: v[mask] for k, v in cols.items()}
 
 
@@ -372,8 +439,10 @@ _MODE_DOMAINS = (("recompute", (0, 1, 2)), ("sp", (0, 1)), ("zero", (0, 1, 2, 3)
                  ("dp_overlap", (0, 1)))
 
 
-def _modes_stage(cols: dict[str, np.ndarray], ctx: Context, log: list[dict]
-                 ) -> dict[str, np.ndarray]:
+def _modes_stage(cols: Columns, ctx: Context, log: list[dict[str, Any]]) -> Columns:
+    """The ``modes`` stage: every (tp, pp, dp) layout crossed with the mode combinations
+    that pass the stage's rules (ruled once per distinct layout, the removals counted with
+    the layout's number of rows)."""
     n = len(cols["tp"])
     # one int64 key per (tp, pp, dp): each is at most num_gpus < 2**21
     code = (cols["tp"] << 42) | (cols["pp"] << 21) | cols["dp"]
@@ -390,7 +459,7 @@ def _modes_stage(cols: dict[str, np.ndarray], ctx: Context, log: list[dict]
     tmpl.update({k: np.tile(v, len(uniq)) for k, v in combos.items()})
     weight = counts[owner]
     for text, keep in stage_rules("modes", ctx):
-        mask = np.asarray(keep(tmpl), dtype=bool)
+        mask = np.asarray(keep(tmpl), dtype=np.bool_)
         log.append({"stage": "modes", "rule": text, "removed": int(weight[~mask].sum()),
                     "remaining": int(weight[mask].sum()), "level": _STAGE_LEVEL["modes"]})
         tmpl, owner, weight = _take(tmpl, mask), owner[mask], weight[mask]
@@ -419,7 +488,7 @@ class Space:
         seq_len: tokens per sequence; dtype: GEMM dtype; flash_attention: kernel flag.
     """
 
-    columns: dict[str, np.ndarray]
+    columns: Columns
     rejected: pd.DataFrame
     context: Context
     seq_len: int
@@ -439,7 +508,7 @@ class Space:
                           self.seq_len, self.dtype, self.flash_attention)
 
 
-def columns_frame(columns: Mapping[str, np.ndarray]) -> pd.DataFrame:
+def columns_frame(columns: Mapping[str, npt.ArrayLike]) -> pd.DataFrame:
     """Candidate columns -> DataFrame in :class:`~symcost.config.TrainingConfig` terms."""
     df = pd.DataFrame({k: np.asarray(columns[k]) for k in FIELDS})
     df["recompute"] = np.asarray(RECOMPUTE_NAMES, dtype=object)[df["recompute"].to_numpy()]
@@ -448,9 +517,10 @@ def columns_frame(columns: Mapping[str, np.ndarray]) -> pd.DataFrame:
     return df
 
 
-def row_config(row: Mapping[str, object], global_batch: int, seq_len: int, dtype: str,
-               flash_attention: bool) -> TrainingConfig:
-    """One candidate (field -> value, codes or names) as a TrainingConfig."""
+def row_config(row: Mapping[str, Any] | pd.Series[Any], global_batch: int, seq_len: int,
+               dtype: str, flash_attention: bool) -> TrainingConfig:
+    """One candidate (field -> value, codes or names; a dict or a DataFrame row) as a
+    :class:`~symcost.config.TrainingConfig` (not validated)."""
     rc = row["recompute"]
     rc = rc if isinstance(rc, str) else RECOMPUTE_NAMES[int(rc)]
     return TrainingConfig(num_gpus=int(row["num_gpus"]), tp=int(row["tp"]), pp=int(row["pp"]),
@@ -461,20 +531,33 @@ def row_config(row: Mapping[str, object], global_batch: int, seq_len: int, dtype
                           dp_overlap=bool(row["dp_overlap"]))
 
 
-def _as_int_list(name: str, value) -> list[int]:
-    vals = [value] if np.isscalar(value) else list(value)
+def positive_ints(name: str, value: int | Sequence[int]) -> list[int]:
+    """One or several positive integers (e.g. GPU counts), sorted and without repeats.
+
+    Args:
+        name: the field the values are for (named in errors).
+        value: an integer or a sequence of them.
+
+    Returns:
+        The distinct values, ascending.
+
+    Raises:
+        ConfigError: no value, or a value that is not a positive integer
+            (:func:`symcost.config.positive_int`: ``1.5``, ``0``, ``True``).
+    """
+    vals: list[object] = [value] if np.isscalar(value) else list(cast(Sequence[int], value))
     if not vals:
         raise ConfigError(f"{name}: no value given")
-    out = []
-    for v in vals:
-        if isinstance(v, bool) or not float(v).is_integer() or int(v) <= 0:
-            raise ConfigError(f"{name}: must be a positive integer (got {v!r})")
-        out.append(int(v))
-    return sorted(set(out))
+    return sorted({positive_int(name, v) for v in vals})
 
 
-def check_inputs(model, hw, global_batch: int, seq_len: int | None, dtype: str) -> int:
+def check_inputs(model: ModelSpec, hw: HardwareSpec, global_batch: int, seq_len: int | None,
+                 dtype: str) -> int:
     """Validate what every configuration shares (sequence length, dtype, batch).
+
+    Args:
+        model, hw: the specs; global_batch: sequences per step; seq_len: tokens per sequence
+            (None: the model's); dtype: GEMM dtype name.
 
     Returns:
         The sequence length (the model's when ``seq_len`` is None).
@@ -482,13 +565,15 @@ def check_inputs(model, hw, global_batch: int, seq_len: int | None, dtype: str) 
     Raises:
         ConfigError: as :func:`symcost.config.resolve` would for every configuration.
     """
-    _as_int_list("global_batch", global_batch)
+    positive_ints("global_batch", global_batch)
     cfg = resolve(model, hw, TrainingConfig(num_gpus=1, global_batch=int(global_batch),
                                             seq_len=seq_len, dtype=dtype))
+    assert cfg.seq_len is not None  # resolve fills it in
     return int(cfg.seq_len)
 
 
-def enumerate_space(model, hardware, num_gpus: int | Sequence[int], global_batch: int, *,
+def enumerate_space(model: ModelSpec | str, hardware: HardwareSpec | str,
+                    num_gpus: int | Sequence[int], global_batch: int, *,
                     seq_len: int | None = None, dtype: str = "bf16",
                     flash_attention: bool = True, constraints: Constraints | None = None,
                     keep_duplicates: bool = False) -> Space:
@@ -512,21 +597,19 @@ def enumerate_space(model, hardware, num_gpus: int | Sequence[int], global_batch
     Raises:
         ConfigError: bad GPU count, batch, sequence length or dtype for this model/hardware.
     """
-    from symcost.api import as_hardware, as_model
-
-    model, hw = as_model(model), as_hardware(hardware)
-    counts = _as_int_list("num_gpus", num_gpus)
+    spec, hw = as_model(model), as_hardware(hardware)
+    counts = positive_ints("num_gpus", num_gpus)
     if counts[-1] >= 2**21:
         raise ConfigError(f"num_gpus: at most {2**21 - 1} GPUs (got {counts[-1]})")
-    seq = check_inputs(model, hw, global_batch, seq_len, dtype)
-    ctx = make_context(model, hw, int(global_batch), seq, dtype, flash_attention,
+    seq = check_inputs(spec, hw, global_batch, seq_len, dtype)
+    ctx = make_context(spec, hw, int(global_batch), seq, dtype, flash_attention,
                        keep_duplicates, constraints)
     B = ctx.global_batch
-    log: list[dict] = []
+    log: list[dict[str, Any]] = []
 
-    def apply(stage: str, cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def apply(stage: str, cols: Columns) -> Columns:
         for text, keep in stage_rules(stage, ctx):
-            mask = np.asarray(keep(cols), dtype=bool)
+            mask = np.asarray(keep(cols), dtype=np.bool_)
             cols = _take(cols, mask)
             log.append({"stage": stage, "rule": text, "removed": int((~mask).sum()),
                         "remaining": int(mask.sum()), "level": _STAGE_LEVEL[stage]})
@@ -534,15 +617,15 @@ def enumerate_space(model, hardware, num_gpus: int | Sequence[int], global_batch
 
     # tp: divisors of each GPU count
     cols = _cross_ragged({"num_gpus": np.asarray(counts, dtype=np.int64)}, "tp",
-                         np.asarray(counts, dtype=np.int64), _divisors)
+                         np.asarray(counts, dtype=np.int64), _divisor_array)
     cols = apply("tp", cols)
     # pp: divisors of num_gpus / tp
-    cols = _cross_ragged(cols, "pp", cols["num_gpus"] // cols["tp"], _divisors)
+    cols = _cross_ragged(cols, "pp", cols["num_gpus"] // cols["tp"], _divisor_array)
     cols = apply("pp", cols)
     cols["dp"] = cols["num_gpus"] // (cols["tp"] * cols["pp"])
     cols = apply("dp", cols)
     # micro-batch: divisors of global_batch / dp
-    cols = _cross_ragged(cols, "micro_batch", np.maximum(B // cols["dp"], 1), _divisors)
+    cols = _cross_ragged(cols, "micro_batch", np.maximum(B // cols["dp"], 1), _divisor_array)
     cols = apply("micro_batch", cols)
     # vpp: 1 without pipelining, else 1 .. layers // pp
     L = ctx.layers
@@ -557,8 +640,12 @@ def enumerate_space(model, hardware, num_gpus: int | Sequence[int], global_batch
                  ctx, seq, dtype, bool(flash_attention))
 
 
-def last_rule(rejected: pd.DataFrame) -> pd.Series | None:
-    """The rule after which nothing remained (None when candidates remain)."""
+def last_rule(rejected: pd.DataFrame) -> pd.Series[Any] | None:
+    """The rule after which nothing remained (None when candidates remain).
+
+    Args:
+        rejected: a rejection log (:attr:`Space.rejected`).
+    """
     empty = rejected[rejected["remaining"] == 0]
     if empty.empty:
         return None

@@ -128,6 +128,32 @@ def test_constraints_parse_and_apply():
         make_constraints(["pp=2", "pp=4"])
 
 
+def test_constraint_names_are_the_field_names():
+    """One vocabulary: the names of symcost.fields.TRAINING_FIELDS, with the CLI flag's ``-``
+    accepted for ``_``, and values parsed by the field table."""
+    c = make_constraints(["micro-batch=2", "dp-overlap=off", "sp=on", "recompute=selective"],
+                         {"num-gpus": 8}, {"zero": "3", "vpp": 4})
+    assert c.fix == {"micro_batch": 2, "dp_overlap": 0, "sp": 1, "recompute": 1}
+    assert c.minimum == {"num_gpus": 8} and c.maximum == {"zero": 3, "vpp": 4}
+    # the former aliases are unknown names; the error lists the field names
+    for alias in ("mb", "micro_batch_size", "zero_stage", "gpus", "interleave", "overlap",
+                  "virtual_pipeline", "MB", "Micro_Batch"):
+        with pytest.raises(ConfigError, match=r"unknown field .*known: num_gpus, tp, pp, dp, "
+                                              r"micro_batch, vpp, recompute, sp, zero, "
+                                              r"dp_overlap$"):
+            make_constraints([f"{alias}=2"])
+    # values: the field table's words and checks, the same message as the field table gives
+    for text, message in (("sp=maybe", "sp: must be on/off"),
+                          ("recompute=2", "recompute: must be one of none, selective, full"),
+                          ("zero=4", "zero: must be one of 0, 1, 2, 3"),
+                          ("tp=0", "tp: must be a positive integer"),
+                          ("tp=1.5", "tp: must be a positive integer")):
+        with pytest.raises(ConfigError, match=f"^{message}"):
+            make_constraints([text])
+    where = rank_of(search("gpt-7.5b", HW, 32, 512, top=1), {"micro-batch": 1, "sp": "off"})
+    assert where["matches"] > 0
+
+
 # ----------------------------------------------------------------------------- evaluation
 def test_float64_numpy_matches_compiled_model():
     space = enumerate_space("gpt-7.5b", HW, 64, 256)
@@ -377,3 +403,26 @@ def test_cli_search_errors():
     out = RUNNER.invoke(app, ["search", "--model", "gpt3-175b", "--hardware", HW,
                               "--num-gpus", "8:x", "--global-batch", "1536"])
     assert out.exit_code == 2 and "--num-gpus" in out.output
+
+
+# ----------------------------------------------------------------------------- start-up
+def test_exhaustive_search_never_imports_scipy(tmp_path):
+    """SciPy is only for search_scipy and codesign: importing optimizers loads neither SciPy
+    nor JAX, and the exhaustive search loads JAX (the compiled model) but not SciPy."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import sys, optimizers\n"
+            "before = sorted(m for m in ('scipy', 'jax') if m in sys.modules)\n"
+            "optimizers.search('gpt-7.5b', 'a100-sxm4-80gb', 64, 256, top=1)\n"
+            "after = sorted(m for m in ('scipy', 'jax') if m in sys.modules)\n"
+            "print(before, after)\n")
+    root = str(Path(__file__).resolve().parents[1])
+    env = dict(os.environ, SYMCOST_CACHE_DIR=str(tmp_path),
+               PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[] ['jax']"
