@@ -37,7 +37,7 @@ import numpy as np
 
 from symcost import sweep as SW
 from symcost.api import training_inputs_symbols, training_model
-from symcost.config import TrainingConfig
+from symcost.config import RECOMPUTE_MODES, TrainingConfig
 from symcost.params import load_params
 
 MODEL, HARDWARE = "gpt3-175b", "a100-sxm4-80gb"
@@ -252,7 +252,9 @@ def sensitivities(n: int, dtype: str, outputs, reps: int) -> tuple[float, float]
 
 
 def end_to_end(n: int) -> float:
-    vary = {k: v for k, v in SPACE.items()}
+    # the sweep API takes field values (recompute by name); SPACE holds the engine's codes
+    names = {v: k for k, v in RECOMPUTE_MODES.items()}
+    vary = {k: ([names[c] for c in v] if k == "recompute" else v) for k, v in SPACE.items()}
     SW.sweep(MODEL, HARDWARE, BASE, vary=vary, samples=SW.CHUNK_SIZES[-1])  # compile both chunk sizes
     t = time.perf_counter()
     df = SW.sweep(MODEL, HARDWARE, BASE, vary=vary, samples=n)

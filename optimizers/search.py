@@ -322,7 +322,11 @@ def search(model: ModelSpec | str, hardware: HardwareSpec | str, num_gpus: int |
     t1 = time.perf_counter()
     raise_if_empty(space)
     base = base_inputs(spec, hw, dtype, space.seq_len, global_batch, flash_attention, params)
-    f32 = evaluate_chunked(candidate_inputs(base, space.columns))
+    inputs = candidate_inputs(base, space.columns)
+    # a small space is evaluated exactly (float64, NumPy: no JAX import, no compile); a large
+    # one by the compiled float32 function, its leaders re-checked in float64 (_rank_space)
+    f32 = (evaluate_float64(inputs, ("step_time", "mem_headroom"))
+           if len(space) <= NUMPY_ROWS else evaluate_chunked(inputs))
     t2 = time.perf_counter()
     sc32 = score(f32["step_time"], space.columns["num_gpus"], space.context.global_batch,
                  space.seq_len, objective, price_per_gpu_hour)
@@ -339,6 +343,12 @@ def search(model: ModelSpec | str, hardware: HardwareSpec | str, num_gpus: int |
     result.extra["scores"] = sc32
     result.extra["fits"] = fits
     return result
+
+
+#: spaces of at most this many candidates are evaluated with NumPy in float64 (milliseconds for
+#: ten thousand rows, and a fresh process never imports JAX); larger ones stream through the
+#: jit-compiled float32 model.
+NUMPY_ROWS = 2**15
 
 
 def _rank_space(space: Space, base: Mapping[str, float], sc32: FloatArray, head32: FloatArray,

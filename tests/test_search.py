@@ -408,7 +408,8 @@ def test_cli_search_errors():
 # ----------------------------------------------------------------------------- start-up
 def test_exhaustive_search_never_imports_scipy(tmp_path):
     """SciPy is only for search_scipy and codesign: importing optimizers loads neither SciPy
-    nor JAX, and the exhaustive search loads JAX (the compiled model) but not SciPy."""
+    nor JAX; a small exhaustive search is evaluated with NumPy (no JAX), a large one loads
+    JAX (the compiled model), and neither loads SciPy."""
     import os
     import subprocess
     import sys
@@ -416,13 +417,17 @@ def test_exhaustive_search_never_imports_scipy(tmp_path):
 
     code = ("import sys, optimizers\n"
             "before = sorted(m for m in ('scipy', 'jax') if m in sys.modules)\n"
-            "optimizers.search('gpt-7.5b', 'a100-sxm4-80gb', 64, 256, top=1)\n"
-            "after = sorted(m for m in ('scipy', 'jax') if m in sys.modules)\n"
-            "print(before, after)\n")
+            "r = optimizers.search('gpt-7.5b', 'a100-sxm4-80gb', 64, 256, top=1)\n"
+            "small = sorted(m for m in ('scipy', 'jax') if m in sys.modules)\n"
+            "assert len(r.extra['space']) <= sys.modules['optimizers.search'].NUMPY_ROWS\n"
+            "optimizers.search('gpt3-175b', 'a100-sxm4-80gb', list(range(8, 4097, 8)), 2048,"
+            " top=1)\n"
+            "large = sorted(m for m in ('scipy', 'jax') if m in sys.modules)\n"
+            "print(before, small, large)\n")
     root = str(Path(__file__).resolve().parents[1])
     env = dict(os.environ, SYMCOST_CACHE_DIR=str(tmp_path),
                PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          timeout=600)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "[] ['jax']"
+    assert out.stdout.strip() == "[] [] ['jax']"

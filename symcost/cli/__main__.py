@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .main import app
+from .main import main
 
 if __name__ == "__main__":  # pragma: no cover
-    app()
+    main()

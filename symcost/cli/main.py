@@ -161,3 +161,22 @@ def build_app() -> typer.Typer:
 
 
 app = build_app()
+
+
+def main() -> None:
+    """The ``symcost`` console script: run :data:`app`, flush stdout and stderr, and leave
+    with the command's exit code without tearing the interpreter down.
+
+    Teardown of JAX/XLA and of the loaded modules takes about 0.4 s after a search or a sweep
+    (measured on the reference 2-core CPU) and has nothing left to do: output files are
+    closed by the commands, and JAX writes its persistent compilation cache when it
+    compiles. A bug still raises its traceback before this point.
+    """
+    try:
+        app()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

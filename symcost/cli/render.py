@@ -61,8 +61,9 @@ def sensitivity_table(result: SensitivityResult, output: str | None = None) -> T
 def bottleneck_table(result: Bottleneck) -> Table:
     """The operators of a bottleneck attribution as a rich Table (time, share, bound, the
     compute / memory / communication split), with the one-line summary as caption."""
-    t = Table(title=f"What limits it: {result.model.name} on {result.config.num_gpus} x "
-                    f"{result.hardware.name}, step {fmt_time(result.step_time)}",
+    what = (f"{result.model.name} on {result.config.num_gpus} x {result.hardware.name}, "
+            if result.model and result.config and result.hardware else "")
+    t = Table(title=f"What limits it: {what}step {fmt_time(result.step_time)}",
               title_justify="left", caption=result.summary(), caption_justify="left")
     cols: tuple[tuple[str, JustifyMethod], ...] = (
         ("operator", "left"), ("time", "right"), ("share", "right"), ("bound", "left"),
