@@ -14,12 +14,13 @@ arXiv:2407.14645, Sec. 5).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from itertools import product
 from typing import Any
 
 import pandas as pd
 
+from hwspecs import HardwareSpec
 from hwspecs.technology import derive_accelerator
 from symcost.api import as_model
 from symcost.bottleneck import bottleneck
@@ -59,12 +60,21 @@ def decode_bound(values: Mapping[str, float]) -> dict[str, float]:
     return parts
 
 
-def _points(nodes: Sequence[str], memories: Sequence[str], networks: Sequence[str]
-            ) -> list[tuple[str, str, str]]:
+def _designs(nodes: Sequence[str], memories: Sequence[str], networks: Sequence[str],
+             link: str, design: Mapping[str, Any] | None
+             ) -> Iterator[tuple[str, str, str, HardwareSpec]]:
+    """``(node, memory, network, derived accelerator)`` for every point of the grid.
+
+    Raises:
+        DSEError: an empty axis.
+        HardwareSpecError: an unknown technology name.
+    """
     pts = list(product([str(n) for n in nodes], memories, networks))
     if not pts:
         raise DSEError("nodes/memories/networks: every axis needs at least one value")
-    return pts
+    d = {**DEFAULT_DESIGN, **(design or {})}
+    for node, mem, net in pts:
+        yield node, mem, net, derive_accelerator(node, mem, link, net, **d)
 
 
 def dse_training(model: Any, num_gpus: int, global_batch: int, *,
@@ -98,10 +108,8 @@ def dse_training(model: Any, num_gpus: int, global_batch: int, *,
     """
     m = as_model(model)
     params = params or load_params()
-    d = {**DEFAULT_DESIGN, **(design or {})}
     rows = []
-    for node, mem, net in _points(nodes, memories, networks):
-        hw = derive_accelerator(node, mem, link, net, **d)
+    for node, mem, net, hw in _designs(nodes, memories, networks, link, design):
         try:
             res = search(m, hw, num_gpus, global_batch, dtype=dtype, top=1, params=params,
                          **search_options)
@@ -145,10 +153,8 @@ def dse_serving(model: Any, num_gpus: int, *, input_len: int, output_len: int,
     """
     m = as_model(model)
     params = params or load_params()
-    d = {**DEFAULT_DESIGN, **(design or {})}
     rows = []
-    for node, mem, net in _points(nodes, memories, networks):
-        hw = derive_accelerator(node, mem, link, net, **d)
+    for node, mem, net, hw in _designs(nodes, memories, networks, link, design):
         try:
             thr, cfg, inputs = serving_value(m, hw, num_gpus, dtype, input_len, output_len,
                                              tpot_target_s, params)
