@@ -285,8 +285,9 @@ def test_end_to_end_subprocess_fills_source_cache_without_jax(tmp_path):
     env = dict(os.environ, SYMCOST_CACHE_DIR=str(tmp_path),
                PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
     env.pop("JAX_COMPILATION_CACHE_DIR", None)
-    code = ("import sys, runpy; sys.argv = ['symcost', *sys.argv[1:]]\n"
-            "try:\n    runpy.run_module('symcost.cli', run_name='__main__')\n"
+    code = ("import sys; sys.argv = ['symcost', *sys.argv[1:]]\n"
+            "from symcost.cli import app\n"
+            "try:\n    app()\n"
             "finally:\n    print('JAX' if 'jax' in sys.modules else 'NOJAX', file=sys.stderr)")
     proc = subprocess.run([sys.executable, "-c", code, *GPT3, "--json"],
                           env=env,
@@ -299,6 +300,20 @@ def test_end_to_end_subprocess_fills_source_cache_without_jax(tmp_path):
     assert lo < out["step_time_s"] < hi
     assert len(list((tmp_path / "lowered").glob("*.py"))) == 1
     assert proc.stderr.strip() == "NOJAX"
+
+
+def test_console_entry_keeps_output_and_exit_codes(tmp_path):
+    """`python -m symcost.cli` (the console script's main: no interpreter teardown) still
+    flushes the whole JSON object and returns the command's exit code."""
+    env = dict(os.environ, SYMCOST_CACHE_DIR=str(tmp_path),
+               PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    ok = subprocess.run([sys.executable, "-m", "symcost.cli", *GPT3, "--json"], env=env,
+                        capture_output=True, text=True, timeout=300, check=False)
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)["step_time_s"] > 0
+    bad = subprocess.run([sys.executable, "-m", "symcost.cli", *GPT3, "--tp", "7"], env=env,
+                         capture_output=True, text=True, timeout=300, check=False)
+    assert bad.returncode == 2 and bad.stderr.startswith("error: --num-gpus: 1024 is not")
 
 
 def test_compilation_cache_needs_a_usable_dir(tmp_path, monkeypatch):
