@@ -54,6 +54,7 @@ from symcost import symbols as S
 from symcost.api import as_hardware, as_model, predict_training, training_inputs
 from symcost.config import (ConfigError, InferenceConfig, TrainingConfig, hardware_bindings,
                             inference_hardware_bindings)
+from symcost.evaluate import Progress
 from symcost.infer_api import evaluate_inference, inference_inputs
 from symcost.params import Params, load_params
 from symcost.sensitivity import continuous_parameters, elasticities
@@ -282,7 +283,7 @@ def dissect(model: Any, hardware_from: Any, hardware_to: Any, num_gpus: int,
             global_batch: int, *, dtype_from: str = "bf16", dtype_to: str | None = None,
             seq_len: int | None = None, layout: TrainingConfig | None = None,
             factors: Sequence[str] | None = None, params: Params | None = None,
-            **search_options: Any) -> DissectResult:
+            progress: Progress | None = None, **search_options: Any) -> DissectResult:
     """Attribute the training speed-up from one system to another to hardware factors.
 
     Args:
@@ -298,6 +299,7 @@ def dissect(model: Any, hardware_from: Any, hardware_to: Any, num_gpus: int,
             links are credited with the layouts they make possible.
         factors: subset of :data:`FACTORS` to attribute (default: all that differ).
         params: efficiency parameters (shipped calibration when None).
+        progress: ``progress(hybrids done, hybrids)`` after each hybrid system.
         search_options: passed to :func:`optimizers.search.search` (``max_tp``, ``fix``, ...).
 
     Returns:
@@ -332,6 +334,8 @@ def dissect(model: Any, hardware_from: Any, hardware_to: Any, num_gpus: int,
             layouts[frozenset(combo)] = cfg
             records.append({"factors": list(combo), "step_time_s": t,
                             "layout": _layout(cfg)})
+            if progress is not None:
+                progress(len(records), 2 ** len(players))
     full, empty = frozenset(players), frozenset[str]()
     values = {s: math.log(times[empty]) - math.log(t) for s, t in times.items()}
     shap = shapley_values(values, players)
@@ -453,8 +457,8 @@ def serving_integrated_gradients(inputs_from: Mapping[str, float],
 def dissect_serving(model: Any, hardware_from: Any, hardware_to: Any, num_gpus: int, *,
                     input_len: int, output_len: int, tpot_target_s: float,
                     dtype_from: str = "bf16", dtype_to: str | None = None,
-                    factors: Sequence[str] | None = None, params: Params | None = None
-                    ) -> DissectResult:
+                    factors: Sequence[str] | None = None, params: Params | None = None,
+                    progress: Progress | None = None) -> DissectResult:
     """Attribute the serving speed-up (throughput at a latency target) from one system to
     another to hardware factors, as :func:`dissect` does for training.
 
@@ -467,6 +471,7 @@ def dissect_serving(model: Any, hardware_from: Any, hardware_to: Any, num_gpus: 
         dtype_from, dtype_to: serving dtype on each system (the ``precision`` factor).
         factors: subset of :data:`FACTORS` (default: all that differ).
         params: efficiency parameters (shipped calibration when None).
+        progress: ``progress(hybrids done, hybrids)`` after each hybrid system.
 
     Returns:
         :class:`DissectResult` whose ``speedup`` is the throughput ratio (B over A) and whose
@@ -495,6 +500,8 @@ def dissect_serving(model: Any, hardware_from: Any, hardware_to: Any, num_gpus: 
             best[frozenset(combo)] = (cfg, inputs)
             records.append({"factors": list(combo), "throughput_tokens_per_s": t,
                             "layout": dataclasses.asdict(cfg)})
+            if progress is not None:
+                progress(len(records), 2 ** len(players))
     full, empty = frozenset(players), frozenset[str]()
     values = {s: math.log(t) - math.log(thr[empty]) for s, t in thr.items()}
     shap = shapley_values(values, players)

@@ -24,6 +24,7 @@ from hwspecs import HardwareSpec
 from hwspecs.technology import derive_accelerator
 from symcost.api import as_model
 from symcost.bottleneck import bottleneck
+from symcost.evaluate import Progress
 from symcost.infer_api import evaluate_inference
 from symcost.params import Params, load_params
 
@@ -61,9 +62,10 @@ def decode_bound(values: Mapping[str, float]) -> dict[str, float]:
 
 
 def _designs(nodes: Sequence[str], memories: Sequence[str], networks: Sequence[str],
-             link: str, design: Mapping[str, Any] | None
+             link: str, design: Mapping[str, Any] | None, progress: Progress | None
              ) -> Iterator[tuple[str, str, str, HardwareSpec]]:
-    """``(node, memory, network, derived accelerator)`` for every point of the grid.
+    """``(node, memory, network, derived accelerator)`` for every point of the grid;
+    ``progress(points done, points)`` after each point.
 
     Raises:
         DSEError: an empty axis.
@@ -73,8 +75,15 @@ def _designs(nodes: Sequence[str], memories: Sequence[str], networks: Sequence[s
     if not pts:
         raise DSEError("nodes/memories/networks: every axis needs at least one value")
     d = {**DEFAULT_DESIGN, **(design or {})}
-    for node, mem, net in pts:
+    for i, (node, mem, net) in enumerate(pts):
         yield node, mem, net, derive_accelerator(node, mem, link, net, **d)
+        if progress is not None:
+            progress(i + 1, len(pts))
+
+
+def _power(design: Mapping[str, Any] | None) -> float:
+    """The chip power budget of a design, W."""
+    return float({**DEFAULT_DESIGN, **(design or {})}["power_w"])
 
 
 def dse_training(model: Any, num_gpus: int, global_batch: int, *,
@@ -82,7 +91,8 @@ def dse_training(model: Any, num_gpus: int, global_batch: int, *,
                  memories: Sequence[str] = DEFAULT_MEMORIES,
                  networks: Sequence[str] = DEFAULT_NETWORKS, link: str = "nvlink5",
                  design: Mapping[str, Any] | None = None, dtype: str = "bf16",
-                 params: Params | None = None, **search_options: Any) -> pd.DataFrame:
+                 params: Params | None = None, progress: Progress | None = None,
+                 **search_options: Any) -> pd.DataFrame:
     """Best training step time at every (node, memory, network) point.
 
     Args:
@@ -93,13 +103,16 @@ def dse_training(model: Any, num_gpus: int, global_batch: int, *,
         design: ``die_area_mm2``, ``power_w``, ``reference`` (:data:`DEFAULT_DESIGN`).
         dtype: GEMM dtype.
         params: efficiency parameters (the reference generation's are used).
+        progress: ``progress(points done, points)`` after each point.
         search_options: passed to :func:`optimizers.search.search` (``max_tp``, ...).
 
     Returns:
         DataFrame, one row per point: ``node``, ``memory``, ``network``, ``step_time_s``,
-        ``speedup`` (over the first point), ``bound`` (largest category), the category
-        shares ``compute_share``/``memory_share``/``communication_share`` (of the step),
-        and the layout
+        ``speedup`` (over the first point), ``energy_per_token_j`` (the chips at their power
+        budget for the step, divided by the tokens of the step: an upper bound on the
+        accelerators' share, without hosts, network or cooling), ``bound`` (largest
+        category), the category shares ``compute_share``/``memory_share``/
+        ``communication_share`` (of the step), and the layout
         (``tp``, ``pp``, ``dp``, ``micro_batch``).
 
     Raises:
@@ -109,7 +122,8 @@ def dse_training(model: Any, num_gpus: int, global_batch: int, *,
     m = as_model(model)
     params = params or load_params()
     rows = []
-    for node, mem, net, hw in _designs(nodes, memories, networks, link, design):
+    watts = _power(design)
+    for node, mem, net, hw in _designs(nodes, memories, networks, link, design, progress):
         try:
             res = search(m, hw, num_gpus, global_batch, dtype=dtype, top=1, params=params,
                          **search_options)
@@ -118,8 +132,10 @@ def dse_training(model: Any, num_gpus: int, global_batch: int, *,
         cfg = res.best
         b = bottleneck(m, hw, cfg, params)
         shares = {c: float(b.categories.get(c, 0.0)) for c in CATEGORIES}
+        step = float(res.table["step_time"].iloc[0])
         rows.append({"node": node, "memory": mem, "network": net,
-                     "step_time_s": float(res.table["step_time"].iloc[0]),
+                     "step_time_s": step,
+                     "energy_per_token_j": num_gpus * watts * step / (global_batch * res.seq_len),
                      "bound": max(shares, key=lambda c: shares[c]),
                      **{f"{c}_share": v for c, v in shares.items()},
                      "tp": cfg.tp, "pp": cfg.pp, "dp": cfg.dp,
@@ -134,18 +150,21 @@ def dse_serving(model: Any, num_gpus: int, *, input_len: int, output_len: int,
                 memories: Sequence[str] = DEFAULT_MEMORIES,
                 networks: Sequence[str] = DEFAULT_NETWORKS, link: str = "nvlink5",
                 design: Mapping[str, Any] | None = None, dtype: str = "bf16",
-                params: Params | None = None) -> pd.DataFrame:
+                params: Params | None = None, progress: Progress | None = None
+                ) -> pd.DataFrame:
     """Best serving throughput at a latency target at every (node, memory, network) point.
 
     Args:
-        model, num_gpus, nodes, memories, networks, link, design, dtype, params: as
-            :func:`dse_training`.
+        model, num_gpus, nodes, memories, networks, link, design, dtype, params, progress:
+            as :func:`dse_training`.
         input_len, output_len: tokens per request.
         tpot_target_s: largest time per output token, s.
 
     Returns:
         DataFrame, one row per point: ``node``, ``memory``, ``network``,
-        ``throughput_tokens_per_s``, ``speedup`` (over the first point), ``bound`` and the
+        ``throughput_tokens_per_s``, ``speedup`` (over the first point),
+        ``energy_per_token_j`` (the chips at their power budget per generated token),
+        ``bound`` and the
         decode-step shares ``<category>_share`` (:func:`decode_bound`), ``tp`` and ``batch``.
 
     Raises:
@@ -154,7 +173,8 @@ def dse_serving(model: Any, num_gpus: int, *, input_len: int, output_len: int,
     m = as_model(model)
     params = params or load_params()
     rows = []
-    for node, mem, net, hw in _designs(nodes, memories, networks, link, design):
+    watts = _power(design)
+    for node, mem, net, hw in _designs(nodes, memories, networks, link, design, progress):
         try:
             thr, cfg, inputs = serving_value(m, hw, num_gpus, dtype, input_len, output_len,
                                              tpot_target_s, params)
@@ -166,6 +186,7 @@ def dse_serving(model: Any, num_gpus: int, *, input_len: int, output_len: int,
         shares = {c: parts[c] / total for c in CATEGORIES}
         rows.append({"node": node, "memory": mem, "network": net,
                      "throughput_tokens_per_s": thr,
+                     "energy_per_token_j": num_gpus * watts / thr,
                      "bound": max(shares, key=lambda c: shares[c]),
                      **{f"{c}_share": v for c, v in shares.items()},
                      "tp": cfg.tp, "batch": cfg.batch})

@@ -61,3 +61,17 @@ def test_cli_dse_json_and_heatmap(tmp_path):
     d = json.loads(res.stdout)
     jsonschema.validate(d, COMMAND_SCHEMAS["dse"])
     assert len(d["points"]) == 4 and png.stat().st_size > 10_000
+
+
+def test_energy_per_token_and_progress():
+    """Energy per token is the chips' power budget over their token rate: checked by hand
+    from the step time; progress reports every point."""
+    calls = []
+    df = dse_training("gpt-1.7b", 8, 32, nodes=("7", "5"), memories=("hbm3",),
+                      networks=("ib-ndr",), max_tp=8,
+                      progress=lambda d, t: calls.append((d, t)))
+    assert calls == [(1, 2), (2, 2)]
+    seq = 2048                                     # gpt-1.7b's training sequence
+    want = 8 * DESIGN["power_w"] * df["step_time_s"] / (32 * seq)
+    assert df["energy_per_token_j"].to_numpy() == pytest.approx(want.to_numpy(), rel=1e-12)
+    assert df["energy_per_token_j"].iloc[1] < df["energy_per_token_j"].iloc[0]

@@ -17,8 +17,8 @@ from typing import Annotated
 import typer
 
 from ..fields import INFERENCE_FIELDS
-from .common import (AsJson, CliInputError, Model, ParamsFile, check_output_path, console,
-                     emit_json, field_option, load_inputs, split_list)
+from .common import (AsJson, CliInputError, Model, ParamsFile, ProgressBar, check_output_path,
+                     console, emit_json, field_option, load_inputs, split_list)
 
 # Function-local imports below only keep NumPy, pandas, JAX, rich and SymPy cost expressions out
 # of ``symcost --help`` (see symcost.cli.common); none of them avoids an import cycle.
@@ -72,14 +72,16 @@ def dissect_cmd(
         raise CliInputError(f"--tpot-target-ms: must be a positive number (got {tpot_target_ms})")
     m, hw_from, p = load_inputs(model, from_hw, params)
     _, hw_to, _ = load_inputs(model, to_hw, params)
-    if workload == "train":
-        res = dissect(m, hw_from, hw_to, num_gpus, int(global_batch or 0),
-                      dtype_from=dtype_from, dtype_to=dtype_to, seq_len=seq_len, params=p,
-                      max_tp=max_tp)
-    else:
-        res = dissect_serving(m, hw_from, hw_to, num_gpus, input_len=input_len,
-                              output_len=output_len, tpot_target_s=tpot_target_ms / 1e3,
-                              dtype_from=dtype_from, dtype_to=dtype_to, params=p)
+    with ProgressBar("dissect", not as_json) as bar:
+        if workload == "train":
+            res = dissect(m, hw_from, hw_to, num_gpus, int(global_batch or 0),
+                          dtype_from=dtype_from, dtype_to=dtype_to, seq_len=seq_len, params=p,
+                          max_tp=max_tp, progress=bar)
+        else:
+            res = dissect_serving(m, hw_from, hw_to, num_gpus, input_len=input_len,
+                                  output_len=output_len, tpot_target_s=tpot_target_ms / 1e3,
+                                  dtype_from=dtype_from, dtype_to=dtype_to, params=p,
+                                  progress=bar)
     if plot is not None:
         waterfall_chart(res, plot, f"{m.name}, {num_gpus} GPUs: {hw_from.name} "
                                    f"({dtype_from}) -> {hw_to.name} ({dtype_to or dtype_from})")
@@ -151,11 +153,13 @@ def dse_cmd(
     design = {"die_area_mm2": die_area_mm2, "power_w": power_w, "reference": reference}
     axes = dict(nodes=split_list(nodes), memories=split_list(memories),
                 networks=split_list(networks), link=link, design=design, dtype=dtype, params=p)
-    if workload == "train":
-        df = dse_training(m, num_gpus, int(global_batch or 0), max_tp=max_tp, **axes)
-    else:
-        df = dse_serving(m, num_gpus, input_len=input_len, output_len=output_len,
-                         tpot_target_s=tpot_target_ms / 1e3, **axes)
+    with ProgressBar("dse", not as_json) as bar:
+        if workload == "train":
+            df = dse_training(m, num_gpus, int(global_batch or 0), max_tp=max_tp,
+                              progress=bar, **axes)
+        else:
+            df = dse_serving(m, num_gpus, input_len=input_len, output_len=output_len,
+                             tpot_target_s=tpot_target_ms / 1e3, progress=bar, **axes)
     if plot is not None:
         dse_heatmaps(df, plot, f"{m.name}, {num_gpus} GPUs ({workload}), {reference} design "
                                f"({die_area_mm2:g} mm^2, {power_w:g} W), {link}")
@@ -170,8 +174,8 @@ def dse_cmd(
                     f"{df.iloc[0]['node']} nm / {df.iloc[0]['memory']} / "
                     f"{df.iloc[0]['network']}", title_justify="left")
     metric = "step_time_s" if workload == "train" else "throughput_tokens_per_s"
-    cols = ["node", "memory", "network", metric, "speedup", "bound", "compute_share",
-            "memory_share", "communication_share"]
+    cols = ["node", "memory", "network", metric, "speedup", "energy_per_token_j", "bound",
+            "compute_share", "memory_share", "communication_share"]
     for c in cols:
         t.add_column(c.replace("_share", " %"), justify="left" if c in cols[:3] else "right")
     for r in df.to_dict(orient="records"):
