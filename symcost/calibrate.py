@@ -345,8 +345,13 @@ def calibrate_rows(prepared: Sequence[PreparedRow], start: Params | None = None,
             continue
         rows = [prepared[i] for i in sub["first"]]
         X = stack_inputs(rows, start)
-        gf = _fit_generation(gen, X, sub["log_t_meas"].to_numpy(), start.for_generation(gen),
-                             fit, int(sub["n_rows"].sum()))
+        try:
+            gf = _fit_generation(gen, X, sub["log_t_meas"].to_numpy(),
+                                 start.for_generation(gen), fit, int(sub["n_rows"].sum()))
+        except CalibrationError as exc:
+            # one generation the rows cannot identify does not stop the others
+            not_fitted[gen] = str(exc).removeprefix(f"calibrate: {gen}: ")
+            continue
         fits[gen] = gf
         new_gens[gen] = gf.values
     if not fits:

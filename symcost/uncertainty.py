@@ -33,6 +33,7 @@ from hwspecs import HardwareSpec
 from .api import (as_hardware, as_model, merge_config, stack_training_inputs, training_inputs,
                   training_model)
 from .config import TrainingConfig
+from .evaluate import column_source, evaluate_chunks
 from .measurements import PreparedRow
 from .models import ModelSpec
 from .params import BOUNDS, PARAM_NAMES, Params, load_params
@@ -101,8 +102,6 @@ def log_step_time_jacobian(inputs: Mapping[str, npt.ArrayLike], wrt: Sequence[st
     Raises:
         KeyError: an input is missing.
     """
-    import jax
-
     names = training_model("float64").input_names
     missing = [n for n in names if n not in inputs]
     if missing:
@@ -116,17 +115,32 @@ def log_step_time_jacobian(inputs: Mapping[str, npt.ArrayLike], wrt: Sequence[st
     eff = tuple(n for n in names if n in PARAM_NAMES)
     basis = eff if set(wrt) <= set(eff) else wrt
     idx = tuple(names.index(w) for w in basis)
-    X = np.stack([np.asarray(inputs[n], dtype=np.float64).reshape(-1) for n in names], axis=1)
-    n = X.shape[0]
+    columns = {k: np.asarray(inputs[k], dtype=np.float64).reshape(-1) for k in names}
+    n = len(columns[names[0]])
+    # one chunk of the next power of two (at least _MIN_PAD rows): a calibration's few hundred
+    # rows compile once per size class, through the one evaluator
     pad = max(_MIN_PAD, 1 << max(0, (n - 1).bit_length()))
-    Xp = np.concatenate([X, np.repeat(X[-1:], pad - n, axis=0)])
-    theta = Xp[:, list(idx)]
-    fn = _jacobian_fn(idx)
-    with jax.enable_x64(True):
-        J, ls = fn(theta, Xp)
-        jac, ls = np.asarray(J, dtype=np.float64), np.asarray(ls, dtype=np.float64)
+    jac, ls = evaluate_chunks(_chunk_jacobian_fn(idx), column_source(columns, names),
+                              len(names), (), n, 2, "float64", pad)
     cols = [basis.index(w) for w in wrt]
-    return ls[:n], jac[:n][:, cols]
+    return ls, jac[:, cols]
+
+
+@functools.lru_cache(maxsize=8)
+def _chunk_jacobian_fn(wrt_idx: tuple[int, ...]) -> Callable[..., Any]:
+    """:func:`_jacobian_fn` as ``fn(columns, scalars) -> (J, log t)`` for
+    :func:`symcost.evaluate.evaluate_chunks` (every input a per-row column)."""
+    import jax
+    import jax.numpy as jnp
+
+    inner = _jacobian_fn(wrt_idx)
+    idx = list(wrt_idx)
+
+    def run(cols: tuple[Any, ...], sc: tuple[Any, ...]) -> Any:
+        x = jnp.stack(cols, axis=1)
+        return inner(x[:, idx], x)
+
+    return jax.jit(run)
 
 
 #: relative step of the central differences of :func:`log_step_time_gradient`.

@@ -508,3 +508,18 @@ def test_every_generation_has_a_transfer_source():
 
     assert set(GENERATIONS) <= set(TRANSFER_FROM)
     assert all(set(src) <= set(GENERATIONS) for src in TRANSFER_FROM.values())
+
+
+def test_a_generation_nothing_identifies_is_not_fitted_and_the_others_are(synthetic, base):
+    """One generation whose rows no fitted parameter influences (single-node rows, fitting
+    only eff_inter) is reported in not_fitted; the generation that has the data is still
+    fitted (a calibration on the built-in measurements used to stop at such a generation)."""
+    from hwspecs import load_hardware
+
+    h100 = load_hardware("h100-sxm5-80gb")
+    single = [dataclasses.replace(r, case_id=f"H-{r.case_id}", run=f"H-{r.run}",
+                                  hardware=h100)
+              for r in synthetic if r.config.num_gpus == 8][:12]
+    res = calibrate_rows(synthetic + single, base, ("eff_inter",))
+    assert "ampere" in res.fits
+    assert res.not_fitted["hopper"].startswith("none of eff_inter influences")
