@@ -263,7 +263,8 @@ def explain_cmd(
              "see --list.", show_default=False)],
     model: Model, hardware: Hardware,
     keep: Annotated[str, typer.Option(
-        help="Comma-separated symbols left free (e.g. tp,hidden); the rest are substituted.")
+        help="Comma-separated fields or symbols left free (e.g. tp,layers,zero or n_layers);"
+             " the rest are substituted.")
     ] = "",
     latex: Annotated[bool, typer.Option("--latex", help="Print LaTeX.")] = False,
     list_: Annotated[bool, typer.Option(

@@ -155,7 +155,7 @@ def train(
 def prediction_intervals(model, hw, cfg: TrainingConfig, params) -> dict[str, list[float]]:
     """90% prediction intervals ``{"step_time_s_interval": [lo, hi], "tokens_per_s_interval":
     ..., "mfu_interval": ...}`` from the calibration's parameter covariance and residual error
-    (:func:`symcost.calibrate.predict_interval`); empty when the parameters carry no
+    (:func:`symcost.uncertainty.predict_interval`); empty when the parameters carry no
     uncertainty for this GPU generation."""
     from ..uncertainty import CalibrationError, predict_interval
 
