@@ -32,7 +32,6 @@ the shipped defaults and for cross-validation folds; see :data:`TRANSFER_FROM`).
 from __future__ import annotations
 
 import datetime as _dt
-import functools
 import math
 import os
 import tempfile

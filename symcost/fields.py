@@ -340,21 +340,8 @@ def decode_or_raw(f: Field, v: float) -> object:
         return v
 
 
-def lookup(name: str, *tables: Mapping[str, Field]) -> Field:
-    """The field called ``name`` in the first of ``tables`` that has it.
-
-    Raises:
-        ConfigError: unknown name, listing the known ones.
-    """
-    for t in tables:
-        if name in t:
-            return t[name]
-    known = sorted({n for t in tables for n in t})
-    raise ConfigError(f"{name}: unknown field; known: {', '.join(known)}")
-
-
 __all__ = ["ACT_DTYPES", "ConfigError", "DTYPE_BYTES", "INT4_GROUP", "MODEL_PARALLEL",
            "model_parallel_size", "Field", "INFERENCE_FIELDS", "KV_DTYPES", "MAX_COUNT",
            "MODEL_FIELDS", "RECOMPUTE_MODES", "TRAINING_FIELDS", "TRAIN_DTYPES",
-           "WEIGHT_DTYPES", "check_array", "coerce", "decode", "encode", "lookup",
+           "WEIGHT_DTYPES", "check_array", "coerce", "decode", "encode",
            "text_value"]

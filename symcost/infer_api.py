@@ -27,7 +27,6 @@ is an error.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 import re
@@ -44,12 +43,12 @@ from hwspecs import HardwareSpec, HardwareSpecError, format_bytes, list_hardware
 from . import symbols as S
 from .api import as_hardware, as_model, used_symbols
 from .config import (ACT_DTYPES, DTYPE_BYTES, INT4_GROUP, KV_DTYPES, WEIGHT_DTYPES,
-                     InferenceConfig, InferenceConfigError, hardware_bindings,
-                     inference_hardware_bindings, inference_parallel_bindings, model_bindings,
-                     resolve_dtypes, resolve_inference)
+                     InferenceConfig, InferenceConfigError, inference_hardware_bindings,
+                     inference_parallel_bindings, model_bindings, resolve_dtypes,
+                     resolve_inference)
+from .evaluate import evaluate_broadcast
 from .inference import (DECODE_BREAKDOWN, PREFILL_BREAKDOWN, STAGE_TERMS, TTFT_ITERATIONS,
                         inference_expressions)
-from .evaluate import evaluate_broadcast
 from .lower import CompiledModel, lower
 from .measurements import Row, RowError, cell, cell_float, cell_int, source_of
 from .models import ModelSpec, ModelSpecError, get_model

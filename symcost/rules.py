@@ -7,8 +7,8 @@ JAX arrays alike (``xp`` is the array module). The same objects serve three uses
   configuration (:func:`symcost.config.resolve`, :func:`symcost.config.resolve_inference`);
 * :func:`first_broken` gives, per row, the code of the first rule a row breaks, inside the
   compiled sweep function (:mod:`symcost.sweep`: masks and their reasons);
-* :func:`rules_reading` hands the search space (:mod:`optimizers.space`) the rules it can
-  apply once the columns they read are enumerated (pruning, with counts).
+* the search space (:mod:`optimizers.space`) applies each rule at the enumeration stage
+  where the columns it reads are complete (pruning, with counts).
 
 Value names a rule reads: configuration fields (:data:`symcost.fields.TRAINING_FIELDS`,
 :data:`~symcost.fields.INFERENCE_FIELDS`; enums and bools by their codes), model fields
@@ -280,12 +280,5 @@ def first_broken(rules: Sequence[Rule], values: Values, xp: Any, shape: Any) -> 
     return code
 
 
-def rules_reading(rules: Iterable[Rule], available: Iterable[str]) -> list[Rule]:
-    """The rules whose every read value is in ``available``."""
-    have = set(available)
-    return [r for r in rules if set(r.reads) <= have]
-
-
 __all__ = ["CONTEXT_POSITIONS", "INFERENCE_RULES", "MEMORY_FITS", "OUTPUT_RULES", "Rule",
-           "TRAINING_RULES", "broken", "check", "first_broken", "indivisible",
-           "rules_reading"]
+           "TRAINING_RULES", "broken", "check", "first_broken", "indivisible"]

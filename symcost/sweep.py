@@ -171,11 +171,6 @@ def canonical_name(name: str) -> str:
     return n
 
 
-def sweepable_names() -> frozenset[str]:
-    """Every variable a sweep can vary (the keys of :func:`variables`)."""
-    return frozenset(variables())
-
-
 def _is_discrete(name: str) -> bool:
     f = field_of(name)
     if f is not None:

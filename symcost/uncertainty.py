@@ -85,6 +85,24 @@ def _jacobian_fn(wrt_idx: tuple[int, ...]) -> Callable[..., Any]:
     return cast(Callable[..., Any], jax.jit(jax.vmap(value_and_jac)))
 
 
+def _checked_wrt(who: str, names: Sequence[str], inputs: Mapping[str, Any],
+                 wrt: Sequence[str]) -> tuple[str, ...]:
+    """``wrt`` as a tuple, after checking that ``inputs`` binds every model input and that
+    every ``wrt`` name is one.
+
+    Raises:
+        KeyError: ``"<who>: missing inputs ..."`` or ``"<who>: ... not inputs of the training
+            model"``.
+    """
+    missing = [n for n in names if n not in inputs]
+    if missing:
+        raise KeyError(f"{who}: missing inputs {', '.join(missing)}")
+    unknown = [w for w in wrt if w not in names]
+    if unknown:
+        raise KeyError(f"{who}: {', '.join(unknown)} not inputs of the training model")
+    return tuple(wrt)
+
+
 def log_step_time_jacobian(inputs: Mapping[str, npt.ArrayLike], wrt: Sequence[str]
                            ) -> tuple[FloatArray, FloatArray]:
     """Log step time and its gradient w.r.t. parameters, for many configurations at once.
@@ -103,14 +121,7 @@ def log_step_time_jacobian(inputs: Mapping[str, npt.ArrayLike], wrt: Sequence[st
         KeyError: an input is missing.
     """
     names = training_model("float64").input_names
-    missing = [n for n in names if n not in inputs]
-    if missing:
-        raise KeyError(f"log_step_time_jacobian: missing inputs {', '.join(missing)}")
-    wrt = tuple(wrt)
-    unknown = [w for w in wrt if w not in names]
-    if unknown:
-        raise KeyError(f"log_step_time_jacobian: {', '.join(unknown)} not inputs of the "
-                       "training model")
+    wrt = _checked_wrt("log_step_time_jacobian", names, inputs, wrt)
     # one compiled function for every subset of the efficiency parameters
     eff = tuple(n for n in names if n in PARAM_NAMES)
     basis = eff if set(wrt) <= set(eff) else wrt
@@ -176,14 +187,7 @@ def log_step_time_gradient(inputs: Mapping[str, float], wrt: Sequence[str]
     """
     cm = training_model("float64")
     names = cm.input_names
-    missing = [n for n in names if n not in inputs]
-    if missing:
-        raise KeyError(f"log_step_time_gradient: missing inputs {', '.join(missing)}")
-    wrt = tuple(wrt)
-    unknown = [w for w in wrt if w not in names]
-    if unknown:
-        raise KeyError(f"log_step_time_gradient: {', '.join(unknown)} not inputs of the "
-                       "training model")
+    wrt = _checked_wrt("log_step_time_gradient", names, inputs, wrt)
     k = len(wrt)
     args: dict[str, float | FloatArray] = {n: float(inputs[n]) for n in names}
     steps = np.empty(k)

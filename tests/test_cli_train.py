@@ -8,7 +8,6 @@ import math
 import os
 import subprocess
 import sys
-import typing
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,6 @@ from typer.testing import CliRunner
 
 from symcost import ConfigError, ModelSpecError, predict_training
 from symcost.cli import app, is_user_error, one_line
-from symcost.cli.train import train
 from symcost.config import DTYPES, RECOMPUTE_MODES
 from symcost.functions import CeilDiv, smax
 

@@ -26,7 +26,7 @@ import typer
 from ..config import ConfigError
 from ..schema import rename_keys
 from .common import (CliInputError, Model, ParamsFile, check_output_path, console, emit_json,
-                     load_inputs)
+                     field_option, load_inputs)
 from .format import GIB, fmt_time, format_bytes
 
 # Function-local imports below only keep NumPy, pandas, JAX, rich and SymPy cost expressions out
@@ -139,13 +139,10 @@ def search_cmd(
     num_gpus: Annotated[str, typer.Option(
         help="GPU count, or several: N1,N2,... or start:stop[:step] (inclusive).",
         show_default=False)],
-    global_batch: Annotated[int, typer.Option(help="Sequences per optimizer step.",
-                                              show_default=False)],
-    seq_len: Annotated[int | None, typer.Option(
-        help="Tokens per sequence (default: the model's).", show_default=False)] = None,
-    dtype: Annotated[Literal["bf16", "fp16", "fp8"], typer.Option(help="GEMM dtype.")] = "bf16",
-    flash_attention: Annotated[bool, typer.Option(
-        "--flash-attention/--no-flash-attention", help="FlashAttention.")] = True,
+    global_batch: Annotated[int, field_option("global_batch", show_default=False)],
+    seq_len: Annotated[int | None, field_option("seq_len")] = None,
+    dtype: Annotated[str, field_option("dtype")] = "bf16",
+    flash_attention: Annotated[bool, field_option("flash_attention")] = True,
     top: Annotated[int, typer.Option(min=1, help="Configurations to show.")] = 10,
     objective: Annotated[Literal["step_time", "tokens_per_s", "tokens_per_dollar"] | None,
                          typer.Option(help="Ranking (default: tokens_per_dollar with a price, "
@@ -246,11 +243,9 @@ def codesign_cmd(
         show_default=False)],
     num_gpus: Annotated[int, typer.Option(min=1, help="GPUs in the cluster.",
                                           show_default=False)],
-    global_batch: Annotated[int, typer.Option(help="Sequences per optimizer step.",
-                                              show_default=False)],
-    seq_len: Annotated[int | None, typer.Option(
-        help="Tokens per sequence (default: the model's).", show_default=False)] = None,
-    dtype: Annotated[Literal["bf16", "fp16", "fp8"], typer.Option(help="GEMM dtype.")] = "bf16",
+    global_batch: Annotated[int, field_option("global_batch", show_default=False)],
+    seq_len: Annotated[int | None, field_option("seq_len")] = None,
+    dtype: Annotated[str, field_option("dtype")] = "bf16",
     budget: Annotated[list[float] | None, typer.Option(
         help="Budget in USD per GPU (repeatable; default: spread over the bounds).",
         show_default=False)] = None,
