@@ -43,7 +43,7 @@ MAX_COUNT = 2**24
 #: recompute mode names -> code of the ``recompute`` symbol (Korthikanti et al. 2022, Sec. 5).
 RECOMPUTE_MODES: dict[str, int] = {"none": 0, "selective": 1, "full": 2}
 #: training GEMM dtypes -> code (fp8: Transformer-Engine style, 16-bit activations in memory).
-TRAIN_DTYPES: dict[str, int] = {"bf16": 0, "fp16": 1, "fp8": 2}
+TRAIN_DTYPES: dict[str, int] = {"bf16": 0, "fp16": 1, "fp8": 2, "mxfp8": 3, "nvfp4": 4}
 #: storage dtypes of inference weights / activations / KV cache.
 #: bytes per element of each storage dtype (int4: 4-bit values + a 16-bit scale per group of
 #: 128, the AWQ/GPTQ default group size; Lin et al. 2024, Sec. 4; Frantar et al. 2023, Sec. 4).
@@ -138,12 +138,14 @@ def _table(*fields: Field) -> dict[str, Field]:
 #: training configuration fields (Narayanan et al. 2021 for tp/pp/dp/vpp; Korthikanti et al.
 #: 2022 for sp and recompute; Rajbhandari et al. 2020 for zero).
 TRAINING_FIELDS: dict[str, Field] = _table(
-    Field("num_gpus", "int", "1", None, "GPUs in the job; tp*pp*dp when not given", None,
+    Field("num_gpus", "int", "1", None, "GPUs in the job; tp*cp*pp*dp when not given", None,
           minimum=1, maximum=MAX_COUNT),
     _int("tp", "tensor-parallel degree (Megatron)"),
     _int("pp", "pipeline-parallel degree"),
-    Field("dp", "int", "1", None, "data-parallel degree; num_gpus/(tp*pp) when not given", "dp",
-          minimum=1, maximum=MAX_COUNT),
+    _int("cp", "context-parallel degree (ring attention over sequence chunks)"),
+    Field("dp", "int", "1", None, "data-parallel degree; num_gpus/(tp*cp*pp) when not given",
+          "dp", minimum=1, maximum=MAX_COUNT),
+    _int("ep", "expert-parallel degree (MoE experts sharded over ep of the dp*cp ranks)"),
     _bool("sp", "Megatron sequence parallelism (Korthikanti et al. 2022)", False, "sp_on"),
     _int("vpp", "virtual pipeline stages per GPU (interleaved 1F1B when > 1)"),
     _int("micro_batch", "sequences per micro-batch per GPU (b)", unit="sequences"),
@@ -205,7 +207,7 @@ MODEL_FIELDS: dict[str, Field] = _table(
 #: ``n = t * p * d``). A new model-parallel dimension (context or expert parallelism) is a
 #: field plus its name here: the GPU-count rules, the derivation of ``dp`` in
 #: :func:`symcost.config.resolve` and in sweeps follow.
-MODEL_PARALLEL: tuple[str, ...] = ("tp", "pp")
+MODEL_PARALLEL: tuple[str, ...] = ("tp", "cp", "pp")
 
 
 def model_parallel_size(values: Mapping[str, Any]) -> Any:

@@ -72,7 +72,14 @@ _SIZE_FIELDS: tuple[str, ...] = (
     "vocab",
     "seq_len",
     "max_seq_len",
+    "head_dim",
+    "moe_layer_step",
 )
+#: counts that may be 0 (a dense model, no MLA); ``moe_layer_step`` and an explicit
+#: ``head_dim`` are sizes (>= 1).
+_COUNT_FIELDS: tuple[str, ...] = ("experts", "top_k", "shared_experts", "moe_ffn_hidden",
+                                  "dense_layers", "kv_lora_rank", "q_lora_rank",
+                                  "rope_head_dim")
 _BOOL_FIELDS: tuple[str, ...] = ("bias", "tied_embeddings", "dropout")
 _ENUM_FIELDS: dict[str, tuple[str, ...]] = {
     "mlp": MLP_KINDS,
@@ -93,7 +100,8 @@ class ModelSpecError(ValueError):
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """Shape of a dense decoder-only transformer (GPT or Llama style).
+    """Shape of a decoder-only transformer (GPT or Llama style), dense or mixture-of-experts,
+    with multi-head, grouped-query or multi-head latent attention.
 
     Attributes:
         name: Identifier (the preset id for presets).
@@ -118,6 +126,23 @@ class ModelSpec:
         dropout: Dropout layers are active during training (Megatron GPT:
             True; Llama/MPT pretraining: False).
         source: Where the numbers come from (paper table / config file).
+        head_dim: Attention head width d; None (the default) means ``hidden // heads``.
+            Some models set it apart (Qwen3: 128 with h/a = 64; MLA: the no-RoPE part).
+        experts: Routed experts per MoE layer E (0: a dense model).
+        top_k: Routed experts per token (MoE; 0 for dense).
+        shared_experts: Always-active experts per MoE layer (DeepSeek, Kimi-K2, Qwen2-MoE).
+        moe_ffn_hidden: FFN width of one expert f_e (features; ``ffn_hidden`` is the width of
+            the dense layers' MLP).
+        dense_layers: Leading dense layers before the first MoE layer (DeepSeek
+            ``first_k_dense_replace``).
+        moe_layer_step: 1 when every layer after the dense ones is MoE, 2 every other
+            (Llama-4 Maverick ``interleave_moe_layer_step``, Qwen ``decoder_sparse_step``).
+        kv_lora_rank: Latent KV rank of multi-head latent attention (DeepSeek-V2/V3; 0: MHA
+            or GQA). With MLA ``kv_heads == heads`` (keys and values are per head after the
+            up-projection) and ``head_dim`` is the no-RoPE query/key width, also the value
+            width.
+        q_lora_rank: Latent query rank of MLA (0: a full-rank query projection).
+        rope_head_dim: Decoupled RoPE query/key width per head of MLA.
 
     Raises:
         ModelSpecError: On construction (and :meth:`replace`) if a size is not
@@ -143,14 +168,47 @@ class ModelSpec:
     position: str
     dropout: bool
     source: str
+    head_dim: int | None = None
+    experts: int = 0
+    top_k: int = 0
+    shared_experts: int = 0
+    moe_ffn_hidden: int = 0
+    dense_layers: int = 0
+    moe_layer_step: int = 1
+    kv_lora_rank: int = 0
+    q_lora_rank: int = 0
+    rope_head_dim: int = 0
 
     def __post_init__(self) -> None:
+        if self.head_dim is None and isinstance(self.heads, int) and self.heads > 0 \
+                and isinstance(self.hidden, int):
+            object.__setattr__(self, "head_dim", self.hidden // self.heads)
         _validate(self)
 
     @property
-    def head_dim(self) -> int:
-        """Per-head width d = hidden // heads (features)."""
-        return self.hidden // self.heads
+    def is_moe(self) -> bool:
+        """True for a mixture-of-experts model (``experts > 0``)."""
+        return self.experts > 0
+
+    @property
+    def moe_layers(self) -> int:
+        """Number of MoE layers: ``ceil((layers - dense_layers) / moe_layer_step)``."""
+        if not self.is_moe:
+            return 0
+        return -(-(self.layers - self.dense_layers) // self.moe_layer_step)
+
+    def active_params(self) -> int:
+        """Parameters one token uses (elements): :meth:`num_params` with only ``top_k`` of the
+        routed experts of each MoE layer (the MFU numerator of MoE models counts these).
+
+        Returns:
+            Active parameter count (equal to :meth:`num_params` for a dense model).
+        """
+        idle = self.moe_layers * (self.experts - self.top_k) * self._expert_params()
+        return self.num_params() - idle
+
+    def _expert_params(self) -> int:
+        return (3 if self.mlp == "swiglu" else 2) * self.hidden * self.moe_ffn_hidden
 
     def num_params(self) -> int:
         """Exact parameter count implied by the fields (elements, not bytes).
@@ -178,19 +236,33 @@ class ModelSpec:
         Returns:
             Number of trainable parameters.
         """
-        h, f, d = self.hidden, self.ffn_hidden, self.head_dim
+        h, f = self.hidden, self.ffn_hidden
+        d = self.head_dim if self.head_dim is not None else h // self.heads
         a, k = self.heads, self.kv_heads
         gated = self.mlp == "swiglu"
         norm = 2 * h if (self.norm == "layernorm" and self.bias) else h
 
-        attention = h * (a + 2 * k) * d + a * d * h
+        if self.kv_lora_rank:
+            # MLA (DeepSeek-V2, arXiv:2405.04434, Sec. 2.1.2, eqs. 9-14 and App. C): query
+            # down/up projections (or one full-rank one), the joint KV down-projection with
+            # the shared RoPE key, the KV up-projection, latent norms, the output projection.
+            r, rq, dr = self.kv_lora_rank, self.q_lora_rank, self.rope_head_dim
+            query = (h * rq + rq * a * (d + dr) + rq) if rq else h * a * (d + dr)
+            attention = query + h * (r + dr) + r + r * a * 2 * d + a * d * h
+        else:
+            attention = h * (a + 2 * k) * d + a * d * h
         mlp = (3 if gated else 2) * h * f
-        per_layer = attention + mlp + 2 * norm
+        per_layer = attention + 2 * norm
         if self.bias:
             per_layer += (a + 2 * k) * d + h  # QKV and output-projection biases
-            per_layer += (2 if gated else 1) * f + h  # MLP input and output biases
-
-        total = self.vocab * h + self.layers * per_layer + norm
+        mlp_bias = ((2 if gated else 1) * f + h) if self.bias else 0
+        n_moe = self.moe_layers
+        # MoE layers: router h*E, E routed and S shared experts of width f_e (Fedus et al.
+        # 2022, Switch Transformer, Sec. 2; DeepSeek-V3, arXiv:2412.19437, Sec. 2.1.2).
+        moe = (h * self.experts
+               + (self.experts + self.shared_experts) * self._expert_params())
+        total = (self.vocab * h + self.layers * per_layer + (self.layers - n_moe)
+                 * (mlp + mlp_bias) + n_moe * moe + norm)
         if not self.tied_embeddings:
             total += self.vocab * h
         if self.position == "learned":
@@ -256,6 +328,12 @@ def _validate(spec: ModelSpec) -> None:
         problem = _size_problem(getattr(spec, field))
         if problem:
             raise ModelSpecError(f"{who}: {field} {problem}")
+    for field in _COUNT_FIELDS:
+        value = getattr(spec, field)
+        problem = _size_problem(value + 1) if isinstance(value, int) and not isinstance(
+            value, bool) else f"must be a non-negative int (got {_show(value)})"
+        if problem:
+            raise ModelSpecError(f"{who}: {field} {problem.replace('positive', 'non-negative')}")
     for field, allowed in _ENUM_FIELDS.items():
         value = getattr(spec, field)
         if value not in allowed:
@@ -266,10 +344,30 @@ def _validate(spec: ModelSpec) -> None:
         value = getattr(spec, field)
         if not isinstance(value, bool):
             raise ModelSpecError(f"{who}: {field} must be a bool (got {value!r})")
-    if spec.hidden % spec.heads:
+    if spec.head_dim * spec.heads == spec.hidden or spec.head_dim != spec.hidden // spec.heads:
+        pass
+    elif spec.hidden % spec.heads:
         raise ModelSpecError(
-            f"{who}: hidden ({spec.hidden}) must be divisible by heads ({spec.heads})"
+            f"{who}: hidden ({spec.hidden}) must be divisible by heads ({spec.heads}), or "
+            "head_dim given"
         )
+    if spec.experts:
+        if not 1 <= spec.top_k <= spec.experts:
+            raise ModelSpecError(f"{who}: top_k must be in [1, experts = {spec.experts}] for a "
+                                 f"mixture-of-experts model (got {spec.top_k})")
+        if not spec.moe_ffn_hidden:
+            raise ModelSpecError(f"{who}: moe_ffn_hidden must be positive for a "
+                                 "mixture-of-experts model (got 0)")
+        if spec.dense_layers >= spec.layers:
+            raise ModelSpecError(f"{who}: dense_layers ({spec.dense_layers}) must be fewer "
+                                 f"than layers ({spec.layers})")
+    elif spec.top_k or spec.shared_experts or spec.dense_layers:
+        raise ModelSpecError(f"{who}: top_k, shared_experts and dense_layers need experts > 0")
+    if spec.kv_lora_rank and spec.kv_heads != spec.heads:
+        raise ModelSpecError(f"{who}: kv_heads ({spec.kv_heads}) must equal heads "
+                             f"({spec.heads}) with multi-head latent attention (kv_lora_rank > 0)")
+    if not spec.kv_lora_rank and (spec.q_lora_rank or spec.rope_head_dim):
+        raise ModelSpecError(f"{who}: q_lora_rank and rope_head_dim need kv_lora_rank > 0 (MLA)")
     if spec.heads % spec.kv_heads:
         raise ModelSpecError(
             f"{who}: heads ({spec.heads}) must be divisible by kv_heads ({spec.kv_heads})"
@@ -445,7 +543,7 @@ def _spec_from_fields(data: Mapping[str, Any], *, label: str) -> ModelSpec:
     if unknown:
         raise ModelSpecError(f"{label}: unknown field(s) {', '.join(map(repr, unknown))}")
     for field in dataclasses.fields(ModelSpec):
-        if field.name not in data:
+        if field.name not in data and field.default is dataclasses.MISSING:
             raise ModelSpecError(f"{label}: missing {field.name!r}")
     return ModelSpec(**data)
 
@@ -459,7 +557,9 @@ def _one_line(exc: BaseException) -> str:
 
 # model_type values whose HF implementation uses a gated SiLU MLP (gate/up/down),
 # RMSNorm and rotary position embeddings.
-_LLAMA_LIKE: frozenset[str] = frozenset({"llama", "mistral", "qwen2"})
+_LLAMA_LIKE: frozenset[str] = frozenset({"llama", "mistral", "qwen2", "qwen3", "mixtral",
+                                         "qwen2_moe", "qwen3_moe", "deepseek_v2", "deepseek_v3",
+                                         "gpt_oss", "kimi_k2"})
 #: model_type values whose HF MLP is always gated, ``down(act(gate(x)) * up(x))``, whatever
 #: ``hidden_act`` is (transformers ``LlamaMLP``, ``MistralMLP``, ``Qwen2MLP``, ``GemmaMLP``):
 #: a GELU activation there is GeGLU, which has SwiGLU's three matrices and FLOPs (``'swiglu'``).
@@ -473,9 +573,10 @@ _GPT2_DROPOUT_DEFAULT = 0.1  # transformers.GPT2Config default for resid/embd/at
 #: config.json keys that make a model a mixture of experts when > 1: experts per MoE layer
 #: (Mixtral/Phi-3.5-MoE ``num_local_experts``, Qwen-MoE/OLMoE ``num_experts``, DeepSeek
 #: ``n_routed_experts``) and experts per token (``num_experts_per_tok``).
-_MOE_KEYS: tuple[str, ...] = (
-    "num_local_experts", "num_experts", "n_routed_experts", "num_experts_per_tok",
-)
+_EXPERT_KEYS: tuple[str, ...] = ("num_local_experts", "num_experts", "n_routed_experts")
+_TOP_K_KEYS: tuple[str, ...] = ("num_experts_per_tok", "experts_per_token")
+_MOE_STEP_KEYS: tuple[str, ...] = ("moe_layer_freq", "decoder_sparse_step",
+                                   "interleave_moe_layer_step")
 
 
 def from_hf_config(
@@ -502,8 +603,9 @@ def from_hf_config(
     when ``rope_theta``/``rope_scaling`` is present. ``bias`` is
     ``attention_bias``/``mlp_bias`` (default False; they must agree). Qwen2's
     hard-wired QKV-only bias is not represented (bias=False undercounts its
-    parameters by a negligible ``L*(a+2k)*d``). An explicit ``head_dim`` must equal
-    ``hidden_size / num_attention_heads``.
+    parameters by a negligible ``L*(a+2k)*d``). An explicit ``head_dim`` is kept (Qwen3,
+    gpt-oss). Mixture-of-experts keys (see :func:`_moe_fields`) and multi-head latent
+    attention keys (see :func:`_mla_fields`) are read.
 
     GPT-2 style (``n_embd``, ``n_layer``, ``n_head``, ``n_positions`` or
     ``n_ctx``, ``n_inner`` default ``4*n_embd``, ``vocab_size``): learned
@@ -516,9 +618,6 @@ def from_hf_config(
     = ``min(max_position_embeddings, 4096)``, a practitioner's training length
     (see :data:`HF_DEFAULT_SEQ_LEN` for the sources), not the 131072-token
     maximum context of e.g. Qwen2; use ``spec.replace(seq_len=...)``.
-    Mixture-of-experts configs (``num_local_experts``, ``num_experts``,
-    ``n_routed_experts`` or ``num_experts_per_tok`` > 1: Mixtral, Qwen-MoE,
-    DeepSeek) are refused, since only the dense part would be read.
     Every size must be an int in ``[1, MAX_SIZE]`` (:data:`MAX_SIZE` = 2**24).
     ``dropout`` is True if any of attention_dropout, hidden_dropout,
     resid_pdrop, embd_pdrop, attn_pdrop is positive (GPT-2 defaults: 0.1).
@@ -539,8 +638,7 @@ def from_hf_config(
         ModelSpecError: Unreadable file or invalid JSON (naming the file), a
             required key missing (``"config.json: missing 'hidden_size'"``), a
             value of the wrong type or out of range (non-integral, non-finite,
-            above :data:`MAX_SIZE`), a mixture-of-experts config, an
-            unsupported activation/norm/position, or an invalid resulting spec.
+            above :data:`MAX_SIZE`), an unsupported activation/norm/position, or an invalid resulting spec.
     """
     if isinstance(config, (str, os.PathLike)):
         path = Path(config)
@@ -566,32 +664,73 @@ def _from_hf_mapping(
             "only the language model can be modelled: pass config['text_config'] to "
             "from_hf_config"
         )
-    _refuse_moe(cfg, label)
     if any(key in cfg for key in ("n_embd", "n_layer", "n_head")):
         fields = _gpt2_fields(cfg, label)
     else:
         fields = _llama_fields(cfg, label)
+        fields.update(_moe_fields(cfg, label, fields["ffn_hidden"]))
+        fields.update(_mla_fields(cfg, label))
+        if fields.get("kv_lora_rank"):
+            fields["kv_heads"] = fields["heads"]
     try:
         return ModelSpec(name=name, source=source, **fields)
     except ModelSpecError as exc:
         raise ModelSpecError(f"{label}: {exc}") from exc
 
 
-def _refuse_moe(cfg: Mapping[str, Any], label: str) -> None:
-    """Raise for a mixture-of-experts config (any of :data:`_MOE_KEYS` > 1): ModelSpec is a
-    dense transformer, and reading only the dense keys would silently model the wrong network.
-    """
-    for key in _MOE_KEYS:
+def _first_int(cfg: Mapping[str, Any], keys: tuple[str, ...], label: str) -> int | None:
+    """The first of ``keys`` present in ``cfg`` as a non-negative int, else None."""
+    for key in keys:
         value = cfg.get(key)
         if value is None:
             continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
-            raise ModelSpecError(f"{label}: {key!r} must be a number (got {value!r})")
-        if value > 1:
-            raise ModelSpecError(
-                f"{label}: mixture-of-experts configs ({key} = {_show(value)}) are not "
-                "modelled yet (symcost models dense transformers)"
-            )
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ModelSpecError(f"{label}: {key!r} must be a non-negative int (got {value!r})")
+        return value
+    return None
+
+
+def _moe_fields(cfg: Mapping[str, Any], label: str, ffn_hidden: int) -> dict[str, Any]:
+    """The mixture-of-experts fields of a config: experts (Mixtral/gpt-oss
+    ``num_local_experts``, Qwen-MoE ``num_experts``, DeepSeek ``n_routed_experts``), top-k
+    (``num_experts_per_tok``, gpt-oss ``experts_per_token``), the expert width
+    (``moe_intermediate_size``, else ``intermediate_size``), shared experts (DeepSeek
+    ``n_shared_experts``; Qwen2-MoE ``shared_expert_intermediate_size`` in expert widths),
+    leading dense layers (DeepSeek ``first_k_dense_replace``) and the MoE layer step
+    (``moe_layer_freq``, ``decoder_sparse_step``, ``interleave_moe_layer_step``). A config
+    with at most one expert is dense (empty result)."""
+    experts = _first_int(cfg, _EXPERT_KEYS, label) or 0
+    if experts <= 1:
+        return {}
+    top_k = _first_int(cfg, _TOP_K_KEYS, label)
+    if top_k is None:
+        raise ModelSpecError(f"{label}: a mixture-of-experts config needs "
+                             "'num_experts_per_tok'")
+    width = _first_int(cfg, ("moe_intermediate_size",), label) or ffn_hidden
+    shared = _first_int(cfg, ("n_shared_experts",), label)
+    if shared is None:
+        shared_width = _first_int(cfg, ("shared_expert_intermediate_size",), label) or 0
+        shared = -(-shared_width // width)
+    return dict(experts=experts, top_k=top_k, moe_ffn_hidden=width, shared_experts=shared,
+                dense_layers=_first_int(cfg, ("first_k_dense_replace",), label) or 0,
+                moe_layer_step=_first_int(cfg, _MOE_STEP_KEYS, label) or 1)
+
+
+def _mla_fields(cfg: Mapping[str, Any], label: str) -> dict[str, Any]:
+    """Multi-head latent attention fields (DeepSeek-V2/V3, Kimi-K2): ``kv_lora_rank``,
+    ``q_lora_rank`` (null: full-rank queries), ``qk_rope_head_dim`` and
+    ``qk_nope_head_dim`` (the head width; ``v_head_dim`` must equal it)."""
+    rank = _first_int(cfg, ("kv_lora_rank",), label) or 0
+    if not rank:
+        return {}
+    nope = _get_int(cfg, "qk_nope_head_dim", label)
+    v = _get_int(cfg, "v_head_dim", label, default=nope)
+    if v != nope:
+        raise ModelSpecError(f"{label}: v_head_dim ({v}) must equal qk_nope_head_dim ({nope})"
+                             " (one head width)")
+    return dict(kv_lora_rank=rank, q_lora_rank=_first_int(cfg, ("q_lora_rank",), label) or 0,
+                rope_head_dim=_first_int(cfg, ("qk_rope_head_dim",), label) or 0,
+                head_dim=nope)
 
 
 def _default_hf_name(path: Path) -> str:
@@ -650,11 +789,6 @@ def _llama_fields(cfg: Mapping[str, Any], label: str) -> dict[str, Any]:
     head_dim = cfg.get("head_dim")
     if head_dim is not None and _size_problem(head_dim):
         raise ModelSpecError(f"{label}: 'head_dim' {_size_problem(head_dim)}")
-    if head_dim is not None and heads and head_dim * heads != hidden:
-        raise ModelSpecError(
-            f"{label}: 'head_dim' ({_show(head_dim)}) must equal hidden_size / "
-            f"num_attention_heads ({hidden}/{heads}); decoupled head widths are not supported"
-        )
 
     act = cfg.get("hidden_act")
     if act is None:
@@ -721,6 +855,7 @@ def _llama_fields(cfg: Mapping[str, Any], label: str) -> dict[str, Any]:
                                   model_type in _TIED_BY_DEFAULT),
         position=position,
         dropout=_has_dropout(cfg, _DROPOUT_KEYS + _GPT2_DROPOUT_KEYS, label),
+        head_dim=head_dim,
     )
 
 

@@ -30,6 +30,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "eff_hbm": (0.05, 1.0),
     "eff_intra": (0.5, 1.0),
     "eff_inter": (0.5, 1.0),
+    "eff_moe": (0.05, 1.0),
     "t_layer_overhead": (0.0, 1e-2),
     "t_step_overhead": (0.0, 60.0),
     "mem_reserved": (0.0, 64e9),
@@ -41,6 +42,10 @@ BOUNDS: dict[str, tuple[float, float]] = {
 }
 PARAM_NAMES: tuple[str, ...] = tuple(s.name for s in S.by_kind("efficiency"))
 assert set(PARAM_NAMES) == set(BOUNDS), "every efficiency symbol needs bounds"
+#: a parameter added after parameter files were written takes, where a file lacks it, the
+#: value of the parameter it refines (so files written before it keep working, unchanged):
+#: the MoE grouped-GEMM efficiency starts as the dense GEMM efficiency.
+FALLBACK: dict[str, str] = {"eff_moe": "eff_gemm"}
 
 
 class ParamsError(ValueError):
@@ -80,12 +85,15 @@ class Params:
 
 
 def validate_values(where: str, values: Mapping[str, float]) -> dict[str, float]:
-    """Check one generation's parameters: all present, finite and within :data:`BOUNDS`.
+    """Check one generation's parameters: all present (a :data:`FALLBACK` parameter may be
+    absent and takes its fallback's value), finite and within :data:`BOUNDS`.
 
     Raises:
         ParamsError: naming ``where``, the parameter and the rule.
     """
     out: dict[str, float] = {}
+    values = {**{n: values[f] for n, f in FALLBACK.items() if n not in values and f in values},
+              **values}
     missing = [n for n in PARAM_NAMES if n not in values]
     if missing:
         raise ParamsError(f"params: {where}: missing {', '.join(missing)}")

@@ -65,6 +65,9 @@ peak_flops_16 = _declare("peak_flops_16", "hardware", "FLOP/s",
                          "dense peak of 16-bit (bf16/fp16) tensor-core math per GPU")
 peak_flops_8 = _declare("peak_flops_8", "hardware", "FLOP/s",
                         "dense peak of fp8 tensor-core math per GPU (= peak_flops_16 where fp8 is absent)")
+peak_flops_4 = _declare("peak_flops_4", "hardware", "FLOP/s",
+                        "dense peak of fp4 (NVFP4) tensor-core math per GPU (= peak_flops_8 where "
+                        "fp4 is absent)")
 hbm_bw = _declare("hbm_bw", "hardware", "bytes/s", "HBM bandwidth per GPU")
 hbm_cap = _declare("hbm_cap", "hardware", "bytes", "HBM capacity per GPU")
 intra_bw = _declare("intra_bw", "hardware", "bytes/s",
@@ -92,6 +95,8 @@ t_layer_overhead = _declare("t_layer_overhead", "efficiency", "s",
 t_step_overhead = _declare("t_step_overhead", "efficiency", "s",
                            "fixed time per optimizer step (data loading, logging, launch)",
                            nonneg=True)
+eff_moe = _declare("eff_moe", "efficiency", "1",
+                   "achieved fraction of dense peak by the grouped expert GEMMs of MoE layers")
 mem_reserved = _declare("mem_reserved", "efficiency", "bytes",
                         "HBM not available to the model (CUDA context, allocator fragmentation)",
                         nonneg=True)
@@ -121,11 +126,42 @@ learned_pos = _declare("learned_pos", "model", "1", "1 for learned position embe
                        integer=True, nonneg=True)
 has_dropout = _declare("has_dropout", "model", "1", "1 when dropout layers are active",
                        integer=True, nonneg=True)
+head_dim_given = _declare("head_dim_given", "model", "1",
+                          "attention head width d when the model sets it (Qwen3, gpt-oss, MLA's"
+                          " no-RoPE part); 0: d = h/a", integer=True, nonneg=True)
+n_experts = _declare("n_experts", "model", "1", "routed experts E per MoE layer (0: dense)",
+                     integer=True, nonneg=True)
+top_k = _declare("top_k", "model", "1", "routed experts per token", integer=True, nonneg=True)
+shared_experts = _declare("shared_experts", "model", "1",
+                          "shared (always active) experts per MoE layer", integer=True,
+                          nonneg=True)
+moe_ffn_hidden = _declare("moe_ffn_hidden", "model", "1", "FFN width of one expert f_e",
+                          integer=True, nonneg=True)
+dense_layers = _declare("dense_layers", "model", "1",
+                        "leading dense layers before the MoE layers (DeepSeek first_k_dense)",
+                        integer=True, nonneg=True)
+moe_layer_step = _declare("moe_layer_step", "model", "1",
+                          "1: every layer after the dense ones is MoE, 2: every other",
+                          integer=True)
+kv_lora_rank = _declare("kv_lora_rank", "model", "1",
+                        "latent KV rank of multi-head latent attention (MLA; 0: no MLA)",
+                        integer=True, nonneg=True)
+q_lora_rank = _declare("q_lora_rank", "model", "1",
+                       "latent query rank of MLA (0: full-rank query projection)", integer=True,
+                       nonneg=True)
+rope_head_dim = _declare("rope_head_dim", "model", "1",
+                         "decoupled RoPE key/query width per head of MLA", integer=True,
+                         nonneg=True)
 
 # --- parallelism, batch and modes ------------------------------------------------------
 tp = _declare("tp", "parallel", "1", "tensor-parallel degree t", integer=True)
 pp = _declare("pp", "parallel", "1", "pipeline-parallel degree p", integer=True)
 dp = _declare("dp", "parallel", "1", "data-parallel degree d", integer=True)
+cp = _declare("cp", "parallel", "1", "context-parallel degree c (sequence split across GPUs)",
+              integer=True)
+ep = _declare("ep", "parallel", "1",
+              "expert-parallel degree e (experts sharded over e of the dp*cp ranks)",
+              integer=True)
 sp_on = _declare("sp_on", "parallel", "1", "1 when Megatron sequence parallelism is on",
                  integer=True, nonneg=True)
 vpp = _declare("vpp", "parallel", "1", "virtual pipeline stages per GPU v (1: plain 1F1B)",
@@ -143,6 +179,9 @@ zero_stage = _declare("zero_stage", "parallel", "1",
 flash_attn = _declare("flash_attn", "parallel", "1", "1 when FlashAttention is used",
                       integer=True, nonneg=True)
 fp8 = _declare("fp8", "parallel", "1", "1 when GEMMs run in fp8 (activations stay 16-bit)",
+               integer=True, nonneg=True)
+fp4 = _declare("fp4", "parallel", "1",
+               "1 when the linear layers' GEMMs run in fp4 (NVFP4; activations stay 16-bit)",
                integer=True, nonneg=True)
 dp_overlap = _declare("dp_overlap", "parallel", "1",
                       "1 when data-parallel communication overlaps compute", integer=True,
