@@ -28,6 +28,7 @@ from symcost import symbols as S
 from symcost.api import training_inputs, training_model
 from symcost.config import TrainingConfig
 from symcost.evaluate import CHUNK_SIZES, evaluate_model, split_columns
+from symcost.fields import TRAINING_FIELDS
 from symcost.models import ModelSpec
 from symcost.params import Params
 
@@ -120,9 +121,6 @@ def candidate_inputs(base: Mapping[str, float], columns: Mapping[str, np.ndarray
         Symbol name -> scalar or array, ready for :func:`evaluate_chunked`.
     """
     out: dict[str, object] = dict(base)
-    out.update({S.tp.name: columns["tp"], S.pp.name: columns["pp"], S.dp.name: columns["dp"],
-                S.sp_on.name: columns["sp"], S.vpp.name: columns["vpp"],
-                S.micro_batch.name: columns["micro_batch"],
-                S.recompute.name: columns["recompute"], S.zero_stage.name: columns["zero"],
-                S.dp_overlap.name: columns["dp_overlap"]})
+    out.update({f.symbol: columns[name] for name, f in TRAINING_FIELDS.items()
+                if name in columns and f.symbol is not None})
     return out

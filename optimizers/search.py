@@ -471,10 +471,16 @@ class LayoutCodec:
             mb[j] = mopts[min(int(x[3, j] * len(mopts)), len(mopts) - 1)]
             vopts = self._options("vpp", _vpp_options(L, int(pp[j])))
             vpp[j] = vopts[min(int(x[4, j] * len(vopts)), len(vopts) - 1)]
+        # context and expert parallelism are not vector dimensions: the user's fixed value
+        # (1 without one); the polish enumerates every cp and ep of the best layouts
+        fix = self.ctx.constraints.fix
+        cp = np.full(s, int(fix.get("cp", 1)), dtype=np.int64)
+        ep = np.full(s, int(fix.get("ep", 1)), dtype=np.int64)
+        dp = np.where(dp % cp == 0, dp // cp, 0)
         m = len(MODE_GRID)
-        cols = {k: np.repeat(v, m) for k, v in (("num_gpus", n), ("tp", tp), ("pp", pp),
-                                                  ("dp", dp), ("micro_batch", mb),
-                                                  ("vpp", vpp))}
+        cols = {k: np.repeat(v, m) for k, v in (("num_gpus", n), ("tp", tp), ("cp", cp),
+                                                  ("pp", pp), ("dp", dp), ("ep", ep),
+                                                  ("micro_batch", mb), ("vpp", vpp))}
         for j, name in enumerate(MODE_NAMES):
             cols[name] = np.tile(MODE_GRID[:, j], s)
         return cols
@@ -638,7 +644,8 @@ def _polish_spaces(seen: Mapping[ConfigKey, tuple[float, float]], polish_layouts
         return []
     keys = np.asarray(list(seen), dtype=np.int64)
     sc = np.array([v[0] if v[1] >= 0 else np.inf for v in seen.values()])
-    lay = pd.DataFrame({"n": keys[:, 0], "tp": keys[:, 1], "pp": keys[:, 2], "sc": sc})
+    col = {k: keys[:, FIELDS.index(k)] for k in ("num_gpus", "tp", "pp")}
+    lay = pd.DataFrame({"n": col["num_gpus"], "tp": col["tp"], "pp": col["pp"], "sc": sc})
     best = lay.groupby(["n", "tp", "pp"])["sc"].min().sort_values()
     best = best[np.isfinite(best.to_numpy())].head(int(polish_layouts))
     out = []

@@ -8,10 +8,13 @@ stage, so that no Python loop runs over candidates:
 stage                 domain (structural, not counted)
 ====================  ==========================================================================
 ``tp``                divisors of ``num_gpus``
-``pp``                divisors of ``num_gpus / tp`` (uneven splits allowed: the largest stage
-                      holds ``ceil(layers/pp)`` layers, see
+``cp``                divisors of ``num_gpus / tp``
+``pp``                divisors of ``num_gpus / (tp*cp)`` (uneven splits allowed: the largest
+                      stage holds ``ceil(layers/pp)`` layers, see
                       :func:`symcost.training.layers_per_stage`)
-``dp``                ``num_gpus / (tp*pp)``
+``dp``                ``num_gpus / (tp*cp*pp)``
+``ep``                divisors of ``tp*cp*dp`` (expert-parallel ranks folded over the
+                      attention layers' TP, CP and DP ranks; only 1 for a dense model)
 ``micro_batch``       divisors of ``global_batch / dp``
 ``vpp``               ``{1}`` without pipelining, else ``1 .. layers // pp``
 ``modes``             recompute x SP x ZeRO x DP-overlap
@@ -79,13 +82,14 @@ ColumnTest = Callable[[IntArray], npt.ArrayLike]
 ConstraintSpec = Mapping[str, object] | Iterable[str]
 
 #: configuration fields of a candidate, in column order.
-FIELDS: tuple[str, ...] = ("num_gpus", "tp", "pp", "dp", "micro_batch", "vpp", "recompute",
-                           "sp", "zero", "dp_overlap")
+FIELDS: tuple[str, ...] = ("num_gpus", "tp", "cp", "pp", "dp", "ep", "micro_batch", "vpp",
+                           "recompute", "sp", "zero", "dp_overlap")
 #: recompute mode names by code (the ``recompute`` symbol's value).
 RECOMPUTE_NAMES: tuple[str, ...] = tuple(sorted(RECOMPUTE_MODES, key=RECOMPUTE_MODES.__getitem__))
 #: what each stage's rejection counts count (the ``level`` column of :attr:`Space.rejected`).
-_STAGE_LEVEL = {"tp": "(num_gpus, tp) pairs", "pp": "(num_gpus, tp, pp) layouts",
-                "dp": "(num_gpus, tp, pp) layouts",
+_STAGE_LEVEL = {"tp": "(num_gpus, tp) pairs", "cp": "(num_gpus, tp, cp) layouts",
+                "pp": "(num_gpus, tp, cp, pp) layouts", "dp": "(num_gpus, tp, cp, pp) layouts",
+                "ep": "layouts x ep",
                 "micro_batch": "layouts x micro-batch", "vpp": "layouts x micro-batch x vpp",
                 "modes": "configurations", "memory": "configurations"}
 
@@ -252,7 +256,7 @@ class Context:
         out: dict[str, Any] = dict(self.fixed)
         out.update(layers=self.layers, heads=self.heads, kv_heads=self.kv_heads,
                    ffn_hidden=self.ffn_hidden, global_batch=self.global_batch,
-                   global_batch_given=1.0)
+                   global_batch_given=1.0, flash_attention=float(self.flash_attention))
         out.update(columns)
         return out
 
@@ -275,7 +279,8 @@ def make_context(model: ModelSpec, hw: HardwareSpec, global_batch: int, seq_len:
                    constraints or Constraints(), fixed)
 
 
-_STAGE_FIELDS = {"tp": ("num_gpus", "tp"), "pp": ("pp",), "dp": ("dp",),
+_STAGE_FIELDS = {"tp": ("num_gpus", "tp"), "cp": ("cp",), "pp": ("pp",), "dp": ("dp",),
+                 "ep": ("ep",),
                  "micro_batch": ("micro_batch",), "vpp": ("vpp",),
                  "modes": ("recompute", "sp", "zero", "dp_overlap")}
 STAGES: tuple[str, ...] = tuple(_STAGE_FIELDS)
@@ -312,9 +317,11 @@ def _duplicate_rules(ctx: Context) -> list[StageRule]:
         return []
     rules: list[StageRule] = [
         ("duplicate: sp with tp == 1", lambda c: (c["sp"] == 0) | (c["tp"] > 1)),
-        ("duplicate: ZeRO with dp == 1", lambda c: (c["zero"] == 0) | (c["dp"] > 1)),
-        ("duplicate: dp_overlap off with dp == 1",
-         lambda c: (c["dp_overlap"] == 1) | (c["dp"] > 1)),
+        # ZeRO shards over, and gradients are reduced over, the dp*cp ranks
+        ("duplicate: ZeRO with dp*cp == 1",
+         lambda c: (c["zero"] == 0) | (c["dp"] * c["cp"] > 1)),
+        ("duplicate: dp_overlap off with dp*cp == 1",
+         lambda c: (c["dp_overlap"] == 1) | (c["dp"] * c["cp"] > 1)),
     ]
     if ctx.flash_attention:
         rules.append(("duplicate: selective recompute with FlashAttention",
@@ -378,7 +385,7 @@ def violations(c: Mapping[str, npt.ArrayLike], ctx: Context) -> IntArray:
     """
     cols = {k: np.asarray(v, dtype=np.int64) for k, v in c.items()}
     safe = dict(cols)
-    for k in ("tp", "pp", "dp", "micro_batch", "vpp"):
+    for k in ("tp", "cp", "pp", "dp", "ep", "micro_batch", "vpp"):
         safe[k] = np.maximum(cols[k], 1)
     n: IntArray = (~structural_ok(cols, ctx)).astype(np.int64)
     for stage in STAGES:
@@ -433,7 +440,8 @@ def _take(cols: Columns, mask: BoolArray) -> Columns:
 
 
 #: the only non-mode fields the ``modes`` rules may read (they are evaluated once per
-#: distinct (tp, pp, dp) and the survivors broadcast to every row with that layout).
+#: distinct (tp, pp, dp*cp) and the survivors broadcast to every row with that layout; the
+#: template holds ``dp*cp`` as ``dp`` and ``cp = 1``).
 _MODES_KEYS = ("tp", "pp", "dp")
 _MODE_DOMAINS = (("recompute", (0, 1, 2)), ("sp", (0, 1)), ("zero", (0, 1, 2, 3)),
                  ("dp_overlap", (0, 1)))
@@ -444,8 +452,8 @@ def _modes_stage(cols: Columns, ctx: Context, log: list[dict[str, Any]]) -> Colu
     that pass the stage's rules (ruled once per distinct layout, the removals counted with
     the layout's number of rows)."""
     n = len(cols["tp"])
-    # one int64 key per (tp, pp, dp): each is at most num_gpus < 2**21
-    code = (cols["tp"] << 42) | (cols["pp"] << 21) | cols["dp"]
+    # one int64 key per (tp, pp, dp*cp): each is at most num_gpus < 2**21
+    code = (cols["tp"] << 42) | (cols["pp"] << 21) | (cols["dp"] * cols["cp"])
     ucode, inv, counts = np.unique(code, return_inverse=True, return_counts=True)
     inv = inv.reshape(-1)
     mask21 = (1 << 21) - 1
@@ -456,6 +464,7 @@ def _modes_stage(cols: Columns, ctx: Context, log: list[dict[str, Any]]) -> Colu
     n_c = len(combos["recompute"])
     owner = np.repeat(np.arange(len(uniq)), n_c)
     tmpl = {k: np.repeat(uniq[:, i], n_c) for i, k in enumerate(_MODES_KEYS)}
+    tmpl["cp"] = np.ones_like(tmpl["tp"])
     tmpl.update({k: np.tile(v, len(uniq)) for k, v in combos.items()})
     weight = counts[owner]
     for text, keep in stage_rules("modes", ctx):
@@ -524,7 +533,8 @@ def row_config(row: Mapping[str, Any] | pd.Series[Any], global_batch: int, seq_l
     rc = row["recompute"]
     rc = rc if isinstance(rc, str) else RECOMPUTE_NAMES[int(rc)]
     return TrainingConfig(num_gpus=int(row["num_gpus"]), tp=int(row["tp"]), pp=int(row["pp"]),
-                          dp=int(row["dp"]), sp=bool(row["sp"]), vpp=int(row["vpp"]),
+                          cp=int(row.get("cp", 1)), dp=int(row["dp"]), ep=int(row.get("ep", 1)),
+                          sp=bool(row["sp"]), vpp=int(row["vpp"]),
                           micro_batch=int(row["micro_batch"]), global_batch=int(global_batch),
                           seq_len=int(seq_len), recompute=rc, zero=int(row["zero"]),
                           dtype=dtype, flash_attention=bool(flash_attention),
@@ -619,11 +629,18 @@ def enumerate_space(model: ModelSpec | str, hardware: HardwareSpec | str,
     cols = _cross_ragged({"num_gpus": np.asarray(counts, dtype=np.int64)}, "tp",
                          np.asarray(counts, dtype=np.int64), _divisor_array)
     cols = apply("tp", cols)
-    # pp: divisors of num_gpus / tp
-    cols = _cross_ragged(cols, "pp", cols["num_gpus"] // cols["tp"], _divisor_array)
+    # cp: divisors of num_gpus / tp
+    cols = _cross_ragged(cols, "cp", cols["num_gpus"] // cols["tp"], _divisor_array)
+    cols = apply("cp", cols)
+    # pp: divisors of num_gpus / (tp*cp)
+    cols = _cross_ragged(cols, "pp", cols["num_gpus"] // (cols["tp"] * cols["cp"]),
+                         _divisor_array)
     cols = apply("pp", cols)
-    cols["dp"] = cols["num_gpus"] // (cols["tp"] * cols["pp"])
+    cols["dp"] = cols["num_gpus"] // (cols["tp"] * cols["cp"] * cols["pp"])
     cols = apply("dp", cols)
+    # ep: divisors of tp*cp*dp (MoE parallel folding; the rules keep 1 for a dense model)
+    cols = _cross_ragged(cols, "ep", cols["tp"] * cols["cp"] * cols["dp"], _divisor_array)
+    cols = apply("ep", cols)
     # micro-batch: divisors of global_batch / dp
     cols = _cross_ragged(cols, "micro_batch", np.maximum(B // cols["dp"], 1), _divisor_array)
     cols = apply("micro_batch", cols)

@@ -10,7 +10,7 @@ rows that sum to ``step_time`` exactly:
 * ``layer_overhead`` (fixed per-layer launch time), ``lm_head``, ``cross_entropy`` and
   ``embedding`` (their forward and backward), built from the same operator functions
   (:mod:`symcost.ops`) as :mod:`symcost.training`;
-* ``tp_comm``, ``pp_p2p``, ``dp_comm`` (exposed), ``optimizer``, ``pp_bubble`` and
+* ``tp_comm``, ``cp_comm`` (exposed), ``ep_comm``, ``pp_p2p``, ``dp_comm`` (exposed), ``optimizer``, ``pp_bubble`` and
   ``step_overhead``: the corresponding terms of the step-time breakdown.
 
 Classification rule: every roofline ``Max(compute, memory)`` in an operator's time (GEMMs,
@@ -57,6 +57,8 @@ CATEGORIES = ("compute", "memory", "communication", "idle", "overhead")
 #: the step-time terms taken whole from the breakdown, with their category.
 _BREAKDOWN_ROWS = {
     "tp_comm": ("time_tp_comm", "communication"),
+    "cp_comm": ("time_cp_comm", "communication"),
+    "ep_comm": ("time_ep_comm", "communication"),
     "pp_p2p": ("time_pp_p2p", "communication"),
     "dp_comm": ("time_dp_comm", "communication"),
     "optimizer": ("time_optimizer", "memory"),
@@ -78,14 +80,22 @@ DESCRIPTIONS = {
     "cross_entropy": "vocabulary-parallel cross-entropy",
     "embedding": "embedding lookup",
     "tp_comm": "tensor-parallel collectives",
+    "cp_comm": "context-parallel ring exchange of keys/values (exposed part)",
+    "ep_comm": "expert-parallel all-to-all dispatch and combine",
     "pp_p2p": "pipeline send/receive",
     "dp_comm": "data-parallel gradient/parameter sync (exposed part)",
+    "router": "MoE router GEMM",
+    "expert_up": "routed experts' up (and gate) projections (grouped GEMM)",
+    "expert_down": "routed experts' down projections (grouped GEMM)",
+    "expert_activation": "routed experts' GeLU / SwiGLU",
+    "shared_experts": "shared experts (GEMMs and activation)",
+    "fp8_cast": "fp8/fp4 casts of GEMM inputs",
     "optimizer": "Adam step",
     "pp_bubble": "pipeline fill and drain",
     "step_overhead": "fixed per-step overhead",
 }
 
-_PEAKS = (S.peak_flops_16, S.peak_flops_8)
+_PEAKS = (S.peak_flops_16, S.peak_flops_8, S.peak_flops_4)
 
 
 def _is_compute(e: sp.Expr) -> bool:

@@ -19,12 +19,14 @@ from hwspecs import HardwareSpec
 from . import rules as R
 from . import symbols as S
 from .fields import (ACT_DTYPES, DTYPE_BYTES, INFERENCE_FIELDS, INT4_GROUP, KV_DTYPES,
-                     RECOMPUTE_MODES, TRAINING_FIELDS, WEIGHT_DTYPES, ConfigError, coerce,
-                     encode, model_parallel_size)
+                     MODEL_FIELDS, RECOMPUTE_MODES, TRAIN_DTYPES, TRAINING_FIELDS, WEIGHT_DTYPES,
+                     ConfigError, coerce, encode, gemm_dtype_flags, model_parallel_size)
 from .models import ModelSpec
 
 #: training GEMM dtypes (the choices of the ``dtype`` field).
 DTYPES = tuple(TRAINING_FIELDS["dtype"].choices or ())
+#: tensor-core peaks the training rules ask about (``hw_<dtype>`` facts).
+HW_GEMM_DTYPES = ("bf16", "fp16", "fp8", "fp4")
 
 
 @dataclass(frozen=True)
@@ -35,10 +37,14 @@ class TrainingConfig:
     docs, units, defaults and allowed values are there).
 
     Attributes:
-        num_gpus: GPUs in the job; derived as ``tp*pp*dp`` when None.
+        num_gpus: GPUs in the job; derived as ``tp*cp*pp*dp`` when None.
         tp: tensor-parallel degree (Megatron).
         pp: pipeline-parallel degree.
-        dp: data-parallel degree; derived as ``num_gpus/(tp*pp)`` when None.
+        cp: context-parallel degree (each sequence split over ``cp`` GPUs, ring attention).
+        dp: data-parallel degree; derived as ``num_gpus/(tp*cp*pp)`` when None.
+        ep: expert-parallel degree: the routed experts of a MoE model are sharded over ``ep``
+            of the ``dp*cp`` ranks (Megatron-Core's convention; ``ep`` divides ``dp*cp`` and
+            the expert count).
         sp: Megatron sequence parallelism (Korthikanti et al. 2022).
         vpp: virtual pipeline stages per GPU (interleaved 1F1B when > 1).
         micro_batch: sequences per micro-batch per GPU (``b``).
@@ -47,8 +53,9 @@ class TrainingConfig:
         seq_len: tokens per sequence; the model's ``seq_len`` when None.
         recompute: ``none``, ``selective`` or ``full`` activation recomputation.
         zero: ZeRO stage 0-3 (1 = Megatron distributed optimizer, 3 = FSDP full shard).
-        dtype: GEMM dtype ``bf16``, ``fp16`` or ``fp8`` (fp8: Transformer-Engine style,
-            16-bit activations and weights in memory).
+        dtype: GEMM dtype ``bf16``, ``fp16``, ``fp8`` (Transformer-Engine per-tensor scaling),
+            ``mxfp8`` (block-scaled fp8, Blackwell) or ``nvfp4`` (fp4 linear layers,
+            Blackwell); 16-bit activations and weights in memory.
         flash_attention: FlashAttention for the attention core.
         dp_overlap: overlap data-parallel communication with compute.
     """
@@ -56,7 +63,9 @@ class TrainingConfig:
     num_gpus: int | None = None
     tp: int = 1
     pp: int = 1
+    cp: int = 1
     dp: int | None = None
+    ep: int = 1
     sp: bool = False
     vpp: int = 1
     micro_batch: int = 1
@@ -88,18 +97,22 @@ def positive_int(name: str, value: object, error: type[ConfigError] = ConfigErro
 
 
 def hardware_facts(hw: "HardwareSpec") -> dict[str, float]:
-    """The hardware values the rules read: ``hw_bf16``, ``hw_fp16``, ``hw_fp8`` (1 when the
-    GPU has that dense tensor-core peak)."""
-    return {f"hw_{d}": float(d in hw.peak_flops) for d in DTYPES}
+    """The hardware values the rules read: ``hw_bf16``, ``hw_fp16``, ``hw_fp8``, ``hw_fp4`` (1
+    when the GPU has that dense tensor-core peak) and ``hw_mx`` (1 on a GPU with MX block-
+    scaled tensor cores)."""
+    out = {f"hw_{d}": float(d in hw.peak_flops) for d in HW_GEMM_DTYPES}
+    # block-scaled MX formats (OCP Microscaling: mxfp8) run on Blackwell's fifth-generation
+    # tensor cores (NVIDIA Blackwell architecture technical brief, 2024)
+    out["hw_mx"] = float(hw.generation == "blackwell")
+    return out
 
 
 def model_facts(model: "ModelSpec") -> dict[str, float]:
     """The model values the rules read, by field name (``layers``, ``heads``, ...) and
     ``learned_pos``."""
-    return {"layers": model.layers, "hidden": model.hidden, "heads": model.heads,
-            "kv_heads": model.kv_heads, "ffn_hidden": model.ffn_hidden, "vocab": model.vocab,
-            "max_seq_len": model.max_seq_len,
-            "learned_pos": float(model.position == "learned")}
+    out = {name: float(getattr(model, name)) for name in MODEL_FIELDS}
+    out["learned_pos"] = float(model.position == "learned")
+    return out
 
 
 def _coerce_all(fields: dict[str, Any], cfg: Any, error: type[ConfigError]) -> dict[str, Any]:
@@ -165,6 +178,13 @@ def model_bindings(model: "ModelSpec") -> dict[str, float]:
         S.tied_embed.name: float(model.tied_embeddings),
         S.learned_pos.name: float(model.position == "learned"),
         S.has_dropout.name: float(model.dropout),
+        # 0 unless the model sets a head width other than h/a (see training.head_dim), so a
+        # sweep over ``hidden`` keeps d = h/a for models that derive it
+        S.head_dim_given.name: (0.0 if model.head_dim * model.heads == model.hidden
+                                else float(model.head_dim or 0)),
+        **{f.symbol: float(getattr(model, name)) for name, f in MODEL_FIELDS.items()
+           if f.symbol is not None and name not in ("layers", "hidden", "heads", "kv_heads",
+                                                    "ffn_hidden", "vocab", "max_seq_len")},
     }
 
 
@@ -175,6 +195,7 @@ def hardware_bindings(hw: "HardwareSpec", dtype: str = "bf16") -> dict[str, floa
     return {
         S.peak_flops_16.name: p16,
         S.peak_flops_8.name: hw.peak_flops.get("fp8", p16),
+        S.peak_flops_4.name: hw.peak_flops.get("fp4", hw.peak_flops.get("fp8", p16)),
         S.hbm_bw.name: hw.hbm_bandwidth, S.hbm_cap.name: hw.hbm_capacity,
         S.intra_bw.name: hw.intra_node_bandwidth, S.intra_lat.name: hw.intra_node_latency,
         S.inter_bw.name: hw.inter_node_bandwidth, S.inter_lat.name: hw.inter_node_latency,
@@ -191,9 +212,9 @@ def field_bindings(fields: dict[str, Any], cfg: Any) -> dict[str, float]:
 
 def parallel_bindings(cfg: TrainingConfig) -> dict[str, float]:
     """Values of the ``parallel`` symbols for a resolved ``cfg`` (see :func:`resolve`): every
-    field's symbol, and ``fp8`` from ``dtype``."""
+    field's symbol, and ``fp8``/``fp4`` from ``dtype`` (:func:`symcost.fields.gemm_dtype_flags`)."""
     out = field_bindings(TRAINING_FIELDS, cfg)
-    out[S.fp8.name] = float(cfg.dtype == "fp8")
+    out.update({k: float(v) for k, v in gemm_dtype_flags(TRAIN_DTYPES[cfg.dtype]).items()})
     return out
 
 
@@ -327,7 +348,7 @@ def inference_parallel_bindings(cfg: InferenceConfig) -> dict[str, float]:
     w, a, kv = cfg.weight_dtype or cfg.dtype, cfg.act_dtype or cfg.dtype, cfg.kv_dtype or cfg.dtype
     out = field_bindings(INFERENCE_FIELDS, cfg)
     out.update({
-        S.dp.name: cfg.dp, S.fp8.name: float(a in ("fp8", "int8")),
+        S.dp.name: cfg.dp, S.fp8.name: float(a in ("fp8", "int8")), S.fp4.name: 0.0,
         S.w_bytes.name: DTYPE_BYTES[w], S.act_bytes.name: DTYPE_BYTES[a],
         S.kv_bytes.name: DTYPE_BYTES[kv],
         S.w_dequant.name: float(DTYPE_BYTES[w] < DTYPE_BYTES[a]),

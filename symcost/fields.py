@@ -44,6 +44,11 @@ MAX_COUNT = 2**24
 RECOMPUTE_MODES: dict[str, int] = {"none": 0, "selective": 1, "full": 2}
 #: training GEMM dtypes -> code (fp8: Transformer-Engine style, 16-bit activations in memory).
 TRAIN_DTYPES: dict[str, int] = {"bf16": 0, "fp16": 1, "fp8": 2, "mxfp8": 3, "nvfp4": 4}
+#: training GEMM dtype -> the hardware peak (``peak_flops`` key of a hwspecs YAML) its linear
+#: layers run at: MXFP8 at the fp8 rate, NVFP4 at the fp4 rate (NVIDIA Blackwell
+#: architecture technical brief, 2024: fifth-generation Tensor Cores, MX formats).
+GEMM_PEAK_KEY: dict[str, str] = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "mxfp8": "fp8",
+                                 "nvfp4": "fp4"}
 #: storage dtypes of inference weights / activations / KV cache.
 #: bytes per element of each storage dtype (int4: 4-bit values + a 16-bit scale per group of
 #: 128, the AWQ/GPTQ default group size; Lin et al. 2024, Sec. 4; Frantar et al. 2023, Sec. 4).
@@ -200,7 +205,31 @@ MODEL_FIELDS: dict[str, Field] = _table(
     _int("ffn_hidden", "MLP intermediate size f", symbol=S.ffn_hidden.name),
     _int("vocab", "vocabulary size V", symbol=S.vocab.name),
     _int("max_seq_len", "maximum positions", unit="tokens", symbol=S.max_seq_len.name),
+    _int("experts", "routed experts per MoE layer E (0: dense)", 0, symbol=S.n_experts.name,
+         minimum=0),
+    _int("top_k", "routed experts per token", 0, symbol=S.top_k.name, minimum=0),
+    _int("shared_experts", "shared experts per MoE layer", 0, symbol=S.shared_experts.name,
+         minimum=0),
+    _int("moe_ffn_hidden", "FFN width of one expert f_e", 0, symbol=S.moe_ffn_hidden.name,
+         minimum=0),
+    _int("dense_layers", "leading dense layers of a MoE model", 0,
+         symbol=S.dense_layers.name, minimum=0),
+    _int("moe_layer_step", "1: every layer MoE, 2: every other", symbol=S.moe_layer_step.name),
+    _int("kv_lora_rank", "MLA latent KV rank (0: no MLA)", 0, symbol=S.kv_lora_rank.name,
+         minimum=0),
+    _int("q_lora_rank", "MLA latent query rank", 0, symbol=S.q_lora_rank.name, minimum=0),
+    _int("rope_head_dim", "MLA decoupled RoPE width per head", 0,
+         symbol=S.rope_head_dim.name, minimum=0),
 )
+
+
+def gemm_dtype_flags(code: Any) -> dict[str, Any]:
+    """The ``fp8`` and ``fp4`` symbol values of a training ``dtype`` code (scalar or array):
+    fp8 for ``fp8`` and ``mxfp8`` (codes 2, 3), fp4 for ``nvfp4`` (code 4); 0/1 floats. The
+    one place where a GEMM dtype turns into the model's precision flags."""
+    fp8 = ((code > 1.5) & (code < 3.5)) * 1.0
+    fp4 = (code > 3.5) * 1.0
+    return {"fp8": fp8, "fp4": fp4}
 
 
 #: the parallel degrees whose product, times ``dp``, is ``num_gpus`` (Narayanan et al. 2021:
@@ -212,10 +241,11 @@ MODEL_PARALLEL: tuple[str, ...] = ("tp", "cp", "pp")
 
 def model_parallel_size(values: Mapping[str, Any]) -> Any:
     """Product of the :data:`MODEL_PARALLEL` degrees in ``values`` (scalars or arrays): the
-    GPUs of one data-parallel replica."""
+    GPUs of one data-parallel replica. A degree absent from ``values`` is 1 (inference
+    layouts have no context parallelism)."""
     out: Any = 1
     for name in MODEL_PARALLEL:
-        out = out * values[name]
+        out = out * values.get(name, 1)
     return out
 
 
@@ -344,6 +374,7 @@ def decode_or_raw(f: Field, v: float) -> object:
 
 __all__ = ["ACT_DTYPES", "ConfigError", "DTYPE_BYTES", "INT4_GROUP", "MODEL_PARALLEL",
            "model_parallel_size", "Field", "INFERENCE_FIELDS", "KV_DTYPES", "MAX_COUNT",
-           "MODEL_FIELDS", "RECOMPUTE_MODES", "TRAINING_FIELDS", "TRAIN_DTYPES",
+           "MODEL_FIELDS", "GEMM_PEAK_KEY", "gemm_dtype_flags", "RECOMPUTE_MODES",
+           "TRAINING_FIELDS", "TRAIN_DTYPES",
            "WEIGHT_DTYPES", "check_array", "coerce", "decode", "encode",
            "text_value"]

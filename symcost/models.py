@@ -286,6 +286,9 @@ class ModelSpec:
             raise ModelSpecError(
                 f"unknown ModelSpec field(s): {', '.join(map(repr, unknown))}"
             )
+        derived = self.head_dim == self.hidden // self.heads
+        if derived and "head_dim" not in changes and ({"hidden", "heads"} & set(changes)):
+            changes = {**changes, "head_dim": None}  # re-derived as hidden // heads
         return dataclasses.replace(self, **changes)
 
 

@@ -167,35 +167,50 @@ VPP_NEEDS_PP = Rule(
     "interleaving (vpp > 1) needs pp > 1",
     lambda v: "the interleaved schedule (vpp > 1) needs pp > 1")
 VPP_LAYERS = Rule(
-    "vpp_divides_layers", "vpp", ("vpp", "pp", "layers"),
-    lambda v, xp: (v["vpp"] < 1.5) | ~indivisible(xp, v["layers"], v["pp"] * v["vpp"]),
-    "layers not divisible by pp*vpp",
-    lambda v: f"layers ({_i(v['layers'])}) must be divisible by pp*vpp = "
-              f"{_i(v['pp'] * v['vpp'])} for the interleaved schedule")
-VPP_MICROBATCHES = Rule(
-    "vpp_microbatches_multiple_of_pp", "vpp",
-    ("vpp", "pp", "global_batch", "micro_batch", "dp"),
-    lambda v, xp: (v["vpp"] < 1.5) | ~indivisible(
-        xp, v["global_batch"] / (v["micro_batch"] * v["dp"]), v["pp"]),
-    "micro-batch count not a multiple of pp",
-    lambda v: "the interleaved schedule needs the micro-batch count "
-              f"({_i(v['global_batch'] / (v['micro_batch'] * v['dp']))}) to be a multiple of "
-              f"pp ({_i(v['pp'])})")
-ZERO_PP = Rule(
-    "zero_2_3_without_pp", "zero", ("zero", "pp"),
-    lambda v, xp: (v["zero"] < 1.5) | (v["pp"] < 1.5),
-    "ZeRO-2/3 cannot be combined with pp > 1",
-    lambda v: f"ZeRO-{_i(v['zero'])} shards gradients across micro-batches and cannot be "
-              "combined with pipeline parallelism (pp > 1); use zero <= 1")
-DTYPE_HARDWARE = Rule(
-    "dtype_supported_by_hardware", "dtype", ("dtype", "hw_bf16", "hw_fp16", "hw_fp8"),
-    lambda v, xp: (((v["dtype"] < 0.5) & (v["hw_bf16"] > 0.5))
-                   | ((v["dtype"] > 0.5) & (v["dtype"] < 1.5) & (v["hw_fp16"] > 0.5))
-                   | ((v["dtype"] > 1.5) & (v["hw_fp8"] > 0.5))),
-    "not supported by the hardware",
-    lambda v: f"{v.get('hw_name', 'this GPU')} has no {v.get('dtype_name', 'such')} "
-              f"tensor-core peak (it supports {', '.join(sorted(v.get('hw_dtypes', ())))})")
-
+    "vpp_at_most_layers", "vpp", ("vpp", "pp", "layers"),
+    lambda v, xp: v["pp"] * v["vpp"] <= v["layers"] + 2,
+    "fewer layers than pp*vpp - 2",
+    lambda v: f"layers ({_i(v['layers'])}) must be at least pp*vpp - 2 = "
+              f"{_i(v['pp'] * v['vpp'] - 2)}: every virtual stage of the interleaved schedule "
+              "needs a layer, the embedding and the loss counting as one each "
+              "(Megatron-Core account_for_embedding_in_pipeline_split and "
+              "account_for_loss_in_pipeline_split; uneven splits put the extra layers on the "
+              "first stages)")
+CP_SEQ = Rule(
+    "cp_divides_seq_len", "cp", ("cp", "seq_len"),
+    lambda v, xp: (v["cp"] < 1.5) | ~indivisible(xp, v["seq_len"], 2 * v["cp"]),
+    "2*cp does not divide seq_len",
+    lambda v: f"2*cp = {_i(2 * v['cp'])} does not divide seq_len ({_i(v['seq_len'])}): "
+              "load-balanced causal context parallelism splits each sequence into 2*cp chunks "
+              "(Megatron-Core context parallelism)")
+CP_FLASH = Rule(
+    "cp_needs_flash_attention", "cp", ("cp", "flash_attention"),
+    lambda v, xp: (v["cp"] < 1.5) | (v["flash_attention"] > 0.5),
+    "context parallelism needs flash_attention",
+    lambda v: f"{_i(v['cp'])} > 1 needs flash_attention (ring attention runs on fused "
+              "attention kernels that keep no s x s score matrix)")
+EP_DP = Rule(
+    "ep_divides_tp_cp_dp", "ep", ("ep", "tp", "dp", "cp"),
+    lambda v, xp: ~indivisible(xp, v["tp"] * v["dp"] * v["cp"], v["ep"]),
+    "does not divide tp*cp*dp",
+    lambda v: f"{_i(v['ep'])} does not divide tp*cp*dp = {_i(v['tp'] * v['cp'] * v['dp'])} "
+              "(expert-parallel ranks are folded over the tensor-, context- and data-parallel "
+              "ranks of the attention layers: Megatron-Core MoE parallel folding)")
+MOE_TP_SP = Rule(
+    "moe_tp_needs_sp", "sp", ("sp", "tp", "experts"),
+    lambda v, xp: (v["experts"] < 0.5) | (v["tp"] < 1.5) | (v["sp"] > 0.5),
+    "MoE with tp > 1 needs sequence parallelism",
+    lambda v: "must be on for a mixture-of-experts model with tp > 1 (each TP rank dispatches "
+              "its own 1/tp of the tokens to the experts; Megatron-Core requires "
+              "--sequence-parallel with MoE and tensor parallelism)")
+EP_EXPERTS = Rule(
+    "ep_divides_experts", "ep", ("ep", "experts"),
+    lambda v, xp: (v["ep"] < 1.5) | ((v["experts"] > 0.5)
+                                     & ~indivisible(xp, xp.maximum(v["experts"], 1), v["ep"])),
+    "does not divide the number of experts",
+    lambda v: (f"{_i(v['ep'])} does not divide the number of experts ({_i(v['experts'])})"
+               if v["experts"] > 0.5 else
+               f"{_i(v['ep'])} > 1 needs a mixture-of-experts model (this model is dense)"))
 # ----------------------------------------------------------------------------- inference dtypes
 def _fp8_rule(field: str) -> Rule:
     return Rule(
@@ -235,10 +250,18 @@ MEMORY_FITS = Rule(
 TRAINING_RULES: tuple[Rule, ...] = (
     HIDDEN_HEADS, HEADS_KV, NUM_GPUS_DIVISIBLE, NUM_GPUS_PRODUCT, GLOBAL_BATCH_DIVISIBLE,
     SEQ_LEN_POSITIONS, TP_HEADS, TP_FFN, TP_KV_HEADS, PP_LAYERS, GLOBAL_BATCH_NEEDED,
-    VPP_NEEDS_PP, VPP_LAYERS, VPP_MICROBATCHES, ZERO_PP, DTYPE_HARDWARE)
+    VPP_NEEDS_PP, VPP_LAYERS, VPP_MICROBATCHES, ZERO_PP, DTYPE_HARDWARE, CP_SEQ, CP_FLASH,
+    EP_DP, EP_EXPERTS, MOE_TP_SP)
+DENSE_SERVING = Rule(
+    "serving_needs_dense_model", "model", ("experts", "kv_lora_rank"),
+    lambda v, xp: (v["experts"] < 0.5) & (v["kv_lora_rank"] < 0.5),
+    "mixture-of-experts and MLA models are not modelled for serving",
+    lambda v: "mixture-of-experts and multi-head latent attention models are not modelled "
+              "for serving yet (the inference model holds dense weights and a GQA KV cache)")
+
 #: the inference rules, in order.
 INFERENCE_RULES: tuple[Rule, ...] = (
-    NUM_GPUS_DIVISIBLE, CONTEXT_POSITIONS, TP_HEADS, TP_FFN, TP_KV_HEADS, PP_LAYERS,
+    DENSE_SERVING, NUM_GPUS_DIVISIBLE, CONTEXT_POSITIONS, TP_HEADS, TP_FFN, TP_KV_HEADS, PP_LAYERS,
     _fp8_rule("weight_dtype"), _fp8_rule("act_dtype"), _fp8_rule("kv_dtype"), ACT_DTYPE_PEAK,
     WEIGHT_NOT_WIDER, ONE_8BIT_FORMAT)
 #: rules on model outputs, checked after evaluation.

@@ -66,7 +66,8 @@ from .api import as_hardware, as_model, merge_config, training_inputs_symbols
 from .config import (TrainingConfig, hardware_bindings, hardware_facts, model_bindings)
 from .evaluate import CHUNK_SIZES, Progress, evaluate_chunks, pick_chunk
 from .fields import (MODEL_FIELDS, MODEL_PARALLEL, TRAINING_FIELDS, ConfigError, Field,
-                     check_array, coerce, encode, model_parallel_size, text_value)
+                     check_array, coerce, encode, gemm_dtype_flags, model_parallel_size,
+                     text_value)
 from .lower import lower
 from .models import ModelSpec
 from .params import BOUNDS, Params, load_params
@@ -106,7 +107,7 @@ SWEEP_RULES: tuple[R.Rule, ...] = R.TRAINING_RULES + R.OUTPUT_RULES
 REASONS: tuple[str, ...] = tuple(r.text for r in SWEEP_RULES)
 _MEMORY_CODE = len(REASONS)
 #: symbols bound by a derived quantity rather than one variable: ``fp8`` follows ``dtype``.
-_DERIVED_SYMBOLS = frozenset({S.fp8.name})
+_DERIVED_SYMBOLS = frozenset({S.fp8.name, S.fp4.name})
 
 
 class SweepError(ValueError):
@@ -422,7 +423,7 @@ def rule_values(v: Mapping[str, Any], plan: _Plan, like: Any) -> dict[str, Any]:
 def model_arguments(v: Mapping[str, Any], xp: Any) -> dict[str, Any]:
     """Symbol name -> value for the compiled model, from the row values ``v``."""
     out = {sym: v[var] for var, sym in variables().items() if sym is not None}
-    out[S.fp8.name] = (v["dtype"] > 1.5) * 1.0
+    out.update(gemm_dtype_flags(v["dtype"]))
     return out
 
 
@@ -454,7 +455,8 @@ def _chunk_function(plan: _Plan, dtype: str) -> Callable[..., Any]:
         gb = v["global_batch"] if plan.gb_mode == "value" else v["dp"] * mb
         v["global_batch"] = gb + like
         args = model_arguments(v, jnp)
-        args[S.fp8.name] = jnp.asarray(args[S.fp8.name], ftype) + like
+        for flag_name in (S.fp8.name, S.fp4.name):
+            args[flag_name] = jnp.asarray(args[flag_name], ftype) + like
         res = tuple(cm.call_jax(*(args[n] for n in names)))
         vals = rule_values(v, plan, like)
         vals["mem_headroom"] = res[i_head]

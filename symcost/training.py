@@ -29,6 +29,7 @@ Both use the dense peak of the compute dtype.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 import sympy as sp
 
@@ -49,12 +50,49 @@ IS_NONE = flag(S.recompute < sp.Rational(1, 2))
 IS_ZERO3 = flag(S.zero_stage > sp.Rational(5, 2))
 IS_PP = flag(S.pp > sp.Rational(3, 2))
 IS_INTERLEAVED = flag(S.vpp > sp.Rational(3, 2))
+IS_MOE = flag(S.n_experts > sp.Rational(1, 2))
+IS_MLA = flag(S.kv_lora_rank > sp.Rational(1, 2))
+IS_CP = flag(S.cp > sp.Rational(3, 2))
 
 
 # ----------------------------------------------------------------------------- shapes
 def head_dim() -> sp.Expr:
-    """Head dimension ``d = h/a`` (elements)."""
-    return S.hidden / S.n_heads
+    """Head dimension ``d`` (elements): the model's ``head_dim`` where it sets one, else
+    ``h/a``."""
+    return sp.Piecewise((S.hidden / S.n_heads, S.head_dim_given < sp.Rational(1, 2)),
+                        (S.head_dim_given, True))
+
+
+def qk_head_dim() -> sp.Expr:
+    """Query/key width per head: ``d``, plus the decoupled RoPE part ``d_r`` with MLA
+    (DeepSeek-V2, arXiv:2405.04434, Sec. 2.1.3)."""
+    return head_dim() + IS_MLA * S.rope_head_dim
+
+
+def attention_head_dim() -> sp.Expr:
+    """Head width that gives the attention core's FLOPs with :mod:`symcost.ops.attention`
+    (``QK^T`` over ``d + d_r``, ``PV`` over ``d``): ``d + d_r/2``."""
+    return head_dim() + IS_MLA * S.rope_head_dim / 2
+
+
+def moe_layer_fraction() -> sp.Expr:
+    """Fraction of the layers that are MoE layers: ``(L - L_dense) / (step * L)`` (0 for a
+    dense model). Per-stage costs use the average layer; MoE layers spread over the
+    pipeline stages as in Megatron-Core (the leading dense layers sit on the first stage,
+    which the average slightly understates)."""
+    return IS_MOE * (S.n_layers - S.dense_layers) / (S.moe_layer_step * S.n_layers)
+
+
+def experts_safe() -> sp.Expr:
+    """``max(E, 1)``: the expert count as a divisor that stays finite for dense models (whose
+    MoE terms are multiplied by 0)."""
+    return smax(S.n_experts, 1)
+
+
+def experts_local() -> sp.Expr:
+    """Routed experts held per GPU: ``E/e`` (expert parallelism; Lepikhin et al. 2021,
+    GShard, Sec. 3.2)."""
+    return experts_safe() / S.ep
 
 
 def kv_heads_local() -> sp.Expr:
@@ -64,8 +102,9 @@ def kv_heads_local() -> sp.Expr:
 
 
 def tokens_micro() -> sp.Expr:
-    """Tokens in one micro-batch: ``b*s``."""
-    return S.micro_batch * S.seq_len
+    """Tokens of one micro-batch on one GPU: ``b*s/c`` (context parallelism splits every
+    sequence into ``c`` chunks; Liu et al. 2023, Ring Attention, arXiv:2310.01889)."""
+    return S.micro_batch * S.seq_len / S.cp
 
 
 def tokens_sp() -> sp.Expr:
@@ -74,12 +113,17 @@ def tokens_sp() -> sp.Expr:
 
 
 def gemm_peak() -> sp.Expr:
-    """Dense peak FLOP/s of the GEMM dtype (fp8 when ``fp8`` is 1, else 16-bit)."""
-    return sp.Piecewise((S.peak_flops_8, S.fp8 > sp.Rational(1, 2)), (S.peak_flops_16, True))
+    """Dense peak FLOP/s of the linear layers' GEMM dtype: fp4 when ``fp4`` is 1 (NVFP4),
+    fp8 when ``fp8`` is 1 (fp8 and MXFP8), else 16-bit. Attention and the LM head stay
+    16-bit (Transformer Engine runs only the linear layers in fp8/fp4; NVIDIA, "Pretraining
+    LLMs with NVFP4", arXiv:2509.25149, Sec. 4)."""
+    return sp.Piecewise((S.peak_flops_4, S.fp4 > sp.Rational(1, 2)),
+                        (S.peak_flops_8, S.fp8 > sp.Rational(1, 2)), (S.peak_flops_16, True))
 
 
 def micro_batches() -> sp.Expr:
-    """Micro-batches per step per pipeline: ``m = B/(d*b)``."""
+    """Micro-batches per step per pipeline: ``m = B/(d*b)`` (the ``c`` GPUs of a context-
+    parallel group share each sequence)."""
     return S.global_batch / (S.dp * S.micro_batch)
 
 
@@ -90,19 +134,75 @@ def layers_per_stage() -> sp.Expr:
 
 
 # ----------------------------------------------------------------------------- parameters
-def params_layer() -> sp.Expr:
-    """Parameters of one transformer layer (unsharded).
+def params_attention() -> sp.Expr:
+    """Parameters of one layer's attention block and its two norms (unsharded).
 
-    ``h*d*(a+2k) + a*d*h`` attention, ``(2+g)*h*f`` MLP, two norms of ``h*(1+norm_bias)``, and with
-    biases ``(a+2k)*d + h`` (attention) and ``(1+g)*f + h`` (MLP). For GPT (``k=a``, ``f=4h``,
-    biases) this is ``12h^2 + 13h`` (Narayanan et al. 2021, Sec. 5.1).
+    MHA/GQA: ``h*d*(a+2k) + a*d*h`` plus biases ``(a+2k)*d + h``. MLA (DeepSeek-V2,
+    arXiv:2405.04434, eqs. 9-14): query ``h*r_q + r_q*a*(d+d_r)`` (or ``h*a*(d+d_r)`` without
+    a query latent), KV down-projection ``h*(r+d_r)``, KV up-projection ``r*a*2d``, latent
+    norms ``r_q + r``, output ``a*d*h``. Norms: ``2*h*(1+norm_bias)``.
     """
-    h, a, k, f, g, bias = S.hidden, S.n_heads, S.n_kv_heads, S.ffn_hidden, S.gated_mlp, S.has_bias
-    d = head_dim()
-    attn = h * d * (a + 2 * k) + a * d * h + bias * ((a + 2 * k) * d + h)
-    mlp = (2 + g) * h * f + bias * ((1 + g) * f + h)
-    norms = 2 * h * (1 + S.norm_bias)
-    return attn + mlp + norms
+    h, a, k, bias = S.hidden, S.n_heads, S.n_kv_heads, S.has_bias
+    d, dr, r, rq = head_dim(), S.rope_head_dim, S.kv_lora_rank, S.q_lora_rank
+    gqa = h * d * (a + 2 * k) + a * d * h + bias * ((a + 2 * k) * d + h)
+    query = sp.Piecewise((h * a * (d + dr), rq < sp.Rational(1, 2)),
+                         (h * rq + rq * a * (d + dr) + rq, True))
+    mla = query + h * (r + dr) + r + r * a * 2 * d + a * d * h
+    return IS_MLA * mla + (1 - IS_MLA) * gqa + 2 * h * (1 + S.norm_bias)
+
+
+def attention_linear_params() -> sp.Expr:
+    """Weights of one layer's attention GEMMs (no biases or norms), the model-FLOP count's
+    ``2*tokens*params`` term: ``h*d*(a+2k) + a*d*h`` (MHA/GQA) or MLA's projections."""
+    h, a, k = S.hidden, S.n_heads, S.n_kv_heads
+    d, dr, r, rq = head_dim(), S.rope_head_dim, S.kv_lora_rank, S.q_lora_rank
+    query = sp.Piecewise((h * a * (d + dr), rq < sp.Rational(1, 2)),
+                         (h * rq + rq * a * (d + dr), True))
+    mla = query + h * (r + dr) + r * a * 2 * d + a * d * h
+    return IS_MLA * mla + (1 - IS_MLA) * (h * d * (a + 2 * k) + a * d * h)
+
+
+def params_mlp() -> sp.Expr:
+    """Parameters of one dense MLP: ``(2+g)*h*f`` plus biases ``(1+g)*f + h``."""
+    h, f, g = S.hidden, S.ffn_hidden, S.gated_mlp
+    return (2 + g) * h * f + S.has_bias * ((1 + g) * f + h)
+
+
+def params_expert() -> sp.Expr:
+    """Parameters of one expert: ``(2+g)*h*f_e`` (no biases)."""
+    return (2 + S.gated_mlp) * S.hidden * S.moe_ffn_hidden
+
+
+def params_moe_dense_part() -> sp.Expr:
+    """Parameters of one MoE layer's MLP that every expert-parallel rank holds: the router
+    ``h*E`` and the shared experts ``n_s*(2+g)*h*f_e``."""
+    return S.hidden * S.n_experts + S.shared_experts * params_expert()
+
+
+def params_layer() -> sp.Expr:
+    """Parameters of the average transformer layer (unsharded): attention, and the dense MLP
+    or (a fraction :func:`moe_layer_fraction` of the layers) the router, shared and ``E``
+    routed experts.
+
+    For GPT (``k=a``, ``f=4h``, biases) this is ``12h^2 + 13h`` (Narayanan et al. 2021,
+    Sec. 5.1).
+    """
+    fm = moe_layer_fraction()
+    moe = params_moe_dense_part() + S.n_experts * params_expert()
+    return params_attention() + (1 - fm) * params_mlp() + fm * moe
+
+
+def params_layer_replicated() -> sp.Expr:
+    """Parameters of the average layer outside the routed experts (replicated across the
+    expert-parallel group; sharded by data parallelism over ``d*c`` ranks)."""
+    fm = moe_layer_fraction()
+    return params_attention() + (1 - fm) * params_mlp() + fm * params_moe_dense_part()
+
+
+def params_layer_experts() -> sp.Expr:
+    """Routed-expert parameters of the average layer (sharded over ``e`` expert-parallel
+    ranks; their data-parallel group is ``t*c*d/e``)."""
+    return moe_layer_fraction() * S.n_experts * params_expert()
 
 
 def params_total() -> sp.Expr:
@@ -122,33 +222,101 @@ def params_stage() -> sp.Expr:
 
 
 def params_gpu() -> sp.Expr:
-    """Parameters per GPU before ZeRO sharding: ``params_stage / t``."""
-    return params_stage() / S.tp
+    """Parameters per GPU before ZeRO sharding: ``params_stage / t`` with the routed experts
+    split over ``e`` more ranks (:func:`params_gpu_replicated` + :func:`params_gpu_experts`)."""
+    return params_gpu_replicated() + params_gpu_experts()
+
+
+def params_gpu_experts() -> sp.Expr:
+    """Routed-expert parameters per GPU: ``ceil(L/p) * params_layer_experts / e``. Experts are
+    not split by tensor parallelism (expert TP = 1): the ``e`` expert-parallel ranks are
+    folded over the ``t*c*d`` ranks of attention's TP, CP and DP groups (Megatron-Core MoE
+    parallel folding, Liu et al. 2025, arXiv:2504.14960, Sec. 3)."""
+    return layers_per_stage() * params_layer_experts() / S.ep
+
+
+def params_gpu_replicated() -> sp.Expr:
+    """Parameters per GPU outside the routed experts: ``(params_stage - experts) / t``."""
+    return (params_stage() - layers_per_stage() * params_layer_experts()) / S.tp
 
 
 # ----------------------------------------------------------------------------- layer costs
+def attention_core_forward() -> Cost:
+    """Attention core (scores, softmax, ``PV``) of one layer and micro-batch on one GPU.
+
+    FlashAttention or the unfused kernels (:mod:`symcost.ops.attention`) over the local heads;
+    with context parallelism each GPU computes ``1/c`` of the causal score matrix (load-balanced
+    chunks: Megatron-Core/Transformer Engine split each sequence into ``2c`` chunks and give GPU
+    ``i`` chunks ``i`` and ``2c-1-i``), so the whole-sequence cost is divided by ``c``.
+    """
+    t, b, s = S.tp, S.micro_batch, S.seq_len
+    d, kv = attention_head_dim(), kv_heads_local()
+    flash = att.attention_flash(b, s, S.n_heads / t, kv, d, S.peak_flops_16)
+    unfused = att.attention_unfused(b, s, S.n_heads / t, kv, d, S.peak_flops_16, S.has_dropout)
+    return select(S.flash_attn > sp.Rational(1, 2), flash, unfused).scale(1 / S.cp)
+
+
+def qkv_projection(n: sp.Expr, peak: sp.Expr) -> Cost:
+    """Query, key and value projections of ``n`` tokens on one GPU.
+
+    MHA/GQA: one GEMM to ``(a+2k)*d/t`` outputs. MLA (DeepSeek-V2, eqs. 9-14): the query
+    down-projection ``h -> r_q`` and the joint KV down-projection ``h -> r + d_r`` (replicated
+    across TP, as in Megatron-Core's MLA), then the up-projections ``r_q -> a*(d+d_r)/t`` and
+    ``r -> a*2d/t``.
+    """
+    t, h = S.tp, S.hidden
+    d, dq = head_dim(), qk_head_dim()
+    heads = S.n_heads / t
+    gqa = gemm(n, (heads + 2 * kv_heads_local()) * d, h, peak)
+    q_full = gemm(n, heads * dq, h, peak)
+    q_lora = gemm(n, S.q_lora_rank, h, peak) + gemm(n, heads * dq, S.q_lora_rank, peak)
+    query = select(S.q_lora_rank > sp.Rational(1, 2), q_lora, q_full)
+    kv = (gemm(n, S.kv_lora_rank + S.rope_head_dim, h, peak)
+          + gemm(n, heads * 2 * d, S.kv_lora_rank, peak))
+    return select(S.kv_lora_rank > sp.Rational(1, 2), query + kv, gqa)
+
+
 def layer_forward_compute() -> dict[str, Cost]:
-    """Forward compute of one layer for one micro-batch on one GPU, by operator.
+    """Forward compute of the average layer for one micro-batch on one GPU, by operator.
+
+    Dense MLP terms are weighted by the dense fraction of the layers, MoE terms (router,
+    routed experts as grouped GEMMs over the ``E/e`` local experts, shared experts) by
+    :func:`moe_layer_fraction`. With balanced routing each GPU receives the ``n*k/t`` routed
+    tokens it dispatches (``n/t`` tokens per TP rank with SP, top-``k``), ``n*k*e/(t*E)`` per
+    local expert, and runs whole experts (expert TP = 1, see :func:`params_gpu_experts`).
 
     Returns:
         Mapping operator name -> :class:`Cost` (FLOP, bytes, s).
+
+    References:
+        Shoeybi et al. 2019 (TP GEMM shapes); Fedus et al. 2022, Switch Transformer, Sec. 2
+        (router, top-k); Gale et al. 2023, MegaBlocks (grouped expert GEMMs).
     """
     t, h, f, g = S.tp, S.hidden, S.ffn_hidden, S.gated_mlp
     d = head_dim()
     n = tokens_micro()
     heads = S.n_heads / t
-    kv = kv_heads_local()
     peak = gemm_peak()
-    flash = att.attention_flash(S.micro_batch, S.seq_len, heads, kv, d, S.peak_flops_16)
-    unfused = att.attention_unfused(S.micro_batch, S.seq_len, heads, kv, d, S.peak_flops_16,
-                                    S.has_dropout)
+    fm = moe_layer_fraction()
+    fe, k = S.moe_ffn_hidden, S.top_k
+    routed = n * k / t
+    per_expert = routed / experts_local()
+    shared = S.shared_experts * fe / t
     return {
-        "qkv_proj": gemm(n, (heads + 2 * kv) * d, h, peak),
-        "attention": select(S.flash_attn > sp.Rational(1, 2), flash, unfused),
+        "qkv_proj": qkv_projection(n, peak),
+        "attention": attention_core_forward(),
         "out_proj": gemm(n, h, heads * d, peak),
-        "mlp_up": gemm(n, (1 + g) * f / t, h, peak),
-        "mlp_down": gemm(n, h, f / t, peak),
-        "activation": ew.activation(n * f / t, g),
+        "mlp_up": gemm(n, (1 + g) * f / t, h, peak).scale(1 - fm),
+        "mlp_down": gemm(n, h, f / t, peak).scale(1 - fm),
+        "activation": ew.activation(n * f / t, g).scale(1 - fm),
+        "router": gemm(n, S.n_experts, h, S.peak_flops_16).scale(fm),
+        "expert_up": gemm(per_expert, (1 + g) * fe, h, peak, experts_local(), weight=False,
+                          eff=S.eff_moe).scale(fm),
+        "expert_down": gemm(per_expert, h, fe, peak, experts_local(), weight=False,
+                            eff=S.eff_moe).scale(fm),
+        "expert_activation": ew.activation(routed * fe, g).scale(fm),
+        "shared_experts": (gemm(n, (1 + g) * shared, h, peak) + gemm(n, h, shared, peak)
+                           + ew.activation(n * shared, g)).scale(fm),
         "norms": ew.norm(tokens_sp() * h).scale(2),
         "residual_dropout": ew.residual_dropout(tokens_sp() * h, S.has_dropout).scale(2),
         "fp8_cast": fp8_cast_layer(),
@@ -172,7 +340,7 @@ def fp8_cast_layer() -> Cost:
     t, h, f = S.tp, S.hidden, S.ffn_hidden
     n = tokens_micro()
     activations = n * (h + S.n_heads / t * head_dim() + h + f / t)
-    nbytes = S.fp8 * 3 * activations
+    nbytes = (S.fp8 + S.fp4) * 3 * activations
     return Cost(sp.Integer(0), nbytes, nbytes / (S.hbm_bw * S.eff_hbm))
 
 
@@ -183,8 +351,12 @@ def fp8_weight_cast_bytes_layer() -> sp.Expr:
     t, h, f, g = S.tp, S.hidden, S.ffn_hidden, S.gated_mlp
     d = head_dim()
     heads, kv = S.n_heads / t, kv_heads_local()
-    weights = h * (heads + 2 * kv) * d + heads * d * h + (2 + g) * h * f / t
-    return S.fp8 * 4 * weights
+    attention = (IS_MLA * attention_linear_params() / t
+                 + (1 - IS_MLA) * (h * (heads + 2 * kv) * d + heads * d * h))
+    fm = moe_layer_fraction()
+    experts = (S.shared_experts / t + experts_local()) * params_expert()
+    weights = attention + (1 - fm) * (2 + g) * h * f / t + fm * experts
+    return (S.fp8 + S.fp4) * 4 * weights
 
 
 def layer_backward_compute() -> dict[str, Cost]:
@@ -192,12 +364,13 @@ def layer_backward_compute() -> dict[str, Cost]:
     forward (input and weight gradients), attention per its kernel."""
     fwd = layer_forward_compute()
     t = S.tp
-    d = head_dim()
     flash_b = att.attention_flash_backward(S.micro_batch, S.seq_len, S.n_heads / t,
-                                           kv_heads_local(), d, S.peak_flops_16)
+                                           kv_heads_local(), attention_head_dim(),
+                                           S.peak_flops_16)
     out = {k: v.scale(2) for k, v in fwd.items() if k != "attention"}
     out["attention"] = select(S.flash_attn > sp.Rational(1, 2), flash_b,
-                               att.attention_unfused_backward(unfused_attention_forward()))
+                               att.attention_unfused_backward(unfused_attention_forward())
+                               ).scale(1 / S.cp)
     return out
 
 
@@ -205,7 +378,8 @@ def unfused_attention_forward() -> Cost:
     """Forward cost of the unfused attention core of one layer and micro-batch (scores,
     softmax, dropout, AV): what selective recomputation recomputes."""
     return att.attention_unfused(S.micro_batch, S.seq_len, S.n_heads / S.tp, kv_heads_local(),
-                                 head_dim(), S.peak_flops_16, S.has_dropout)
+                                 attention_head_dim(), S.peak_flops_16, S.has_dropout
+                                 ).scale(1 / S.cp)
 
 
 def layer_recompute() -> Cost:
@@ -230,6 +404,51 @@ def tp_comm_layer_forward() -> Cost:
     return coll.all_reduce(tokens_micro() * S.hidden * S.BYTES_ACT, S.tp).scale(2)
 
 
+def cp_comm_layer_forward() -> Cost:
+    """Context-parallel ring exchange of one layer's forward (exposed part).
+
+    Ring attention passes each GPU's key/value chunk around the ``c`` ranks: ``c-1`` steps,
+    each sending ``n*k_t*(d_qk + d)`` 16-bit elements (``n = b*s/c`` local tokens, ``k_t`` KV
+    heads per TP rank), overlapped with the attention of the block already received; the part
+    longer than the attention is exposed. The backward sends keys/values and their gradients,
+    twice the volume, against the backward attention. Ranks of a CP group are ``t`` apart.
+
+    References:
+        Liu, Zaharia and Abbeel 2023, "Ring Attention with Blockwise Transformers"
+        (arXiv:2310.01889), Sec. 3; NVIDIA Megatron-Core context parallelism documentation
+        (load-balanced causal chunks, P2P ring over NVLink/IB).
+    """
+    c = S.cp
+    nbytes = tokens_micro() * kv_heads_local() * (qk_head_dim() + head_dim()) * S.BYTES_ACT
+    step = coll.p2p(nbytes, S.tp * c <= S.gpus_per_node)
+    comm = IS_CP * (c - 1) * step.time
+    return Cost(sp.Integer(0), IS_CP * (c - 1) * nbytes,
+                smax(comm - attention_core_forward().time, 0))
+
+
+def cp_comm_layer_backward() -> sp.Expr:
+    """Exposed context-parallel exchange of one layer's backward, s (see
+    :func:`cp_comm_layer_forward`): twice the forward volume against the backward attention."""
+    c = S.cp
+    nbytes = tokens_micro() * kv_heads_local() * (qk_head_dim() + head_dim()) * S.BYTES_ACT
+    comm = IS_CP * (c - 1) * coll.p2p(2 * nbytes, S.tp * c <= S.gpus_per_node).time
+    return smax(comm - layer_backward_compute()["attention"].time, 0)
+
+
+def ep_comm_layer_forward() -> Cost:
+    """Expert-parallel all-to-all of the average layer's forward: dispatch and combine of the
+    ``n_sp*k`` routed 16-bit token vectors (``n_sp`` tokens per GPU outside the TP region)
+    over the ``e`` adjacent ranks of the expert group (folded over TP, CP and DP, innermost
+    first), weighted by :func:`moe_layer_fraction`; not overlapped with compute.
+
+    References:
+        Lepikhin et al. 2021, GShard, Sec. 3.2; Rajbhandari et al. 2022, DeepSpeed-MoE,
+        Sec. 5.2 (two all-to-alls per MoE layer forward, two backward).
+    """
+    nbytes = tokens_sp() * S.top_k * S.hidden * S.BYTES_ACT
+    return coll.all_to_all(nbytes, S.ep).scale(2 * moe_layer_fraction())
+
+
 # ----------------------------------------------------------------------------- activations
 def activation_bytes_layer() -> sp.Expr:
     """Activation memory one layer keeps for one micro-batch (bytes), by recompute mode.
@@ -249,13 +468,17 @@ def activation_bytes_layer() -> sp.Expr:
     output); FlashAttention keeps only the fp32 log-sum-exp ``4*a*s*b``.
     """
     t, h, f, g, drop = S.tp, S.hidden, S.ffn_hidden, S.gated_mlp, S.has_dropout
-    b, s, a = S.micro_batch, S.seq_len, S.n_heads
+    s, a = S.seq_len, S.n_heads
     d = head_dim()
-    sbh = tokens_micro() * h
+    n = tokens_micro()
+    sbh = n * h
+    fm, k, fe = moe_layer_fraction(), S.top_k, S.moe_ffn_hidden
+    mlp = ((1 - fm) * 2 * n * f * (2 + g)
+           + fm * (2 * n * (k + S.shared_experts) * fe * (2 + g) + 4 * n * k * h))
     replicated = tokens_sp() * h * (8 + 2 * drop)
-    split = (2 * sbh + 2 * sbh + 2 * s * b * f * (2 + g)) / t + 4 * s * b * d * kv_heads_local()
-    scores = a * s**2 * b * (2 + 3 * drop) / t
-    lse = 4 * a * s * b / t
+    split = (2 * sbh + 2 * sbh + mlp) / t + 4 * n * d * kv_heads_local()
+    scores = a * s * n * (2 + 3 * drop) / t
+    lse = 4 * a * n / t
     score_mem = sp.Piecewise((lse, S.flash_attn > sp.Rational(1, 2)), (scores * IS_NONE, True))
     full = 2 * tokens_sp() * h
     return sp.Piecewise((full, S.recompute > sp.Rational(3, 2)),
@@ -285,7 +508,7 @@ def training_expressions() -> dict[str, sp.Expr]:
     Returns:
         Mapping name -> expression. Times in s (``step_time`` and its breakdown
         ``time_forward``, ``time_backward``, ``time_recompute``, ``time_tp_comm``,
-        ``time_pp_p2p``, ``time_pp_bubble``, ``time_dp_comm``, ``time_optimizer``,
+        ``time_cp_comm``, ``time_ep_comm``, ``time_pp_p2p``, ``time_pp_bubble``, ``time_dp_comm``, ``time_optimizer``,
         ``time_overhead``), ``tokens_per_s`` (tokens/s, whole cluster), ``mfu`` and ``hfu``
         (fractions), ``flops_model`` and ``flops_hardware`` (FLOP per step, whole cluster),
         memory per GPU in bytes (``mem_weights``, ``mem_gradients``, ``mem_optimizer``,
@@ -306,6 +529,8 @@ def training_expressions() -> dict[str, sp.Expr]:
     bwd_layer = sum_time(layer_backward_compute()) + 2 * ovh
     rec_layer = layer_recompute().time + IS_FULL * ovh
     tp_layer = tp_comm_layer_forward().time * (2 + IS_FULL)
+    cp_layer = cp_comm_layer_forward().time * (1 + IS_FULL) + cp_comm_layer_backward()
+    ep_layer = ep_comm_layer_forward().time * (2 + IS_FULL)
 
     vocab_local = S.vocab / t
     head_fwd = (emb.lm_head(n, S.hidden, vocab_local, peak).time
@@ -318,16 +543,29 @@ def training_expressions() -> dict[str, sp.Expr]:
     t_b = Ls * bwd_layer + head_bwd
     t_r = Ls * rec_layer
     t_tp = Ls * tp_layer
-    intra_pp = t * d * p <= S.gpus_per_node
+    t_cp = Ls * cp_layer
+    t_ep = Ls * ep_layer
+    c, e = S.cp, S.ep
+    intra_pp = t * c * d * p <= S.gpus_per_node
     t_p2p = IS_PP * v * 2 * coll.p2p(n * S.hidden * S.BYTES_ACT / t, intra_pp).time
 
-    # --- data parallel: ZeRO-3 per micro-batch, ZeRO 0-2 per step
-    grad_bytes = S.BYTES_PARAM * params_gpu()
-    ar = coll.all_reduce(grad_bytes, d, t).time
+    # --- data parallel: ZeRO-3 per micro-batch, ZeRO 0-2 per step. Gradients of the
+    # replicated parameters are reduced over the d*c ranks holding them (Megatron-Core's
+    # data-parallel group includes context parallelism), those of the routed experts over
+    # the t*c*d/e ranks holding the same experts (expert data parallelism), ranks e apart.
+    rep_bytes = S.BYTES_PARAM * params_gpu_replicated()
+    exp_bytes = S.BYTES_PARAM * params_gpu_experts()
+    dd, de = d * c, t * c * d / e
+
+    def both(op: Callable[[sp.Expr, sp.Expr, sp.Expr], Cost], per: sp.Expr) -> sp.Expr:
+        return (op(rep_bytes / per, dd, t).time
+                + IS_MOE * op(exp_bytes / per, de, e).time)
+
+    ar = both(coll.all_reduce, sp.Integer(1))
     # ZeRO-3/FSDP gathers and reduce-scatters one layer at a time (one FSDP unit per layer):
     # the stage's bytes split over its layers, each collective paying its own ring latency
-    ag = Ls * coll.all_gather(grad_bytes / Ls, d, t).time
-    rs = Ls * coll.reduce_scatter(grad_bytes / Ls, d, t).time
+    ag = Ls * both(coll.all_gather, Ls)
+    rs = Ls * both(coll.reduce_scatter, Ls)
     ov = S.dp_overlap
     z3_exposed = (ov * (smax(ag - t_f, 0) + ag / Ls + smax(ag + rs - t_b - t_r, 0))
                   + (1 - ov) * (2 * ag + rs))
@@ -339,19 +577,24 @@ def training_expressions() -> dict[str, sp.Expr]:
     dp_step = (ov * (smax(grad_sync - t_b - t_r, 0) + smax(param_gather - t_f, 0))
                + (1 - ov) * (grad_sync + param_gather))
 
-    t_mb = t_f + t_b + t_r + t_tp + t_p2p + t_z3
+    t_mb = t_f + t_b + t_r + t_tp + t_cp + t_ep + t_p2p + t_z3
     bubble = (p - 1) / v * t_mb
 
-    shard_opt = sp.Piecewise((d, z > sp.Rational(1, 2)), (1, True))
-    shard_grad = sp.Piecewise((d, z > sp.Rational(3, 2)), (1, True))
-    shard_w = sp.Piecewise((d, z > sp.Rational(5, 2)), (1, True))
-    t_opt = adam_step(params_gpu() / shard_opt).time
+    def sharded(stage: float, psi_rep: sp.Expr, psi_exp: sp.Expr) -> sp.Expr:
+        """Per-GPU count of ``psi`` with ZeRO stage > ``stage`` sharding it over the data-
+        parallel group of each kind of parameter."""
+        return sp.Piecewise((psi_rep / dd + psi_exp / de, z > stage), (psi_rep + psi_exp, True))
+
+    psi_rep, psi_exp = params_gpu_replicated(), params_gpu_experts()
+    t_opt = adam_step(sharded(0.5, psi_rep, psi_exp)).time
 
     out: dict[str, sp.Expr] = {
         "time_forward": m * t_f + Ls * fp8_weight_cast_bytes_layer() / (S.hbm_bw * S.eff_hbm),
         "time_backward": m * t_b,
         "time_recompute": m * t_r,
         "time_tp_comm": m * t_tp,
+        "time_cp_comm": m * t_cp,
+        "time_ep_comm": m * t_ep,
         "time_pp_p2p": m * t_p2p,
         "time_pp_bubble": bubble,
         "time_dp_comm": m * t_z3 + dp_step,
@@ -362,16 +605,18 @@ def training_expressions() -> dict[str, sp.Expr]:
     out["step_time"] = step
 
     # --- FLOPs, throughput, utilisation
-    s, h, a, k, f, g = S.seq_len, S.hidden, S.n_heads, S.n_kv_heads, S.ffn_hidden, S.gated_mlp
-    dh = head_dim()
-    layer_matmul = 2 * s * (h * dh * (a + 2 * k) + a * dh * h + (2 + g) * h * f)
-    layer_attn = 4 * s**2 * a * dh
+    s, h, a, f, g = S.seq_len, S.hidden, S.n_heads, S.ffn_hidden, S.gated_mlp
+    fm = moe_layer_fraction()
+    mlp_active = ((1 - fm) * (2 + g) * h * f
+                  + fm * ((S.top_k + S.shared_experts) * params_expert() + h * S.n_experts))
+    layer_matmul = 2 * s * (attention_linear_params() + mlp_active)
+    layer_attn = 4 * s**2 * a * attention_head_dim()
     head_flops = 2 * s * h * S.vocab
     B = S.global_batch
     flops_model = 3 * B * (S.n_layers * (layer_matmul + layer_attn) + head_flops)
     flops_recompute = B * S.n_layers * (IS_FULL * (layer_matmul + layer_attn)
                                         + IS_SELECTIVE * (1 - S.flash_attn) * layer_attn)
-    n_gpus = t * p * d
+    n_gpus = t * c * p * d
     out["flops_model"] = flops_model
     out["flops_hardware"] = flops_model + flops_recompute
     out["tokens_per_s"] = B * s / step
@@ -379,11 +624,11 @@ def training_expressions() -> dict[str, sp.Expr]:
     out["hfu"] = (flops_model + flops_recompute) / (step * n_gpus * peak)
 
     # --- memory per GPU (first pipeline stage)
-    psi = params_gpu()
-    zero3_buffer = IS_ZERO3 * 2 * S.BYTES_PARAM * params_layer() / t
-    out["mem_weights"] = S.BYTES_PARAM * psi / shard_w + zero3_buffer
-    out["mem_gradients"] = S.BYTES_PARAM * psi / shard_grad
-    out["mem_optimizer"] = S.BYTES_OPTIMIZER * psi / shard_opt
+    zero3_buffer = IS_ZERO3 * 2 * S.BYTES_PARAM * (params_layer_replicated() / t
+                                                   + params_layer_experts() / e)
+    out["mem_weights"] = S.BYTES_PARAM * sharded(2.5, psi_rep, psi_exp) + zero3_buffer
+    out["mem_gradients"] = S.BYTES_PARAM * sharded(1.5, psi_rep, psi_exp)
+    out["mem_optimizer"] = S.BYTES_OPTIMIZER * sharded(0.5, psi_rep, psi_exp)
     logits = (1 - IS_PP) * S.BYTES_LOGIT * n * vocab_local
     out["mem_activations"] = (Ls * activation_bytes_layer() * microbatches_in_flight()
                               + IS_FULL * activation_bytes_layer_no_recompute() + logits)
@@ -399,7 +644,8 @@ def training_expressions() -> dict[str, sp.Expr]:
 
 
 #: names of the step-time breakdown terms, in order; they sum to ``step_time``.
-BREAKDOWN = ("time_forward", "time_backward", "time_recompute", "time_tp_comm", "time_pp_p2p",
-             "time_pp_bubble", "time_dp_comm", "time_optimizer", "time_overhead")
+BREAKDOWN = ("time_forward", "time_backward", "time_recompute", "time_tp_comm", "time_cp_comm",
+             "time_ep_comm", "time_pp_p2p", "time_pp_bubble", "time_dp_comm", "time_optimizer",
+             "time_overhead")
 #: names of the memory terms; they sum to ``mem_total``.
 MEMORY = ("mem_weights", "mem_gradients", "mem_optimizer", "mem_activations")

@@ -24,12 +24,12 @@ field              default
 micro_batch        1
 vpp                1 (plain 1F1B)
 sp                 0 (no sequence parallelism)
-cp                 1 (context parallelism > 1 is not modelled: the row is skipped)
+cp, ep             1 (no context or expert parallelism)
 zero_stage         0
 recompute          ``none``
 dtype              canonical ``dtype``; else ``bf16``
-dp                 derived ``n_gpus / (tp * pp)`` (a stated dp must agree)
-n_gpus             ``tp * pp * dp`` when all three are stated
+dp                 derived ``n_gpus / (tp * cp * pp)`` (a stated dp must agree)
+n_gpus             ``tp * cp * pp * dp`` when all four are stated
 tp, pp             both blank: unpredictable ("parallel config not stated"), unless
                    ``dp == n_gpus`` (then tp = pp = 1); one blank: the other is derived
                    from ``n_gpus / (stated * dp)`` when dp is stated, else unpredictable
@@ -38,11 +38,16 @@ dp_overlap         on
 flash_attention    the column when stated (0/1); else see :data:`SOURCE_DEFAULTS` and
                    :func:`flash_attention_rule`
 gated_mlp          the column when stated (1: SwiGLU, 0: GELU MLP); else the preset's flag
+kv_heads           ``heads`` (MHA) when blank and the model is not a preset
+ffn_hidden         ``4 * hidden`` when blank and the model is not a preset (the GPT
+                   convention)
+experts, ...       the MoE columns (``experts``, ``top_k``, ``shared_experts``,
+                   ``moe_ffn_hidden``, ``dense_layers``, ``moe_layer_step``) when stated,
+                   else the preset's (blank and no preset: dense)
 =================  =====================================================================
 
 Rows the training model cannot represent are skipped with the column named, never predicted
-as something else (:func:`unmodelled_reason`): mixture of experts (``experts``/``top_k`` > 1,
-``shared_experts``, ``moe_ffn_hidden``), expert parallelism (``ep`` > 1), ``offload``,
+as something else (:func:`unmodelled_reason`): hybrid Mamba-Transformer models, ``offload``,
 ``quant`` (quantized base weights) and ``finetune``/``lora_rank`` (adapter fine-tuning).
 
 Architecture flags (MLP kind, norm, biases, tied embeddings, positions, dropout) come from the
@@ -75,6 +80,7 @@ from hwspecs import HardwareSpecError, list_hardware, load_hardware
 
 from .api import evaluate_training, stack_training_inputs
 from .config import ConfigError, TrainingConfig, resolve
+from .fields import GEMM_PEAK_KEY
 from .infer_api import predict_inference_rows
 from .measurements import (PreparedRow, Row, RowError, SkippedRow, cell, cell_float, cell_int,
                            source_of)
@@ -134,6 +140,14 @@ GPT_DEFAULT_PRESET = "gpt3-175b"
 _SHAPE_COLUMNS = {"layers": "layers", "hidden": "hidden", "heads": "heads",
                   "kv_heads": "kv_heads", "ffn_hidden": "ffn_hidden", "vocab": "vocab",
                   "seq_len": "seq_len"}
+#: blank shape column of a model without a preset -> (column, factor) it defaults from: the
+#: GPT convention ``kv_heads = heads`` (MHA), ``ffn_hidden = 4 * hidden`` (shared README).
+_GPT_DEFAULTS = {"kv_heads": ("heads", 1), "ffn_hidden": ("hidden", 4)}
+#: mixture-of-experts columns of the format (:class:`~symcost.models.ModelSpec` fields).
+_MOE_COLUMNS = ("experts", "top_k", "shared_experts", "moe_ffn_hidden", "dense_layers",
+                "moe_layer_step")
+#: attention details no column gives, taken from a preset of the same width and heads.
+_ATTENTION_FROM_PRESET = ("head_dim", "kv_lora_rank", "q_lora_rank", "rope_head_dim")
 #: percent metrics: a published value above 100 is a data error.
 PERCENT_METRICS = ("MFU", "HFU", "pct_of_peak")
 #: plausible range of the measured step time a row implies (s): below a microsecond (a kernel
@@ -146,7 +160,7 @@ _CONFIG_FIELD_TO_COLUMN = {"zero": "zero_stage", "num_gpus": "n_gpus"}
 #: columns that describe one run (two rows equal on all of them measure the same run).
 RUN_COLUMNS = ("model", "n_params_b", "layers", "hidden", "heads", "kv_heads", "ffn_hidden",
                "seq_len", "vocab", "global_batch", "micro_batch", "hardware", "n_gpus", "tp",
-               "pp", "vpp", "dp", "cp", "sp", "recompute", "zero_stage", "dtype", "notes")
+               "pp", "vpp", "dp", "cp", "ep", "sp", "recompute", "zero_stage", "dtype", "notes")
 
 
 class MeasurementsError(ValueError):
@@ -229,7 +243,8 @@ def metric_factor(row: PreparedRow) -> tuple[float, float]:
     * ``MFU`` / ``HFU`` (percent), ``model_tflops_per_gpu``:
       :func:`llm_foundry_flops_per_token` * tokens per step / (step time * GPUs) over the dense
       peak of the row's dtype (fp8 rows: the fp8 peak) / over 1e12. ``N`` is the published
-      ``n_params_b``, else the model's exact parameter count.
+      ``n_params_b``, else the model's exact parameter count; for a mixture-of-experts model
+      the active parameters (:meth:`~symcost.models.ModelSpec.active_params`).
     * ``tokens_per_s_per_gpu``, ``tokens_per_s``, ``samples_per_s``: ``B*s``, ``B*s``, ``B``
       per step time, per GPU for the first.
 
@@ -246,9 +261,12 @@ def metric_factor(row: PreparedRow) -> tuple[float, float]:
     # a prepared row's configuration is resolved: every derived field is set
     assert cfg.global_batch is not None and cfg.seq_len is not None and cfg.num_gpus is not None
     B, s, n = float(cfg.global_batch), float(cfg.seq_len), float(cfg.num_gpus)
-    peak = hw.peak(cfg.dtype)
+    peak = hw.peak(GEMM_PEAK_KEY[cfg.dtype])
     tokens = B * s
-    N = row.n_params if row.n_params is not None else float(m.num_params())
+    # MoE: model FLOPs count the parameters a token uses (the published n_params_b counts
+    # every expert); dense: the published count, else the model's
+    N = (float(m.active_params()) if m.is_moe
+         else row.n_params if row.n_params is not None else float(m.num_params()))
     metric = row.metric
     if metric in ("iteration_time_s", "train_step_time_s"):
         return 1.0, 1.0
@@ -433,11 +451,8 @@ def flash_attention_rule(source: str, notes: str | None) -> tuple[bool, str]:
 def unmodelled_reason(row: Row) -> str | None:
     """Why the training model cannot represent a measurement row, or None.
 
-    Checked columns (format of ``shared/validation/README.md``): ``experts`` or ``top_k`` > 1,
-    ``shared_experts`` > 0 or ``moe_ffn_hidden`` stated (mixture of experts: the dense shape
-    columns describe only the dense layers, and the published ``n_params_b`` counts every
-    expert, so a dense prediction is off by up to 100x); ``ep`` > 1 (expert parallelism);
-    ``offload`` other than ``none`` (ZeRO-Offload); ``quant`` (quantized base weights);
+    Checked: ``notes`` naming a hybrid Mamba-Transformer (Nemotron-H/Nemotron-3: the Mamba-2
+    scan layers have no cost model here); ``offload`` other than ``none`` (ZeRO-Offload); ``quant`` (quantized base weights);
     ``finetune`` or ``lora_rank`` (adapter fine-tuning).
 
     Args:
@@ -449,15 +464,10 @@ def unmodelled_reason(row: Row) -> str | None:
     Raises:
         RowError: one of those columns holds a malformed number.
     """
-    experts, top_k = cell_int(row, "experts"), cell_int(row, "top_k")
-    shared, moe_ffn = cell_int(row, "shared_experts"), cell_int(row, "moe_ffn_hidden")
-    if (experts or 0) > 1 or (top_k or 0) > 1 or (shared or 0) > 0 or moe_ffn is not None:
-        what = ", ".join(f"{k} = {v}" for k, v in (("experts", experts), ("top_k", top_k))
-                         if v is not None) or "moe columns stated"
-        return f"experts: mixture-of-experts models ({what}) are not modelled"
-    ep = cell_int(row, "ep")
-    if (ep or 0) > 1:
-        return f"ep: expert parallelism ({ep}) is not modelled"
+    notes = (cell(row, "notes") or "").lower()
+    if "mamba" in notes or "hybrid" in notes:
+        return ("model: hybrid Mamba-Transformer models (Mamba-2 state-space layers) are not "
+                "modelled")
     offload = (cell(row, "offload") or "none").lower()
     if offload != "none":
         return f"offload: {offload!r} (host-memory offload) is not modelled"
@@ -475,11 +485,25 @@ def _model_for_row(row: Row, source: str, seq: int | None) -> ModelSpec:
     shape: dict[str, Any] = {}
     for col, fld in _SHAPE_COLUMNS.items():
         v = cell_int(row, col)
-        if v is None:
-            if exact is None:
-                raise RowError(f"{col}: blank and model {cell(row, 'model')!r} is not a preset")
+        if v is None and exact is not None:
             v = getattr(exact, fld)
+        elif v is None and col in _GPT_DEFAULTS and shape.get(_GPT_DEFAULTS[col][0]):
+            v = shape[_GPT_DEFAULTS[col][0]] * _GPT_DEFAULTS[col][1]
+        elif v is None and col == "vocab":
+            v = flags.vocab
+        elif v is None:
+            raise RowError(f"{col}: blank and model {cell(row, 'model')!r} is not a preset")
         shape[fld] = v
+    for col in _MOE_COLUMNS:
+        v = cell_int(row, col)
+        if v is None and exact is not None:
+            v = getattr(exact, col)
+        if v is not None:
+            shape[col] = v
+    if exact is not None and (shape["hidden"], shape["heads"]) == (exact.hidden, exact.heads):
+        shape.update({k: getattr(exact, k) for k in _ATTENTION_FROM_PRESET})
+    if shape.get("kv_lora_rank"):
+        shape["kv_heads"] = shape["heads"]
     if seq is not None:
         shape["seq_len"] = seq
     extra = SOURCE_DEFAULTS.get(source, {})
@@ -558,11 +582,8 @@ def _prepare_one(row: Row) -> PreparedRow:
     if n_gpus is None or n_gpus <= 0:
         raise RowError("n_gpus: blank or not positive")
     tp, pp, dp = _parallel(row, n_gpus, defaults)
-    cp = cell_int(row, "cp")
-    if cp is not None and cp != 1:
-        raise RowError(f"cp: context parallelism ({cp}) is not modelled")
     if dp is None:
-        defaults["dp"] = "n_gpus/(tp*pp)"
+        defaults["dp"] = "n_gpus/(tp*cp*pp)"
 
     def opt(name: str, default: int) -> int:
         v = cell_int(row, name)
@@ -573,6 +594,8 @@ def _prepare_one(row: Row) -> PreparedRow:
 
     mb = opt("micro_batch", 1)
     vpp = opt("vpp", 1)
+    cp = opt("cp", 1)
+    ep = opt("ep", 1)
     sp_on = opt("sp", 0)
     zero = opt("zero_stage", 0)
     recompute = (cell(row, "recompute") or "").lower()
@@ -599,7 +622,8 @@ def _prepare_one(row: Row) -> PreparedRow:
         defaults["global_batch"] = "micro_batch*dp"
     if sp_on not in (0, 1):
         raise RowError(f"sp: must be 0 or 1 (got {sp_on})")
-    cfg = TrainingConfig(num_gpus=n_gpus, tp=tp, pp=pp, dp=dp, sp=bool(sp_on), vpp=vpp,
+    cfg = TrainingConfig(num_gpus=n_gpus, tp=tp, pp=pp, cp=cp, dp=dp, ep=ep, sp=bool(sp_on),
+                         vpp=vpp,
                          micro_batch=mb, global_batch=gb, seq_len=model.seq_len,
                          recompute=recompute, zero=zero, dtype=dtype, flash_attention=flash,
                          dp_overlap=True)

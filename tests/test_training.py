@@ -23,8 +23,12 @@ MEGATRON_175B = dict(num_gpus=1024, tp=8, pp=16, micro_batch=1, global_batch=153
 L, h, a, s, b, t, V = sp.symbols("L h a s b t V", positive=True)
 
 # A GPT-style (Megatron) architecture: MHA, f = 4h, GeLU, biases, dropout.
+#: a dense model without MLA or an explicit head width, no context or expert parallelism
+DENSE = {S.n_experts: 0, S.top_k: 0, S.shared_experts: 0, S.moe_ffn_hidden: 0,
+         S.dense_layers: 0, S.moe_layer_step: 1, S.kv_lora_rank: 0, S.q_lora_rank: 0,
+         S.rope_head_dim: 0, S.head_dim_given: 0, S.cp: 1, S.ep: 1, S.fp4: 0}
 GPT_SUBS = {S.n_kv_heads: S.n_heads, S.ffn_hidden: 4 * S.hidden, S.gated_mlp: 0,
-            S.has_dropout: 1, S.norm_bias: 1, S.has_bias: 1}
+            S.has_dropout: 1, S.norm_bias: 1, S.has_bias: 1, **DENSE}
 
 
 def _kv_not_replicated(*args):
@@ -257,8 +261,8 @@ def test_zero_stages_shrink_memory_in_order():
 
 @pytest.mark.parametrize("fields, match", [
     (dict(tp=7, num_gpus=7), "tp: 7 does not divide the number of attention heads"),
-    (dict(num_gpus=1000, tp=8, pp=16), "num_gpus: 1000 is not divisible by tp\\*pp"),
-    (dict(tp=8, pp=16, dp=8, num_gpus=512), "num_gpus: tp\\*pp\\*dp"),
+    (dict(num_gpus=1000, tp=8, pp=16), "num_gpus: 1000 is not divisible by tp\\*cp\\*pp"),
+    (dict(tp=8, pp=16, dp=8, num_gpus=512), "num_gpus: tp\\*cp\\*pp\\*dp"),
     (dict(num_gpus=64, tp=8, global_batch=12), "global_batch: 12 is not divisible"),
     (dict(tp=-2), "tp: must be a positive integer"),
     (dict(micro_batch=0), "micro_batch: must be a positive integer"),

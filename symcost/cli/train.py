@@ -37,6 +37,8 @@ BREAKDOWN_HELP = {
     "backward": "backward compute",
     "recompute": "activation recomputation (extra forward)",
     "tp_comm": "tensor-parallel collectives",
+    "cp_comm": "context-parallel key/value ring (exposed part)",
+    "ep_comm": "expert-parallel all-to-all",
     "pp_p2p": "pipeline send/receive",
     "pp_bubble": "pipeline fill and drain (bubble)",
     "dp_comm": "data-parallel gradient sync (exposed part)",

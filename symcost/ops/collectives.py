@@ -80,3 +80,37 @@ def p2p(nbytes: sp.Expr, intra_node: sp.Expr) -> Cost:
     bw = sp.Piecewise((S.intra_bw * S.eff_intra, intra_node), (S.inter_bw * S.eff_inter, True))
     lat = sp.Piecewise((S.intra_lat, intra_node), (S.inter_lat, True))
     return Cost(sp.Integer(0), nbytes, nbytes / bw + lat)
+
+
+def all_to_all(nbytes: sp.Expr, n: sp.Expr, stride: sp.Expr = sp.Integer(1)) -> Cost:
+    """All-to-all of an ``nbytes`` buffer per rank over ``n`` ranks ``stride`` apart (each
+    rank keeps ``1/n`` and sends ``1/n`` to every other rank, all sends concurrent).
+
+    Inside one node the ``(n-1)/n`` that leaves moves over the intra-node link. Across nodes,
+    with ``r = min(n, max(1, gpus_per_node/stride))`` ranks of the group per node, ``(r-1)/n``
+    stays in the node (intra-node link) and ``(n-r)/n`` crosses the network on the rank's own
+    NIC share; the two proceed in parallel. One latency per collective (pairwise exchanges
+    issued together, NCCL ``ncclSend``/``ncclRecv`` groups).
+
+    Returns:
+        :class:`Cost`: FLOP 0, bytes sent per GPU ``(n-1)/n*nbytes``, time s (zero bandwidth
+        term when ``n = 1``).
+
+    References:
+        Thakur, Rabenseifner and Gropp 2005 (pairwise-exchange all-to-all, alpha-beta cost);
+        Rajbhandari et al. 2022, "DeepSpeed-MoE", Sec. 5.2 (expert-parallel all-to-all volume).
+    """
+    intra_bw = S.intra_bw * S.eff_intra
+    inter_bw = S.inter_bw * S.eff_inter
+    sent = (n - 1) / n * nbytes
+    r = smin(n, smax(1, S.gpus_per_node / stride))
+    across = smax((r - 1) / n * nbytes / intra_bw, (n - r) / n * nbytes / inter_bw)
+    inside = sent / intra_bw
+    lat = link_latency(n, stride) * flag_many(n)
+    t = sp.Piecewise((inside, n * stride <= S.gpus_per_node), (across, True)) + lat
+    return Cost(sp.Integer(0), sent, t)
+
+
+def flag_many(n: sp.Expr) -> sp.Expr:
+    """1 when a group has more than one rank (a collective over one rank costs nothing)."""
+    return sp.Piecewise((0, n < sp.Rational(3, 2)), (1, True))
