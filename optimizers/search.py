@@ -491,7 +491,7 @@ def _vpp_options(layers: int, pp: int) -> tuple[int, ...]:
     """VPP values a ``pp``-stage pipeline of ``layers`` layers can interleave with."""
     if pp <= 1:
         return (1,)
-    return (1,) + tuple(v for v in range(2, layers // pp + 1) if layers % (pp * v) == 0)
+    return tuple(range(1, (layers + 2) // pp + 1))
 
 
 def layout_codec(ctx: Context, gpu_counts: Sequence[int]) -> LayoutCodec:

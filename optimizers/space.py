@@ -16,7 +16,7 @@ stage                 domain (structural, not counted)
 ``ep``                divisors of ``tp*cp*dp`` (expert-parallel ranks folded over the
                       attention layers' TP, CP and DP ranks; only 1 for a dense model)
 ``micro_batch``       divisors of ``global_batch / dp``
-``vpp``               ``{1}`` without pipelining, else ``1 .. layers // pp``
+``vpp``               ``{1}`` without pipelining, else ``1 .. (layers + 2) // pp``
 ``modes``             recompute x SP x ZeRO x DP-overlap
 ====================  ==========================================================================
 
@@ -644,10 +644,11 @@ def enumerate_space(model: ModelSpec | str, hardware: HardwareSpec | str,
     # micro-batch: divisors of global_batch / dp
     cols = _cross_ragged(cols, "micro_batch", np.maximum(B // cols["dp"], 1), _divisor_array)
     cols = apply("micro_batch", cols)
-    # vpp: 1 without pipelining, else 1 .. layers // pp
+    # vpp: 1 without pipelining, else 1 .. (layers + 2) // pp (see rules.VPP_LAYERS)
     L = ctx.layers
     cols = _cross_ragged(cols, "vpp", cols["pp"],
-                         lambda p: np.arange(1, (L // p if p > 1 else 1) + 1, dtype=np.int64))
+                         lambda p: np.arange(1, ((L + 2) // p if p > 1 else 1) + 1,
+                                             dtype=np.int64))
     cols = apply("vpp", cols)
     # modes: recompute x sp x zero x dp_overlap, ruled on one template per (tp, pp, dp)
     cols = _modes_stage(cols, ctx, log)

@@ -71,7 +71,7 @@ __all__ = [
 #: times; fitted they took unphysical values, e.g. 1 ms per layer, and leave-one-source-out
 #: error grew), ``eff_intra`` (NVLink, rarely exposed), ``mem_reserved`` (memory only) and
 #: the inference-only constants.
-DEFAULT_FIT: tuple[str, ...] = ("eff_gemm", "eff_attn", "eff_inter")
+DEFAULT_FIT: tuple[str, ...] = ("eff_gemm", "eff_attn", "eff_inter", "eff_moe")
 
 #: generation without data -> generations to copy fitted parameters from, in order of
 #: preference (the nearest architecture first).

@@ -43,8 +43,8 @@ class TrainingConfig:
         cp: context-parallel degree (each sequence split over ``cp`` GPUs, ring attention).
         dp: data-parallel degree; derived as ``num_gpus/(tp*cp*pp)`` when None.
         ep: expert-parallel degree: the routed experts of a MoE model are sharded over ``ep``
-            of the ``dp*cp`` ranks (Megatron-Core's convention; ``ep`` divides ``dp*cp`` and
-            the expert count).
+            of the ``tp*cp*dp`` ranks (Megatron-Core MoE parallel folding, expert TP = 1;
+            ``ep`` divides ``tp*cp*dp`` and the expert count).
         sp: Megatron sequence parallelism (Korthikanti et al. 2022).
         vpp: virtual pipeline stages per GPU (interleaved 1F1B when > 1).
         micro_batch: sequences per micro-batch per GPU (``b``).

@@ -150,7 +150,7 @@ TRAINING_FIELDS: dict[str, Field] = _table(
     _int("cp", "context-parallel degree (ring attention over sequence chunks)"),
     Field("dp", "int", "1", None, "data-parallel degree; num_gpus/(tp*cp*pp) when not given",
           "dp", minimum=1, maximum=MAX_COUNT),
-    _int("ep", "expert-parallel degree (MoE experts sharded over ep of the dp*cp ranks)"),
+    _int("ep", "expert-parallel degree (MoE experts sharded over ep of the tp*cp*dp ranks)"),
     _bool("sp", "Megatron sequence parallelism (Korthikanti et al. 2022)", False, "sp_on"),
     _int("vpp", "virtual pipeline stages per GPU (interleaved 1F1B when > 1)"),
     _int("micro_batch", "sequences per micro-batch per GPU (b)", unit="sequences"),

@@ -347,7 +347,9 @@ def _validate(spec: ModelSpec) -> None:
         value = getattr(spec, field)
         if not isinstance(value, bool):
             raise ModelSpecError(f"{who}: {field} must be a bool (got {value!r})")
-    if spec.head_dim * spec.heads == spec.hidden or spec.head_dim != spec.hidden // spec.heads:
+    d = spec.head_dim
+    assert d is not None  # set in __post_init__ and checked as a size above
+    if d * spec.heads == spec.hidden or d != spec.hidden // spec.heads:
         pass
     elif spec.hidden % spec.heads:
         raise ModelSpecError(

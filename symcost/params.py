@@ -45,7 +45,7 @@ assert set(PARAM_NAMES) == set(BOUNDS), "every efficiency symbol needs bounds"
 #: a parameter added after parameter files were written takes, where a file lacks it, the
 #: value of the parameter it refines (so files written before it keep working, unchanged):
 #: the MoE grouped-GEMM efficiency starts as the dense GEMM efficiency.
-FALLBACK: dict[str, str] = {"eff_moe": "eff_gemm"}
+FALLBACK: dict[str, str | float] = {"eff_moe": "eff_gemm"}
 
 
 class ParamsError(ValueError):
@@ -92,8 +92,8 @@ def validate_values(where: str, values: Mapping[str, float]) -> dict[str, float]
         ParamsError: naming ``where``, the parameter and the rule.
     """
     out: dict[str, float] = {}
-    values = {**{n: values[f] for n, f in FALLBACK.items() if n not in values and f in values},
-              **values}
+    values = {**{n: (f if isinstance(f, float) else values[f]) for n, f in FALLBACK.items()
+                 if n not in values and (isinstance(f, float) or f in values)}, **values}
     missing = [n for n in PARAM_NAMES if n not in values]
     if missing:
         raise ParamsError(f"params: {where}: missing {', '.join(missing)}")

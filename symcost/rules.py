@@ -176,6 +176,34 @@ VPP_LAYERS = Rule(
               "(Megatron-Core account_for_embedding_in_pipeline_split and "
               "account_for_loss_in_pipeline_split; uneven splits put the extra layers on the "
               "first stages)")
+VPP_MICROBATCHES = Rule(
+    "vpp_microbatches_multiple_of_pp", "vpp",
+    ("vpp", "pp", "global_batch", "micro_batch", "dp"),
+    lambda v, xp: (v["vpp"] < 1.5) | ~indivisible(
+        xp, v["global_batch"] / (v["micro_batch"] * v["dp"]), v["pp"]),
+    "micro-batch count not a multiple of pp",
+    lambda v: "the interleaved schedule needs the micro-batch count "
+              f"({_i(v['global_batch'] / (v['micro_batch'] * v['dp']))}) to be a multiple of "
+              f"pp ({_i(v['pp'])})")
+ZERO_PP = Rule(
+    "zero_2_3_without_pp", "zero", ("zero", "pp"),
+    lambda v, xp: (v["zero"] < 1.5) | (v["pp"] < 1.5),
+    "ZeRO-2/3 cannot be combined with pp > 1",
+    lambda v: f"ZeRO-{_i(v['zero'])} shards gradients across micro-batches and cannot be "
+              "combined with pipeline parallelism (pp > 1); use zero <= 1")
+DTYPE_HARDWARE = Rule(
+    "dtype_supported_by_hardware", "dtype",
+    ("dtype", "hw_bf16", "hw_fp16", "hw_fp8", "hw_fp4", "hw_mx"),
+    # mxfp8 (block-scaled, OCP MX) needs MX tensor cores and an fp8 peak, nvfp4 an fp4 peak
+    lambda v, xp: (((v["dtype"] < 0.5) & (v["hw_bf16"] > 0.5))
+                   | ((v["dtype"] > 0.5) & (v["dtype"] < 1.5) & (v["hw_fp16"] > 0.5))
+                   | ((v["dtype"] > 1.5) & (v["dtype"] < 2.5) & (v["hw_fp8"] > 0.5))
+                   | ((v["dtype"] > 2.5) & (v["dtype"] < 3.5) & (v["hw_fp8"] > 0.5)
+                      & (v["hw_mx"] > 0.5))
+                   | ((v["dtype"] > 3.5) & (v["hw_fp4"] > 0.5))),
+    "not supported by the hardware",
+    lambda v: f"{v.get('hw_name', 'this GPU')} has no {v.get('dtype_name', 'such')} "
+              f"tensor-core peak (it supports {', '.join(sorted(v.get('hw_dtypes', ())))})")
 CP_SEQ = Rule(
     "cp_divides_seq_len", "cp", ("cp", "seq_len"),
     lambda v, xp: (v["cp"] < 1.5) | ~indivisible(xp, v["seq_len"], 2 * v["cp"]),

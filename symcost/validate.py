@@ -125,9 +125,16 @@ INFERENCE_REASON = "inference rows: not predicted by the training model"
 #:   learned position embeddings and biases (the published ``n_params_b`` grows by ``hidden``
 #:   per token of ``seq_len`` and matches ``bias=True, position='learned'`` to 4 digits), with
 #:   ``max_seq_len = seq_len``.
+#: * MBRIDGE, MBRIDGE2511, NEMO2407 (Megatron-Bridge and NeMo recipes): sequence parallelism
+#:   on whenever ``tp > 1`` when the table does not say (``sp_with_tp``: the recipes set
+#:   ``sequence_parallel = tensor_model_parallel_size > 1``, and Megatron-Core requires it for
+#:   MoE with TP).
 SOURCE_DEFAULTS: dict[str, dict[str, Any]] = {
     "NAR21": {"flash_attention": False},
     "MLM22": {"flash_attention": False},
+    "MBRIDGE": {"sp_with_tp": True},
+    "MBRIDGE2511": {"sp_with_tp": True},
+    "NEMO2407": {"sp_with_tp": True},
     "MPT": {"flash_attention": True, "arch": {"position": "learned", "bias": True},
             "max_seq_len_is_seq_len": True},
 }
@@ -166,6 +173,10 @@ RUN_COLUMNS = ("model", "n_params_b", "layers", "hidden", "heads", "kv_heads", "
 class MeasurementsError(ValueError):
     """The measurements file itself is unusable (unreadable, not CSV, required column missing)."""
 
+
+#: ``zero_stage`` written as a framework's sharding mode: FSDP FULL_SHARD is ZeRO-3 (the
+#: format's README), SHARD_GRAD_OP ZeRO-2 (PyTorch FSDP documentation, ShardingStrategy).
+ZERO_NAMES = {"FSDP": 3, "FULL_SHARD": 3, "SHARD_GRAD_OP": 2, "NO_SHARD": 0}
 
 #: values of the ``flops_convention`` column (README of the format).
 FLOPS_CONVENTIONS = ("model", "hardware", "megatron_sc21")
@@ -596,7 +607,10 @@ def _prepare_one(row: Row) -> PreparedRow:
     vpp = opt("vpp", 1)
     cp = opt("cp", 1)
     ep = opt("ep", 1)
-    sp_on = opt("sp", 0)
+    sp_on = opt("sp", int(bool(SOURCE_DEFAULTS.get(source, {}).get("sp_with_tp"))
+                          and (cell_int(row, "tp") or 1) > 1))
+    if str(cell(row, "zero_stage") or "").strip().upper() in ZERO_NAMES:
+        row = {**row, "zero_stage": ZERO_NAMES[str(cell(row, "zero_stage")).strip().upper()]}
     zero = opt("zero_stage", 0)
     recompute = (cell(row, "recompute") or "").lower()
     if not recompute:

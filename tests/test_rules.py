@@ -27,8 +27,8 @@ from symcost.config import ConfigError, TrainingConfig, resolve
 from symcost.fields import TRAINING_FIELDS, coerce
 from symcost.models import get_model
 
-GRID = {"tp": [1, 2, 3, 4, 6, 8], "pp": [1, 2, 3, 4], "micro_batch": [1, 2, 3, 4],
-        "vpp": [1, 2, 3], "zero": [0, 1, 2, 3]}
+GRID = {"tp": [1, 2, 3, 4, 6, 8], "cp": [1, 2], "pp": [1, 2, 3, 4], "ep": [1, 2, 4],
+        "micro_batch": [1, 2, 3, 4], "vpp": [1, 2, 3], "zero": [0, 1, 2, 3]}
 
 
 @st.composite
@@ -41,9 +41,11 @@ def problems(draw):
     n = draw(st.sampled_from([1, 2, 4, 6, 8, 12, 16, 24]))
     B = draw(st.sampled_from([2, 4, 6, 8, 12, 16, 24, 48]))
     hw = draw(st.sampled_from(["a100-sxm4-40gb", "h100-sxm5-80gb"]))
+    experts = draw(st.sampled_from([0, 4, 6]))
+    moe = dict(experts=experts, top_k=2, moe_ffn_hidden=hidden) if experts else {}
     model = get_model("gpt-1.7b").replace(name="tiny", layers=layers, hidden=hidden,
                                           heads=heads, kv_heads=kv, ffn_hidden=ffn,
-                                          vocab=4096, seq_len=512, max_seq_len=2048)
+                                          vocab=4096, seq_len=512, max_seq_len=2048, **moe)
     return model, n, B, hw
 
 
@@ -55,8 +57,9 @@ def test_resolve_sweep_and_space_agree(problem):
     base = TrainingConfig(num_gpus=n, global_batch=B, recompute="none", sp=False)
     df = SW.sweep(model, hw, base, vary=GRID, precision="float64", chunk_size=4096)
     space = SPACE.enumerate_space(model, hw, n, B, keep_duplicates=True)
-    members = set(zip(*(space.columns[k].tolist() for k in ("tp", "pp", "micro_batch", "vpp",
-                                                              "zero", "recompute", "sp",
+    members = set(zip(*(space.columns[k].tolist() for k in ("tp", "cp", "pp", "ep",
+                                                              "micro_batch", "vpp", "zero",
+                                                              "recompute", "sp",
                                                               "dp_overlap"))))
     memory = R.MEMORY_FITS.text
     for row in df.to_dict("records"):
@@ -70,8 +73,8 @@ def test_resolve_sweep_and_space_agree(problem):
         assert rule_ok == (field is None), (row, field)
         if field is not None:
             assert row["reason"].split(":")[0] == field, (row, field)
-        key = (int(row["tp"]), int(row["pp"]), int(row["micro_batch"]), int(row["vpp"]),
-               int(row["zero"]), 0, 0, 1)
+        key = (int(row["tp"]), int(row["cp"]), int(row["pp"]), int(row["ep"]),
+               int(row["micro_batch"]), int(row["vpp"]), int(row["zero"]), 0, 0, 1)
         assert (key in members) == rule_ok, (row, field)
 
 
@@ -97,10 +100,15 @@ def test_scalar_and_array_verdicts_agree_on_random_values():
         "heads": 12.0, "kv_heads": 4.0, "hidden": 768.0, "ffn_hidden": 3072.0,
         "seq_len": rng.choice([1024, 4096], n), "max_seq_len": 2048.0,
         "learned_pos": rng.integers(0, 2, n).astype(float),
-        "dtype": rng.integers(0, 3, n).astype(float), "hw_bf16": 1.0, "hw_fp16": 1.0,
-        "hw_fp8": 0.0, "global_batch_given": rng.integers(0, 2, n).astype(float),
+        "dtype": rng.integers(0, 5, n).astype(float), "hw_bf16": 1.0, "hw_fp16": 1.0,
+        "hw_fp8": rng.integers(0, 2, n).astype(float), "hw_fp4": 0.0,
+        "hw_mx": rng.integers(0, 2, n).astype(float),
+        "global_batch_given": rng.integers(0, 2, n).astype(float),
+        "cp": rng.choice([1, 2, 3], n), "ep": rng.choice([1, 2, 4], n),
+        "experts": rng.choice([0.0, 8.0], n), "sp": rng.integers(0, 2, n).astype(float),
+        "flash_attention": rng.integers(0, 2, n).astype(float),
     }
-    v["dp"] = v["num_gpus"] / (v["tp"] * v["pp"])
+    v["dp"] = v["num_gpus"] / (v["tp"] * v["cp"] * v["pp"])
     codes = R.first_broken(R.TRAINING_RULES, v, np, (n,))
     for i in range(n):
         one = {k: (x[i] if np.ndim(x) else x) for k, x in v.items()}
@@ -112,7 +120,7 @@ def test_scalar_and_array_verdicts_agree_on_random_values():
 @pytest.mark.parametrize("rule", R.TRAINING_RULES + R.INFERENCE_RULES, ids=lambda r: r.code)
 def test_every_rule_names_a_field(rule):
     known = set(TRAINING_FIELDS) | {"hidden", "heads", "context", "weight_dtype", "act_dtype",
-                                    "kv_dtype"}
+                                    "kv_dtype", "model"}
     assert rule.field in known
     assert rule.text.startswith(rule.field + ": ")
 
