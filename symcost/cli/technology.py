@@ -45,7 +45,8 @@ def _price_model(rent: float | None, capex: float | None, years: float | None,
             usd_per_kwh=(usd_per_kwh if usd_per_kwh is not None
                          else tco["usd_per_kwh"] if capex else 0.0),
             pue=(pue if pue is not None else tco["pue"] if (capex or usd_per_kwh) else 1.0),
-            source="command line")
+            source="command line" + ("" if capex is None and usd_per_kwh is None else
+                                     "; defaults not given: hwspecs/data/prices.yaml tco"))
     except HardwareSpecError as exc:
         raise CliInputError(f"{option}: {exc}") from None
 
