@@ -9,7 +9,8 @@ conditions of every claim) the claim's workload is dissected between the two sys
 prints the predicted speed-up next to the claimed one and the Shapley factors of the
 prediction (they multiply to it). A claim whose model is not a symcost preset (the MoE model
 ``gpt-moe-1.8t`` while MoE support is being added) is printed as "pending: MoE model not
-available"; a workload no configuration can run is printed as "infeasible" with the reason.
+available"; a workload no configuration can run is printed as "infeasible" with the reason;
+any other failure is printed as "error: ..." and the script exits non-zero after the rest.
 At the end, the A100 -> B200 speed-up predicted directly is set against the product of the
 H100/A100 and B200/H100 claims (NVIDIA publishes no direct A100 -> B200 figure).
 
@@ -94,9 +95,14 @@ def main() -> None:
         claims = [c for c in claims if c["id"] in keep]
     rows = []
     results: dict[str, DissectResult] = {}
+    failed = 0
     for claim in claims:
         t = time.perf_counter()
-        status, r, msg = predict(claim)
+        try:
+            status, r, msg = predict(claim)
+        except Exception as exc:  # noqa: BLE001 - report, continue, exit non-zero at the end
+            status, r, msg = "error", None, f"error: {type(exc).__name__}: {exc}"
+            failed += 1
         if not args.json:
             show(claim, status, r, msg, time.perf_counter() - t)
         if r is not None:
@@ -123,7 +129,7 @@ def main() -> None:
                          "shapley_speedup": direct[kind].factor_speedups()}
     if args.json:
         print(json.dumps({"claims": rows, "a100_to_b200": summary}, indent=1))
-        return
+        raise SystemExit(1 if failed else 0)
     print("\nA100 -> B200 (symcost, direct) vs the product of NVIDIA's two one-generation claims:")
     for kind, s in summary.items():
         what = ("GPT-3 175B training, 1,024 GPUs, bf16 -> fp8" if kind == "train"
@@ -131,6 +137,8 @@ def main() -> None:
         print(f"  {kind}: predicted {s['predicted_a100_to_b200']:.2f}x ({what}); claims "
               f"{' x '.join(s['claims'])} = {s['chained_claim']:g}x")
         print("    " + ", ".join(f"{f} {v:.2f}x" for f, v in s["shapley_speedup"].items()))
+    if failed:
+        raise SystemExit(f"{failed} claim(s) failed with an error (printed above)")
 
 
 if __name__ == "__main__":
