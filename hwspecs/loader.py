@@ -77,8 +77,9 @@ _DATA_PACKAGE = "hwspecs"
 _DATA_DIR = "data"
 _SUFFIXES = (".yaml", ".yml")
 #: Data files in ``hwspecs/data`` that are not hardware specs (loaded elsewhere):
-#: ``technology.yaml`` is read by :mod:`hwspecs.technology`.
-_NOT_HARDWARE = frozenset({"technology.yaml"})
+#: ``technology.yaml`` is read by :mod:`hwspecs.technology`, ``prices.yaml`` by
+#: :mod:`hwspecs.prices`.
+_NOT_HARDWARE = frozenset({"technology.yaml", "prices.yaml"})
 
 _TOP_LEVEL_KEYS = (
     "name",

@@ -43,6 +43,12 @@ What is NOT modelled
   architecture (Hopper's 2x dense MMA per SM per clock over Ampere, H100
   whitepaper) is outside the model: deriving H100 from A100 under-predicts
   its peak by ~1.55x, B200 from H100 by ~1.6x (see ``tests/test_technology.py``).
+  With the A100 architecture at each chip's own node, area and power, the
+  real dense 16-bit peak is 1.76x (V100), 1.55x (H100), 2.02x (B200) and
+  1.82x (MI300X) the derived one; for V100 the gap is the foundry's 16 -> 7 nm
+  density and speed claims exceeding what GV100 -> GA100 realised, not
+  architecture. Shipped chips without a hardware file (V100) are in the
+  ``chips`` table (:class:`DatasheetChip`) for these checks.
 * The foundry's speed gain (iso-power) and power saving (iso-speed) are
   alternatives for one design; using the speed gain in the area bound and the
   power saving in the power bound is optimistic where both bounds are close.
@@ -78,6 +84,7 @@ from .spec import FrozenMapping, HardwareSpec
 from .units import GIB
 
 __all__ = [
+    "DatasheetChip",
     "HBMGeneration",
     "LinkGeneration",
     "NetworkGeneration",
@@ -179,6 +186,40 @@ class ReferenceChip:
     link: str
     network: str
     sources: Mapping[str, str]
+    hbm_stack_gb: float | None = None
+
+
+@dataclass(frozen=True)
+class DatasheetChip:
+    """A shipped chip without a symcost hardware file, kept to check the model against
+    (``chips`` section): its node, die area, power, memory and link choices, and its
+    datasheet figures.
+
+    Attributes:
+        name: chip id (``v100-sxm2-32gb``).
+        node, die_area_mm2, power_w, memory, hbm_stacks, hbm_stack_gb, link, network: as
+            :class:`ReferenceChip` (``hbm_stack_gb`` None: the generation's).
+        peak_tflops: dense datasheet peaks per dtype, TFLOP/s.
+        hbm_bandwidth_gbps: datasheet HBM bandwidth, GB/s.
+        hbm_capacity_gb: datasheet HBM capacity, GB.
+        link_gbps_per_direction: datasheet scale-up bandwidth per GPU per direction, GB/s.
+        sources: citation per field.
+    """
+
+    name: str
+    node: str
+    die_area_mm2: float
+    power_w: float
+    memory: str
+    hbm_stacks: int
+    hbm_stack_gb: float | None
+    link: str
+    network: str
+    peak_tflops: Mapping[str, float]
+    hbm_bandwidth_gbps: float
+    hbm_capacity_gb: float
+    link_gbps_per_direction: float
+    sources: Mapping[str, str]
 
 
 @dataclass(frozen=True)
@@ -190,6 +231,7 @@ class Technology:
     links: Mapping[str, LinkGeneration]
     networks: Mapping[str, NetworkGeneration]
     references: Mapping[str, ReferenceChip]
+    chips: Mapping[str, DatasheetChip]
 
 
 @dataclass(frozen=True)
@@ -349,6 +391,8 @@ def load_technology() -> Technology:
             name=name, status=_str(e, "status", w), nic_gbit_per_s=_num(e, "nic_gbit_per_s", w)[0],
             nics_per_gpu=_int(e, "nics_per_gpu", w), sources=_sources(e, w))
         _cited(networks[name].sources, ("nic_gbit_per_s", "nics_per_gpu"), w)
+    tables: dict[str, Mapping[str, Any]] = {"node": nodes, "memory": hbm, "link": links,
+                                            "network": networks}
     refs: dict[str, ReferenceChip] = {}
     for name, e in _section(doc, "references").items():
         w = f"references.{name}"
@@ -356,14 +400,50 @@ def load_technology() -> Technology:
             name=name, node=str(e.get("node")), die_area_mm2=_num(e, "die_area_mm2", w)[0],
             power_w=_num(e, "power_w", w)[0], memory=_str(e, "memory", w),
             hbm_stacks=_int(e, "hbm_stacks", w), link=_str(e, "link", w),
-            network=_str(e, "network", w), sources=_sources(e, w))
-        _cited(ref.sources, ("node", "die_area_mm2", "power_w"), w)
-        for key, table in (("node", nodes), ("memory", hbm), ("link", links), ("network", networks)):
-            if getattr(ref, key) not in table:
-                raise _err(f"{w}.{key} {getattr(ref, key)!r} is not in section {key!r}")
+            network=_str(e, "network", w), sources=_sources(e, w),
+            hbm_stack_gb=_stack_gb(e, w))
+        _check_chip(ref, tables, w)
         refs[name] = ref
+    chips: dict[str, DatasheetChip] = {}
+    for name, e in _section(doc, "chips").items() if "chips" in doc else ():
+        w = f"chips.{name}"
+        peaks = e.get("peak_tflops")
+        if not isinstance(peaks, Mapping) or not peaks:
+            raise _err(f"{w}.peak_tflops must be a non-empty mapping")
+        chip = DatasheetChip(
+            name=name, node=str(e.get("node")), die_area_mm2=_num(e, "die_area_mm2", w)[0],
+            power_w=_num(e, "power_w", w)[0], memory=_str(e, "memory", w),
+            hbm_stacks=_int(e, "hbm_stacks", w), hbm_stack_gb=_stack_gb(e, w),
+            link=_str(e, "link", w), network=_str(e, "network", w),
+            peak_tflops=FrozenMapping({str(d): _num(peaks, d, f"{w}.peak_tflops")[0]
+                                       for d in peaks}),
+            hbm_bandwidth_gbps=_num(e, "hbm_bandwidth_gbps", w)[0],
+            hbm_capacity_gb=_num(e, "hbm_capacity_gb", w)[0],
+            link_gbps_per_direction=_num(e, "link_gbps_per_direction", w)[0],
+            sources=_sources(e, w))
+        _check_chip(chip, tables, w)
+        _cited(chip.sources, ("peak_tflops", "hbm_bandwidth_gbps", "hbm_capacity_gb",
+                              "link_gbps_per_direction"), w)
+        chips[name] = chip
     return Technology(nodes=FrozenMapping(nodes), hbm=FrozenMapping(hbm), links=FrozenMapping(links),
-                      networks=FrozenMapping(networks), references=FrozenMapping(refs))
+                      networks=FrozenMapping(networks), references=FrozenMapping(refs),
+                      chips=FrozenMapping(chips))
+
+
+def _stack_gb(e: Mapping[str, Any], where: str) -> float | None:
+    """The optional ``hbm_stack_gb`` of a chip (None: the generation's stack capacity)."""
+    return None if e.get("hbm_stack_gb") is None else _num(e, "hbm_stack_gb", where)[0]
+
+
+def _check_chip(chip: ReferenceChip | DatasheetChip, tables: Mapping[str, Mapping[str, Any]],
+                where: str) -> None:
+    """Citations for the chip's own numbers, and its names present in the other tables."""
+    _cited(chip.sources, ("node", "die_area_mm2", "power_w"), where)
+    if chip.hbm_stack_gb is not None:
+        _cited(chip.sources, ("hbm_stack_gb",), where)
+    for key, table in tables.items():
+        if getattr(chip, key) not in table:
+            raise _err(f"{where}.{key} {getattr(chip, key)!r} is not in section {key!r}")
 
 
 # --------------------------------------------------------------------- model
@@ -421,7 +501,8 @@ def peak_scale(node: int | str, *, die_area_mm2: float, power_w: float,
 def derive_accelerator(node: int | str, memory: str, link: str, network: str, *,
                        die_area_mm2: float, power_w: float,
                        reference: str = "a100-sxm4-80gb",
-                       hbm_stacks: int | None = None) -> HardwareSpec:
+                       hbm_stacks: int | None = None,
+                       hbm_stack_gb: float | None = None) -> HardwareSpec:
     """An accelerator with the reference's architecture on ``node``, ``memory``, ``link``, ``network``.
 
     Formulas (SI units; the module docstring states the model and what is not modelled)::
@@ -444,13 +525,16 @@ def derive_accelerator(node: int | str, memory: str, link: str, network: str, *,
         reference: the chip whose architecture, dtype set, latencies, node size
             and generation are kept (an id in the ``references`` table).
         hbm_stacks: HBM stacks per package; the generation's typical count when None.
+        hbm_stack_gb: capacity of one stack in GB (a taller stack of the same generation,
+            e.g. 12-high 24 GB HBM3 on MI300X); the generation's when None.
 
     Returns:
         A validated :class:`HardwareSpec` named ``'<node>nm-<memory>-<link>-<network>'``
         with a citation for every field in ``sources``.
 
     Raises:
-        HardwareSpecError: an unknown name, a non-positive budget or stack count.
+        HardwareSpecError: an unknown name, a non-positive budget, stack count or stack
+            capacity.
     """
     tech = load_technology()
     ref: ReferenceChip = _pick(tech.references, reference, "reference")
@@ -461,12 +545,14 @@ def derive_accelerator(node: int | str, memory: str, link: str, network: str, *,
     stacks = mem.typical_stacks if hbm_stacks is None else hbm_stacks
     if isinstance(stacks, bool) or not isinstance(stacks, int) or stacks <= 0:
         raise HardwareSpecError(f"hbm_stacks must be a positive integer (got {hbm_stacks!r})")
+    stack_gb = mem.stack_capacity_gb if hbm_stack_gb is None else _positive(hbm_stack_gb,
+                                                                            "hbm_stack_gb")
     ps = peak_scale(n.name, die_area_mm2=die_area_mm2, power_w=power_w, reference=ref.name)
     base = load_hardware(ref.name)
 
     peaks = {d: v * ps.scale for d, v in base.peak_flops.items()}
     hbm_bw = stacks * mem.stack_bandwidth
-    hbm_cap = stacks * mem.stack_capacity
+    hbm_cap = stacks * stack_gb * GIB
     intra_bw = lk.gbps_per_direction * 1e9
     inter_bw = net.nics_per_gpu * net.nic_gbit_per_s * 1e9 / 8.0
 
@@ -477,7 +563,7 @@ def derive_accelerator(node: int | str, memory: str, link: str, network: str, *,
                        f"{ref.name}: s_area={ps.area_limited:.3f}, s_power={ps.power_limited:.3f}). "
                        f"Reference peaks: {base.sources.get('peak_flops', '')} Reference chip: "
                        f"{ref_src} Node {n.name} nm ({n.foundry_process}, {n.status}): {node_src}"),
-        "hbm_capacity": f"DERIVED: {stacks} x {mem.stack_capacity_gb:g} GB {mem.name} stacks. "
+        "hbm_capacity": f"DERIVED: {stacks} x {stack_gb:g} GB {mem.name} stacks. "
                         f"{mem.sources.get('stack_capacity_gb', '')}",
         "hbm_bandwidth": f"DERIVED: {stacks} x {mem.pin_rate_gbps:g} Gb/s x {mem.bus_width_bits} bits "
                          f"{mem.name} stacks. {mem.sources.get('pin_rate_gbps', '')}",

@@ -50,6 +50,7 @@ from typing import Any
 import numpy as np
 
 from hwspecs import HardwareSpec
+from hwspecs.prices import PriceModel, cost_per_token
 from symcost import symbols as S
 from symcost.api import as_hardware, as_model, predict_training, training_inputs
 from symcost.config import (ConfigError, InferenceConfig, TrainingConfig, hardware_bindings,
@@ -57,6 +58,7 @@ from symcost.config import (ConfigError, InferenceConfig, TrainingConfig, hardwa
 from symcost.evaluate import Progress
 from symcost.infer_api import evaluate_inference, inference_inputs
 from symcost.params import Params, load_params
+from symcost.schema import json_key
 from symcost.sensitivity import continuous_parameters, elasticities
 
 from .search import search
@@ -111,6 +113,9 @@ class DissectResult:
             ``ln(speedup)``; ``explanation``: why they differ where they do.
         ig_completeness_error: log-change along the gradient path minus the sum of the
             continuous attributions (quadrature error of the midpoint rule).
+        tokens_per_s_from, tokens_per_s_to: tokens per second of the whole job on A and B
+            (training: ``global_batch * seq_len / step``; serving: generated tokens/s), the
+            basis of :meth:`costs`.
     """
 
     factors: list[str]
@@ -125,6 +130,40 @@ class DissectResult:
     agreement: dict[str, float] = field(default_factory=dict)
     explanation: str = ""
     ig_completeness_error: float = 0.0
+    tokens_per_s_from: float = 0.0
+    tokens_per_s_to: float = 0.0
+
+    def costs(self, price_from: PriceModel, price_to: PriceModel, num_gpus: int, *,
+              power_from_w: float = 0.0, power_to_w: float = 0.0) -> dict[str, Any]:
+        """Cost per token on each system under a price model
+        (:func:`hwspecs.prices.cost_per_token`, ``num_gpus`` GPUs on both).
+
+        Args:
+            price_from, price_to: :class:`~hwspecs.prices.PriceModel` of A and of B.
+            num_gpus: GPUs of the job.
+            power_from_w, power_to_w: chip power, W (only an energy price uses it).
+
+        Returns:
+            ``{"from": {...}, "to": {...}, "cost_reduction": ...}``; each side has
+            ``gpu_hour_cost_usd``, ``cost_per_token_usd``, ``cost_per_million_tokens_usd``,
+            ``tokens_per_usd`` and ``price`` (the model's inputs); ``cost_reduction`` is
+            cost per token on A over that on B (= speed-up x price(A) / price(B)).
+
+        Raises:
+            HardwareSpecError: no token rate (a result built without one) or a bad power.
+        """
+        out: dict[str, Any] = {}
+        for side, price, tps, watts in (("from", price_from, self.tokens_per_s_from,
+                                         power_from_w),
+                                        ("to", price_to, self.tokens_per_s_to, power_to_w)):
+            usd_h = price.usd_per_gpu_hour(watts)
+            usd_tok = cost_per_token(usd_h, num_gpus, tps)
+            out[side] = {json_key("usd_per_gpu_hour"): usd_h, json_key("usd_per_token"): usd_tok,
+                         json_key("usd_per_million_tokens"): usd_tok * 1e6,
+                         json_key("tokens_per_usd"): 1.0 / usd_tok, "price": price.to_dict()}
+        out["cost_reduction"] = (out["from"][json_key("usd_per_token")]
+                                 / out["to"][json_key("usd_per_token")])
+        return out
 
     def factor_speedups(self, method: str = "shapley") -> dict[str, float]:
         """Multiplicative speed-up of each factor, ``exp(value)``: they multiply to
@@ -143,6 +182,8 @@ class DissectResult:
             "integrated_gradients_speedup": self.factor_speedups("integrated_gradients"),
             "agreement_share": self.agreement, "explanation": self.explanation,
             "ig_completeness_error": self.ig_completeness_error,
+            "throughput_from_tokens_per_s": self.tokens_per_s_from,
+            "throughput_to_tokens_per_s": self.tokens_per_s_to,
             "layout_from": self.layout_from, "layout_to": self.layout_to,
             "hybrids": self.hybrids,
         }
@@ -360,10 +401,11 @@ def dissect(model: Any, hardware_from: Any, hardware_to: Any, num_gpus: int,
     total = values[full]
     ig["discrete_and_layout"] = total - sum(ig.values())
     agreement = {f: (shap[f] - ig[f]) / total if total else 0.0 for f in players}
+    tokens = global_batch * (layouts[empty].seq_len or m.seq_len)
     return DissectResult(players, math.exp(total), times[empty], times[full], shap, ig,
                          records, _layout(layouts[empty]), _layout(cfg_b), agreement,
                          _explain(agreement, ig, total, layouts[empty], cfg_b),
-                         completeness)
+                         completeness, tokens / times[empty], tokens / times[full])
 
 
 #: decode batch caps tried per tensor-parallel degree by :func:`serving_value`.
@@ -527,7 +569,7 @@ def dissect_serving(model: Any, hardware_from: Any, hardware_to: Any, num_gpus: 
     return DissectResult(players, math.exp(total), tpot_target_s, tpot_target_s, shap, ig,
                          records, dataclasses.asdict(cfg_a), dataclasses.asdict(cfg_b),
                          agreement, _explain_serving(agreement, ig, total, same),
-                         completeness)
+                         completeness, thr[empty], thr[full])
 
 
 def _explain_serving(agreement: Mapping[str, float], ig: Mapping[str, float], total: float,

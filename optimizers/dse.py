@@ -21,12 +21,14 @@ from typing import Any
 import pandas as pd
 
 from hwspecs import HardwareSpec
+from hwspecs.prices import PriceModel, cost_per_token
 from hwspecs.technology import derive_accelerator
 from symcost.api import as_model
 from symcost.bottleneck import bottleneck
 from symcost.evaluate import Progress
 from symcost.infer_api import evaluate_inference
 from symcost.params import Params, load_params
+from symcost.schema import json_key
 
 from .dissect import DissectError, serving_value
 from .search import search
@@ -86,13 +88,27 @@ def _power(design: Mapping[str, Any] | None) -> float:
     return float({**DEFAULT_DESIGN, **(design or {})}["power_w"])
 
 
+def _costs(price: PriceModel | None, watts: float, num_gpus: int, tokens_per_s: float
+           ) -> dict[str, float]:
+    """The price columns of one point (none without a price): USD per GPU-hour at the design's
+    power budget, USD per token and per million tokens, tokens per USD
+    (:func:`hwspecs.prices.cost_per_token`)."""
+    if price is None:
+        return {}
+    usd_h = price.usd_per_gpu_hour(watts)
+    usd_tok = cost_per_token(usd_h, num_gpus, tokens_per_s)
+    return {json_key("usd_per_gpu_hour"): usd_h, json_key("usd_per_token"): usd_tok,
+            json_key("usd_per_million_tokens"): usd_tok * 1e6,
+            json_key("tokens_per_usd"): 1.0 / usd_tok}
+
+
 def dse_training(model: Any, num_gpus: int, global_batch: int, *,
                  nodes: Sequence[str] = DEFAULT_NODES,
                  memories: Sequence[str] = DEFAULT_MEMORIES,
                  networks: Sequence[str] = DEFAULT_NETWORKS, link: str = "nvlink5",
                  design: Mapping[str, Any] | None = None, dtype: str = "bf16",
                  params: Params | None = None, progress: Progress | None = None,
-                 **search_options: Any) -> pd.DataFrame:
+                 price: PriceModel | None = None, **search_options: Any) -> pd.DataFrame:
     """Best training step time at every (node, memory, network) point.
 
     Args:
@@ -104,6 +120,9 @@ def dse_training(model: Any, num_gpus: int, global_batch: int, *,
         dtype: GEMM dtype.
         params: efficiency parameters (the reference generation's are used).
         progress: ``progress(points done, points)`` after each point.
+        price: a :class:`~hwspecs.prices.PriceModel`; adds the cost columns
+            ``gpu_hour_cost_usd`` (at the design's power budget), ``cost_per_token_usd``,
+            ``cost_per_million_tokens_usd`` and ``tokens_per_usd``.
         search_options: passed to :func:`optimizers.search.search` (``max_tp``, ...).
 
     Returns:
@@ -133,9 +152,11 @@ def dse_training(model: Any, num_gpus: int, global_batch: int, *,
         b = bottleneck(m, hw, cfg, params)
         shares = {c: float(b.categories.get(c, 0.0)) for c in CATEGORIES}
         step = float(res.table["step_time"].iloc[0])
+        tokens_per_s = global_batch * res.seq_len / step
         rows.append({"node": node, "memory": mem, "network": net,
                      "step_time_s": step,
-                     "energy_per_token_j": num_gpus * watts * step / (global_batch * res.seq_len),
+                     "energy_per_token_j": num_gpus * watts / tokens_per_s,
+                     **_costs(price, watts, num_gpus, tokens_per_s),
                      "bound": max(shares, key=lambda c: shares[c]),
                      **{f"{c}_share": v for c, v in shares.items()},
                      "tp": cfg.tp, "pp": cfg.pp, "dp": cfg.dp,
@@ -150,13 +171,13 @@ def dse_serving(model: Any, num_gpus: int, *, input_len: int, output_len: int,
                 memories: Sequence[str] = DEFAULT_MEMORIES,
                 networks: Sequence[str] = DEFAULT_NETWORKS, link: str = "nvlink5",
                 design: Mapping[str, Any] | None = None, dtype: str = "bf16",
-                params: Params | None = None, progress: Progress | None = None
-                ) -> pd.DataFrame:
+                params: Params | None = None, progress: Progress | None = None,
+                price: PriceModel | None = None) -> pd.DataFrame:
     """Best serving throughput at a latency target at every (node, memory, network) point.
 
     Args:
-        model, num_gpus, nodes, memories, networks, link, design, dtype, params, progress:
-            as :func:`dse_training`.
+        model, num_gpus, nodes, memories, networks, link, design, dtype, params, progress,
+            price: as :func:`dse_training` (cost per generated token).
         input_len, output_len: tokens per request.
         tpot_target_s: largest time per output token, s.
 
@@ -187,6 +208,7 @@ def dse_serving(model: Any, num_gpus: int, *, input_len: int, output_len: int,
         rows.append({"node": node, "memory": mem, "network": net,
                      "throughput_tokens_per_s": thr,
                      "energy_per_token_j": num_gpus * watts / thr,
+                     **_costs(price, watts, num_gpus, thr),
                      "bound": max(shares, key=lambda c: shares[c]),
                      **{f"{c}_share": v for c, v in shares.items()},
                      "tp": cfg.tp, "batch": cfg.batch})

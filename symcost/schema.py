@@ -79,6 +79,10 @@ OUTPUT_KEYS: dict[str, str] = {
     # search and co-design (derived)
     "usd_per_step": "step_cost_usd",
     "tokens_per_usd": "tokens_per_usd",
+    # price model (hwspecs.prices; dse and dissect with a price)
+    "usd_per_gpu_hour": "gpu_hour_cost_usd",
+    "usd_per_token": "cost_per_token_usd",
+    "usd_per_million_tokens": "cost_per_million_tokens_usd",
     # roofline and DRAM study
     "flops": "flops",
     "bytes": "bytes",
@@ -222,6 +226,16 @@ _dram_row = {"type": "object",
                                      "bw_compute_bound"), _NUM_OR_NULL)},
              "required": ["technology", "batch", "bandwidth_bytes_per_s", "ttft_s", "tpot_s",
                           "throughput_tokens_per_s"]}
+_price_keys = ("usd_per_gpu_hour", "usd_per_token", "usd_per_million_tokens", "tokens_per_usd")
+#: a dse point: the price columns are present only when a price model is given.
+_dse_row = {"type": "object",
+            "properties": {"node": _STR, "memory": _STR, "network": _STR, "speedup": _NUM,
+                           "energy_per_token_j": _NUM, "bound": _STR,
+                           **_keys(("step_time", "throughput", *_price_keys))},
+            "required": ["node", "memory", "network", "speedup", "energy_per_token_j",
+                         "bound"]}
+_cost_side = {"type": "object", "properties": {**_keys(_price_keys), "price": _OBJ},
+              "required": [OUTPUT_KEYS[n] for n in _price_keys]}
 _validate_row = {"type": "object",
                  "properties": {"case_id": _STR, "metric": _STR, "measured": _NUM,
                                 "predicted": _NUM, "error_pct": _NUM},
@@ -257,7 +271,8 @@ COMMAND_SCHEMAS: dict[str, dict] = {
                          "skipped": _rows(_OBJ)}),
     "calibrate": _object({"output": _STR, "generations": _OBJ, "not_fitted": _OBJ}),
     "dse": _object({"model": _STR, "workload": {"enum": ["train", "serve"]}, "num_gpus": _INT,
-                    "design": _OBJ, "link": _STR, "points": _rows(_OBJ)}),
+                    "design": _OBJ, "link": _STR, "points": _rows(_dse_row)},
+                   {"price": _OBJ}),
     "dissect": _object({"model": _STR, "from": _STR, "to": _STR, "num_gpus": _INT,
                         "workload": {"enum": ["train", "serve"]},
                         "factors": {"type": "array", "items": _STR}, "speedup": _NUM,
@@ -266,7 +281,13 @@ COMMAND_SCHEMAS: dict[str, dict] = {
                         "integrated_gradients_log": _OBJ,
                         "integrated_gradients_speedup": _OBJ, "agreement_share": _OBJ,
                         "explanation": _STR, "layout_from": _OBJ, "layout_to": _OBJ,
-                        "hybrids": _rows(_OBJ)}),
+                        "hybrids": _rows(_OBJ)},
+                       {"throughput_from_tokens_per_s": _NUM,
+                        "throughput_to_tokens_per_s": _NUM,
+                        "cost": {"type": "object",
+                                 "properties": {"from": _cost_side, "to": _cost_side,
+                                                "cost_reduction": _NUM},
+                                 "required": ["from", "to", "cost_reduction"]}}),
 }
 for _schema in COMMAND_SCHEMAS.values():
     _schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"

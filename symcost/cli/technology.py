@@ -16,6 +16,9 @@ from typing import Annotated
 
 import typer
 
+from hwspecs import HardwareSpecError
+from hwspecs.prices import PriceModel, list_price, load_prices
+
 from ..fields import INFERENCE_FIELDS
 from .common import (AsJson, CliInputError, Model, ParamsFile, ProgressBar, check_output_path,
                      console, emit_json, field_option, load_inputs, split_list)
@@ -24,6 +27,33 @@ from .common import (AsJson, CliInputError, Model, ParamsFile, ProgressBar, chec
 # of ``symcost --help`` (see symcost.cli.common); none of them avoids an import cycle.
 
 __all__ = ["register"]
+
+
+def _price_model(rent: float | None, capex: float | None, years: float | None,
+                 usd_per_kwh: float | None, pue: float | None, option: str
+                 ) -> PriceModel | None:
+    """A :class:`hwspecs.prices.PriceModel` from the price flags, or None when none is given.
+    Amortization years, electricity price and PUE not given take the sourced defaults of
+    ``hwspecs/data/prices.yaml`` (``tco``) when a capex or an electricity price is given."""
+    if rent is None and capex is None and usd_per_kwh is None:
+        return None
+    tco = load_prices().tco
+    try:
+        return PriceModel(
+            rent_usd_per_gpu_hour=rent or 0.0, capex_usd_per_gpu=capex or 0.0,
+            amortization_years=tco["amortization_years"] if years is None else years,
+            usd_per_kwh=(usd_per_kwh if usd_per_kwh is not None
+                         else tco["usd_per_kwh"] if capex else 0.0),
+            pue=(pue if pue is not None else tco["pue"] if (capex or usd_per_kwh) else 1.0),
+            source="command line" + ("" if capex is None and usd_per_kwh is None else
+                                     "; defaults not given: hwspecs/data/prices.yaml tco"))
+    except HardwareSpecError as exc:
+        raise CliInputError(f"{option}: {exc}") from None
+
+
+PricePerGpuHour = Annotated[float | None, typer.Option(
+    help="Rental price, USD per GPU-hour (adds gpu_hour_cost_usd, cost_per_token_usd, "
+         "cost_per_million_tokens_usd, tokens_per_usd).", show_default=False)]
 
 
 def dissect_cmd(
@@ -50,6 +80,15 @@ def dissect_cmd(
     seq_len: Annotated[int | None, field_option("seq_len")] = None,
     max_tp: Annotated[int | None, typer.Option(
         help="Largest TP degree searched (e.g. GPUs per node).", show_default=False)] = None,
+    from_price: Annotated[float | None, typer.Option(
+        "--from-price-per-gpu-hour", help="Baseline rental price, USD per GPU-hour.",
+        show_default=False)] = None,
+    to_price: Annotated[float | None, typer.Option(
+        "--to-price-per-gpu-hour", help="New system's rental price, USD per GPU-hour.",
+        show_default=False)] = None,
+    list_prices: Annotated[str | None, typer.Option(
+        help="Take both prices from the on-demand quotes of hwspecs/data/prices.yaml of "
+             "this provider (e.g. lambda-2025, aws-2023).", show_default=False)] = None,
     params: ParamsFile = None, as_json: AsJson = False,
     plot: Annotated[Path | None, typer.Option(
         help="Write a waterfall chart of the factors (PNG).", show_default=False)] = None,
@@ -72,6 +111,7 @@ def dissect_cmd(
         raise CliInputError(f"--tpot-target-ms: must be a positive number (got {tpot_target_ms})")
     m, hw_from, p = load_inputs(model, from_hw, params)
     _, hw_to, _ = load_inputs(model, to_hw, params)
+    prices = _dissect_prices(from_price, to_price, list_prices, hw_from.name, hw_to.name)
     with ProgressBar("dissect", not as_json) as bar:
         if workload == "train":
             res = dissect(m, hw_from, hw_to, num_gpus, int(global_batch or 0),
@@ -85,9 +125,11 @@ def dissect_cmd(
     if plot is not None:
         waterfall_chart(res, plot, f"{m.name}, {num_gpus} GPUs: {hw_from.name} "
                                    f"({dtype_from}) -> {hw_to.name} ({dtype_to or dtype_from})")
+    costs = None if prices is None else res.costs(prices[0], prices[1], num_gpus)
     if as_json:
         emit_json({"model": m.name, "from": hw_from.name, "to": hw_to.name,
-                   "num_gpus": num_gpus, "workload": workload, **res.to_dict()})
+                   "num_gpus": num_gpus, "workload": workload, **res.to_dict(),
+                   **({} if costs is None else {"cost": costs})})
         return
     what = (f"step {res.step_time_from_s:.3g} s -> {res.step_time_to_s:.3g} s"
             if workload == "train" else f"throughput at tpot <= {tpot_target_ms:g} ms")
@@ -107,6 +149,36 @@ def dissect_cmd(
     con = console()
     con.print(t)
     con.print(res.explanation, markup=False)
+    if costs is not None:
+        f, o = costs["from"], costs["to"]
+        con.print(f"cost per million tokens: {hw_from.name} ${f['cost_per_million_tokens_usd']:.4g} "
+                  f"(${f['gpu_hour_cost_usd']:.4g}/GPU-h) -> {hw_to.name} "
+                  f"${o['cost_per_million_tokens_usd']:.4g} (${o['gpu_hour_cost_usd']:.4g}/GPU-h): "
+                  f"{costs['cost_reduction']:.2f}x cheaper per token", markup=False)
+
+
+def _dissect_prices(from_price: float | None, to_price: float | None, provider: str | None,
+                    hw_from: str, hw_to: str) -> tuple[PriceModel, PriceModel] | None:
+    """The two price models of ``dissect`` (flags, or the quotes of ``provider``)."""
+    if provider is not None:
+        if from_price is not None or to_price is not None:
+            raise CliInputError("--list-prices: give either --list-prices or the two "
+                                "--*-price-per-gpu-hour flags")
+        try:
+            q = list_price(hw_from, provider), list_price(hw_to, provider)
+        except HardwareSpecError as exc:
+            raise CliInputError(f"--list-prices: {exc}") from None
+        a, b = (PriceModel(rent_usd_per_gpu_hour=x.usd_per_gpu_hour,
+                           source=f"{x.provider}: {x.instance} ({x.date})") for x in q)
+        return a, b
+    if (from_price is None) != (to_price is None):
+        raise CliInputError("--from-price-per-gpu-hour: give both prices or neither")
+    if from_price is None or to_price is None:
+        return None
+    pa = _price_model(from_price, None, None, None, None, "--from-price-per-gpu-hour")
+    pb = _price_model(to_price, None, None, None, None, "--to-price-per-gpu-hour")
+    assert pa is not None and pb is not None
+    return pa, pb
 
 
 def dse_cmd(
@@ -133,6 +205,19 @@ def dse_cmd(
         help="Serving: largest time per output token, ms.")] = 50.0,
     max_tp: Annotated[int | None, typer.Option(
         help="Training: largest TP degree searched.", show_default=False)] = None,
+    price_per_gpu_hour: PricePerGpuHour = None,
+    capex_per_gpu: Annotated[float | None, typer.Option(
+        help="Ownership price: purchase price per GPU, USD (amortized; with the energy at "
+             "--power-w).", show_default=False)] = None,
+    amortization_years: Annotated[float | None, typer.Option(
+        help="Years over which --capex-per-gpu is spread (default: prices.yaml tco).",
+        show_default=False)] = None,
+    usd_per_kwh: Annotated[float | None, typer.Option(
+        help="Electricity price, USD per kWh (default with --capex-per-gpu: prices.yaml tco).",
+        show_default=False)] = None,
+    pue: Annotated[float | None, typer.Option(
+        help="Facility power usage effectiveness (default with a capex or energy price: "
+             "prices.yaml tco).", show_default=False)] = None,
     params: ParamsFile = None, as_json: AsJson = False,
     plot: Annotated[Path | None, typer.Option(
         help="Write heat maps of speed-up and dominant bound (PNG).", show_default=False)
@@ -149,6 +234,8 @@ def dse_cmd(
         raise CliInputError(f"--workload: must be train or serve (got {workload!r})")
     if workload == "train" and global_batch is None:
         raise CliInputError("--global-batch: required for --workload train")
+    price = _price_model(price_per_gpu_hour, capex_per_gpu, amortization_years, usd_per_kwh,
+                         pue, "--price-per-gpu-hour")
     m, _, p = load_inputs(model, reference, params)
     design = {"die_area_mm2": die_area_mm2, "power_w": power_w, "reference": reference}
     axes = dict(nodes=split_list(nodes), memories=split_list(memories),
@@ -156,16 +243,18 @@ def dse_cmd(
     with ProgressBar("dse", not as_json) as bar:
         if workload == "train":
             df = dse_training(m, num_gpus, int(global_batch or 0), max_tp=max_tp,
-                              progress=bar, **axes)
+                              progress=bar, price=price, **axes)
         else:
             df = dse_serving(m, num_gpus, input_len=input_len, output_len=output_len,
-                             tpot_target_s=tpot_target_ms / 1e3, progress=bar, **axes)
+                             tpot_target_s=tpot_target_ms / 1e3, progress=bar,
+                             price=price, **axes)
     if plot is not None:
         dse_heatmaps(df, plot, f"{m.name}, {num_gpus} GPUs ({workload}), {reference} design "
                                f"({die_area_mm2:g} mm^2, {power_w:g} W), {link}")
     if as_json:
         emit_json({"model": m.name, "workload": workload, "num_gpus": num_gpus,
                    "design": design, "link": link,
+                   **({} if price is None else {"price": price.to_dict()}),
                    "points": df.to_dict(orient="records")})
         return
     from rich.table import Table
@@ -174,7 +263,8 @@ def dse_cmd(
                     f"{df.iloc[0]['node']} nm / {df.iloc[0]['memory']} / "
                     f"{df.iloc[0]['network']}", title_justify="left")
     metric = "step_time_s" if workload == "train" else "throughput_tokens_per_s"
-    cols = ["node", "memory", "network", metric, "speedup", "energy_per_token_j", "bound",
+    cols = ["node", "memory", "network", metric, "speedup", "energy_per_token_j",
+            *(["cost_per_million_tokens_usd"] if price is not None else []), "bound",
             "compute_share", "memory_share", "communication_share"]
     for c in cols:
         t.add_column(c.replace("_share", " %"), justify="left" if c in cols[:3] else "right")
