@@ -13,7 +13,7 @@ the same model (preset by name via :func:`symcost.validate.preset_for_name`, the
 per-source architecture defaults), the same FlashAttention decision
 (:func:`symcost.validate.flash_attention_rule`: negations such as "unfused" or "no
 FlashAttention" in the notes, then per-source defaults, e.g. off for Megatron-LM 2021-2022)
-and the same rejection reasons (e.g. context parallelism is not modelled).
+and the same rejection reasons (e.g. hybrid Mamba-Transformer models are not modelled).
 """
 
 from __future__ import annotations

@@ -348,7 +348,7 @@ def search(model: ModelSpec | str, hardware: HardwareSpec | str, num_gpus: int |
 #: spaces of at most this many candidates are evaluated with NumPy in float64 (milliseconds for
 #: ten thousand rows, and a fresh process never imports JAX); larger ones stream through the
 #: jit-compiled float32 model.
-NUMPY_ROWS = 2**15
+NUMPY_ROWS = 2**16
 
 
 def _rank_space(space: Space, base: Mapping[str, float], sc32: FloatArray, head32: FloatArray,
@@ -426,7 +426,9 @@ class LayoutCodec:
     """Encoding of a parallel layout as a differential-evolution vector.
 
     Integer variables (``integrality``): index of the GPU count, of TP among the divisors of
-    the GPU counts passing the TP rules, of PP among the divisors not above the layer count.
+    the GPU counts passing the TP rules, of PP among the divisors not above the layer count,
+    of CP among the divisors passing the CP rules (last, so older 5-vectors keep their
+    meaning). EP is the user's fixed value (1 without one); the polish enumerates every EP.
     Continuous "random keys" in [0, 1): the micro-batch among the divisors of
     ``global_batch / dp`` and VPP among the interleaving-compatible values for that PP (both
     after the user's constraints), so every decoded point has a micro-batch and a VPP that
@@ -435,7 +437,7 @@ class LayoutCodec:
     Attributes:
         bounds: ``(low, high)`` per variable.
         integrality: True for the integer variables.
-        counts, tp_vals, pp_vals: the value lists indexed by the integer variables.
+        counts, tp_vals, pp_vals, cp_vals: the value lists indexed by the integer variables.
         ctx: rule context.
     """
 
@@ -445,6 +447,7 @@ class LayoutCodec:
     tp_vals: IntArray
     pp_vals: IntArray
     ctx: Context
+    cp_vals: IntArray = field(default_factory=lambda: np.ones(1, dtype=np.int64))
 
     def _options(self, name: str, values: tuple[int, ...]) -> tuple[int, ...]:
         """``values`` that pass the user's constraints on ``name`` (the first when none)."""
@@ -454,13 +457,16 @@ class LayoutCodec:
         return tuple(arr.tolist()) or values[:1]
 
     def decode(self, x: npt.ArrayLike) -> Columns:
-        """Vectors ``(5, S)`` -> candidate columns of ``S * 48`` rows (layout-major)."""
+        """Vectors ``(6, S)`` (or ``(5, S)``: CP 1) -> candidate columns of ``S * 48`` rows
+        (layout-major)."""
         x = np.atleast_2d(np.asarray(x, dtype=np.float64))
         s = x.shape[1]
         idx = [np.clip(np.rint(x[i]).astype(np.int64), 0, len(v) - 1)
                for i, v in enumerate((self.counts, self.tp_vals, self.pp_vals))]
         n, tp, pp = self.counts[idx[0]], self.tp_vals[idx[1]], self.pp_vals[idx[2]]
-        tpp = tp * pp
+        cp = (self.cp_vals[np.clip(np.rint(x[5]).astype(np.int64), 0, len(self.cp_vals) - 1)]
+              if x.shape[0] > 5 else np.ones(s, dtype=np.int64))
+        tpp = tp * pp * cp
         dp = np.where(n % tpp == 0, n // tpp, 0)
         B, L = self.ctx.global_batch, self.ctx.layers
         mb = np.ones(s, dtype=np.int64)
@@ -471,12 +477,9 @@ class LayoutCodec:
             mb[j] = mopts[min(int(x[3, j] * len(mopts)), len(mopts) - 1)]
             vopts = self._options("vpp", _vpp_options(L, int(pp[j])))
             vpp[j] = vopts[min(int(x[4, j] * len(vopts)), len(vopts) - 1)]
-        # context and expert parallelism are not vector dimensions: the user's fixed value
-        # (1 without one); the polish enumerates every cp and ep of the best layouts
-        fix = self.ctx.constraints.fix
-        cp = np.full(s, int(fix.get("cp", 1)), dtype=np.int64)
-        ep = np.full(s, int(fix.get("ep", 1)), dtype=np.int64)
-        dp = np.where(dp % cp == 0, dp // cp, 0)
+        # expert parallelism is not a vector dimension: the user's fixed value (1 without
+        # one); the polish enumerates every ep of the best layouts
+        ep = np.full(s, int(self.ctx.constraints.fix.get("ep", 1)), dtype=np.int64)
         m = len(MODE_GRID)
         cols = {k: np.repeat(v, m) for k, v in (("num_gpus", n), ("tp", tp), ("cp", cp),
                                                   ("pp", pp), ("dp", dp), ("ep", ep),
@@ -501,11 +504,15 @@ def layout_codec(ctx: Context, gpu_counts: Sequence[int]) -> LayoutCodec:
                                      for n in counts]))
     tp_vals = divs[_passes(ctx, "tp", {"tp": divs, "num_gpus": np.full_like(divs, counts.max())})]
     pp_vals = divs[divs <= ctx.layers]
+    cp_vals = divs[_passes(ctx, "cp", {"cp": divs})]
     tp_vals = tp_vals if len(tp_vals) else divs[:1]
     pp_vals = pp_vals if len(pp_vals) else divs[:1]
+    cp_vals = cp_vals if len(cp_vals) else divs[:1]
     bounds = ((0, len(counts) - 1 + 1e-9), (0, len(tp_vals) - 1 + 1e-9),
-              (0, len(pp_vals) - 1 + 1e-9), (0.0, 1.0), (0.0, 1.0))
-    return LayoutCodec(bounds, (True, True, True, False, False), counts, tp_vals, pp_vals, ctx)
+              (0, len(pp_vals) - 1 + 1e-9), (0.0, 1.0), (0.0, 1.0),
+              (0, len(cp_vals) - 1 + 1e-9))
+    return LayoutCodec(bounds, (True, True, True, False, False, True), counts, tp_vals,
+                       pp_vals, ctx, cp_vals)
 
 
 def search_scipy(model: ModelSpec | str, hardware: HardwareSpec | str,

@@ -54,29 +54,33 @@ def brute_force_space(model, hw, n, B, flash=True) -> set[tuple]:
 
     hwspec = load_hardware(hw)
     out = set()
-    for tp, pp in itertools.product(range(1, n + 1), repeat=2):
-        if n % (tp * pp):
+    for tp, cp, pp in itertools.product(range(1, n + 1), repeat=3):
+        if n % (tp * cp * pp):
             continue
-        dp = n // (tp * pp)
-        for mb, vpp in itertools.product(range(1, B + 1), range(1, model.layers + 1)):
+        dp = n // (tp * cp * pp)
+        for ep, mb, vpp in itertools.product(range(1, n + 1), range(1, B + 1),
+                                             range(1, model.layers + 3)):
             for rc, sp_, z, ov in itertools.product(RECOMPUTE_NAMES, (0, 1), range(4), (0, 1)):
-                cfg = TrainingConfig(num_gpus=n, tp=tp, pp=pp, sp=bool(sp_), vpp=vpp,
-                                     micro_batch=mb, global_batch=B, recompute=rc, zero=z,
-                                     flash_attention=flash, dp_overlap=bool(ov))
+                cfg = TrainingConfig(num_gpus=n, tp=tp, cp=cp, pp=pp, ep=ep, sp=bool(sp_),
+                                     vpp=vpp, micro_batch=mb, global_batch=B, recompute=rc,
+                                     zero=z, flash_attention=flash, dp_overlap=bool(ov))
                 try:
                     resolve(model, hwspec, cfg)
                 except ConfigError:
                     continue
-                if (sp_ and tp == 1) or (z and dp == 1) or (not ov and dp == 1) or \
+                if (sp_ and tp == 1) or (z and dp * cp == 1) or (not ov and dp * cp == 1) or \
                         (flash and rc == "selective"):
                     continue
-                out.add((n, tp, pp, dp, mb, vpp, RECOMPUTE_NAMES.index(rc), sp_, z, ov))
+                out.add((n, tp, cp, pp, dp, ep, mb, vpp, RECOMPUTE_NAMES.index(rc), sp_, z, ov))
     return out
 
 
-@pytest.mark.parametrize("n,B,flash", [(8, 16, True), (12, 12, False)])
-def test_space_equals_brute_force(n, B, flash):
+@pytest.mark.parametrize("n,B,flash,experts", [(4, 4, True, 0), (4, 4, True, 4),
+                                               (6, 3, False, 0)])
+def test_space_equals_brute_force(n, B, flash, experts):
     model = small_model(layers=6, heads=6, kv_heads=2, hidden=384, ffn=1536)
+    if experts:
+        model = model.replace(experts=experts, top_k=2, moe_ffn_hidden=384)
     space = enumerate_space(model, HW, n, B, flash_attention=flash)
     assert as_set(space) == brute_force_space(model, HW, n, B, flash)
     assert len(as_set(space)) == len(space)           # no duplicate rows
@@ -138,8 +142,8 @@ def test_constraint_names_are_the_field_names():
     # the former aliases are unknown names; the error lists the field names
     for alias in ("mb", "micro_batch_size", "zero_stage", "gpus", "interleave", "overlap",
                   "virtual_pipeline", "MB", "Micro_Batch"):
-        with pytest.raises(ConfigError, match=r"unknown field .*known: num_gpus, tp, pp, dp, "
-                                              r"micro_batch, vpp, recompute, sp, zero, "
+        with pytest.raises(ConfigError, match=r"unknown field .*known: num_gpus, tp, cp, pp, "
+                                              r"dp, ep, micro_batch, vpp, recompute, sp, zero, "
                                               r"dp_overlap$"):
             make_constraints([f"{alias}=2"])
     # values: the field table's words and checks, the same message as the field table gives
@@ -204,7 +208,8 @@ def test_rank_of_and_objectives():
     assert t["usd_per_step"].iloc[0] == pytest.approx(
         t["step_time"].iloc[0] * t["num_gpus"].iloc[0] * 2.0 / 3600)
     b = res.best
-    where = rank_of(res, {"num_gpus": b.num_gpus, "tp": b.tp, "pp": b.pp,
+    where = rank_of(res, {"num_gpus": b.num_gpus, "tp": b.tp, "cp": b.cp, "pp": b.pp,
+                          "ep": b.ep,
                           "micro_batch": b.micro_batch, "vpp": b.vpp,
                           "recompute": b.recompute, "sp": int(b.sp), "zero": b.zero,
                           "dp_overlap": int(b.dp_overlap)})
@@ -354,7 +359,7 @@ def test_published_configs_read_rows_as_validate_does(tmp_path):
                        dp=16),
         _published_row(case_id="NAR21-c", n_gpus=128, dp=64),
         _published_row(case_id="NEW-d", model="my-gpt", n_gpus=16, dp=8),
-        _published_row(case_id="NEW-e", cp=2, n_gpus=8, dp=2),
+        _published_row(case_id="NEW-e", notes="hybrid Mamba-Transformer MoE", n_gpus=8, dp=2),
     ]
     path = tmp_path / "m.csv"
     pd.DataFrame(rows, columns=_CSV_COLS).to_csv(path, index=False)
@@ -369,10 +374,10 @@ def test_published_configs_read_rows_as_validate_does(tmp_path):
     mine = confs.loc["NEW-d"]
     assert pd.isna(mine["preset"]) and mine["spec"].name == "my-gpt"
     assert mine["spec"].hidden == get_model("gpt-7.5b").hidden
-    assert "context parallelism" in confs.loc["NEW-e", "status"]
+    assert "Mamba" in confs.loc["NEW-e", "status"]
     ranked = published_ranking(path).set_index("case_id")
     assert ranked.loc["NEW-d", "model"] == "my-gpt" and ranked.loc["NEW-d", "status"] == "ok"
-    assert ranked.loc["NEW-e", "status"].startswith("not predictable: cp")
+    assert ranked.loc["NEW-e", "status"].startswith("not predictable: model")
 
 
 # ----------------------------------------------------------------------------- CLI
