@@ -58,6 +58,8 @@ class TrainingConfig:
             Blackwell); 16-bit activations and weights in memory.
         flash_attention: FlashAttention for the attention core.
         dp_overlap: overlap data-parallel communication with compute.
+        ep_overlap: overlap the MoE all-to-all with another micro-batch's compute (DeepSeek-V3
+            DualPipe, arXiv:2412.19437 Sec. 3.2.1; Megatron-Core's 1F1B all-to-all overlap).
     """
 
     num_gpus: int | None = None
@@ -76,6 +78,7 @@ class TrainingConfig:
     dtype: str = "bf16"
     flash_attention: bool = True
     dp_overlap: bool = True
+    ep_overlap: bool = False
 
     def replace(self, **changes: Any) -> "TrainingConfig":
         """A copy with ``changes`` applied (not validated until :func:`resolve`)."""

@@ -168,6 +168,8 @@ TRAINING_FIELDS: dict[str, Field] = _table(
           "activations)", None, choices=TRAIN_DTYPES),
     _bool("flash_attention", "FlashAttention for the attention core", True, "flash_attn"),
     _bool("dp_overlap", "overlap data-parallel communication with compute", True, "dp_overlap"),
+    _bool("ep_overlap", "overlap the MoE all-to-all with another micro-batch's compute "
+          "(DualPipe, Megatron-Core A2A overlap)", False, "ep_overlap"),
 )
 
 #: inference request and layout fields (TensorRT-LLM / vLLM terms where they exist).

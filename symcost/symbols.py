@@ -183,6 +183,10 @@ fp8 = _declare("fp8", "parallel", "1", "1 when GEMMs run in fp8 (activations sta
 fp4 = _declare("fp4", "parallel", "1",
                "1 when the linear layers' GEMMs run in fp4 (NVFP4; activations stay 16-bit)",
                integer=True, nonneg=True)
+ep_overlap = _declare("ep_overlap", "parallel", "1",
+                      "1 when the expert-parallel all-to-all overlaps compute of another "
+                      "micro-batch (DualPipe, Megatron-Core 1F1B all-to-all overlap)",
+                      integer=True, nonneg=True)
 dp_overlap = _declare("dp_overlap", "parallel", "1",
                       "1 when data-parallel communication overlaps compute", integer=True,
                       nonneg=True)

@@ -530,7 +530,10 @@ def training_expressions() -> dict[str, sp.Expr]:
     rec_layer = layer_recompute().time + IS_FULL * ovh
     tp_layer = tp_comm_layer_forward().time * (2 + IS_FULL)
     cp_layer = cp_comm_layer_forward().time * (1 + IS_FULL) + cp_comm_layer_backward()
-    ep_layer = ep_comm_layer_forward().time * (2 + IS_FULL)
+    # all-to-all exposed, or (ep_overlap) hidden behind the other micro-batch's layer compute
+    a2a = ep_comm_layer_forward().time * (2 + IS_FULL)
+    ep_layer = ((1 - S.ep_overlap) * a2a
+                + S.ep_overlap * smax(a2a - (fwd_layer + bwd_layer + rec_layer), 0))
 
     vocab_local = S.vocab / t
     head_fwd = (emb.lm_head(n, S.hidden, vocab_local, peak).time

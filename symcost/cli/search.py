@@ -90,16 +90,17 @@ def search_tables(result, show_rejected: bool = True) -> list:
              f"{'' if result.flash_attention else ', no FlashAttention'}: top {len(t)} of "
              f"{result.fitting:,} fitting ({result.candidates:,} valid) by {result.objective}")
     tab = Table(title=title, title_justify="left")
-    cols = ["#"] + (["GPUs"] if multi else []) + ["tp", "pp", "dp", "mb", "vpp", "recompute",
-                                                  "sp", "ZeRO", "ovl", "step time", "tokens/s",
-                                                  "MFU", "mem/GPU", "headroom"]
+    cols = ["#"] + (["GPUs"] if multi else []) + ["tp", "cp", "pp", "dp", "ep", "mb", "vpp",
+                                                  "recompute", "sp", "ZeRO", "ovl", "step time",
+                                                  "tokens/s", "MFU", "mem/GPU", "headroom"]
     if result.price_per_gpu_hour:
         cols += ["$/step", "tokens/$"]
     for c in cols:
         tab.add_column(c, justify="left" if c in ("recompute",) else "right")
     for r in t.itertuples(index=False):
         row = [str(r.rank)] + ([str(r.num_gpus)] if multi else []) + [
-            str(r.tp), str(r.pp), str(r.dp), str(r.micro_batch), str(r.vpp), r.recompute,
+            str(r.tp), str(r.cp), str(r.pp), str(r.dp), str(r.ep), str(r.micro_batch),
+            str(r.vpp), r.recompute,
             "on" if r.sp else "off", str(r.zero), "on" if r.dp_overlap else "off",
             fmt_time(r.step_time), f"{r.tokens_per_s:,.0f}", f"{100 * r.mfu:.1f} %",
             format_bytes(r.mem_total, 1), format_bytes(r.mem_headroom, 1)]
@@ -216,7 +217,8 @@ def codesign_table(df):
     tab = Table(title=f"Co-design around {df.attrs.get('reference', '?')}: step time vs cost "
                       f"per GPU (* = Pareto front, ref = reference GPU)", title_justify="left")
     cols = ["", "budget $", "cost $", "step", "MFU", "TFLOP/s", "HBM TB/s", "HBM GiB",
-            "NVL GB/s", "net GB/s", "tp", "pp", "dp", "mb", "vpp", "recomp", "sp", "ZeRO"]
+            "NVL GB/s", "net GB/s", "tp", "cp", "pp", "dp", "ep", "mb", "vpp", "recomp", "sp",
+            "ZeRO"]
     for c in cols:
         tab.add_column(c, justify="left" if c in ("", "recomp") else "right", no_wrap=True)
     for r in df.to_dict(orient="records"):
@@ -231,7 +233,8 @@ def codesign_table(df):
                     f"{100 * r['mfu']:.1f} %", f"{r['peak_tflops']:,.0f}",
                     f"{r['hbm_tbps']:.2f}", f"{r['hbm_gib']:.0f}", f"{r['intra_gbps']:,.0f}",
                     f"{r['inter_gbps']:,.1f}",
-                    *(str(int(r[k])) for k in ("tp", "pp", "dp", "micro_batch", "vpp")),
+                    *(str(int(r[k])) for k in ("tp", "cp", "pp", "dp", "ep", "micro_batch",
+                                               "vpp")),
                     r["recompute"], "on" if r["sp"] else "off", str(int(r["zero"])))
     return tab
 

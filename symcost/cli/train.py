@@ -68,7 +68,8 @@ def summary_tables(result) -> list:
 
     v, cfg = result.values, result.config
     title = (f"{result.model.name} on {cfg.num_gpus} x {result.hardware.name}: "
-             f"tp={cfg.tp} pp={cfg.pp} dp={cfg.dp} vpp={cfg.vpp} sp={'on' if cfg.sp else 'off'}, "
+             f"tp={cfg.tp} cp={cfg.cp} pp={cfg.pp} dp={cfg.dp} ep={cfg.ep} vpp={cfg.vpp} "
+             f"sp={'on' if cfg.sp else 'off'}, "
              f"micro-batch {cfg.micro_batch}, global batch {cfg.global_batch}, seq {cfg.seq_len}, "
              f"recompute {cfg.recompute}, ZeRO-{cfg.zero}, {cfg.dtype}")
 

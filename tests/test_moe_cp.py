@@ -1,0 +1,168 @@
+"""Mixture of experts, expert parallelism, multi-head latent attention and context parallelism.
+
+Every expected value here is computed by hand (or by a second implementation: the exact
+parameter count of :class:`symcost.models.ModelSpec`, written independently of the SymPy
+formulas of :mod:`symcost.training`).
+"""
+
+from __future__ import annotations
+
+import pytest
+import sympy as sp
+
+from hwspecs import load_hardware
+from symcost import ConfigError, get_model, predict_training
+from symcost import symbols as S
+from symcost import training as T
+from symcost.config import model_bindings
+from symcost.ops import collectives as coll
+
+H100 = "h100-sxm5-80gb"
+
+
+def _bind(expr: sp.Expr, values: dict[str, float]) -> float:
+    return float(expr.xreplace({S.lookup(k): v for k, v in values.items()}))
+
+
+@pytest.mark.parametrize("name", ["mixtral-8x7b", "deepseek-v3", "qwen3-30b-a3b", "kimi-k2",
+                                  "llama-4-maverick", "gpt-oss-120b"])
+def test_params_total_equals_modelspec_count(name):
+    """Two implementations of the parameter count agree: the SymPy average-layer formula
+    (attention + dense/MoE MLP weighted by the MoE fraction, MLA projections) and
+    ModelSpec.num_params (integer arithmetic per layer kind)."""
+    m = get_model(name)
+    got = _bind(T.params_total(), model_bindings(m))
+    assert got == pytest.approx(m.num_params(), rel=1e-12)
+
+
+def test_mixtral_weights_split_over_expert_parallel_ranks():
+    """tp=1, pp=1, ep=8, ZeRO-0: every GPU holds all non-expert weights and 1/8 of the
+    experts: 2 bytes x (P - 32*8*P_e + 32*8*P_e/8)."""
+    m = get_model("mixtral-8x7b")
+    r = predict_training(m, H100, num_gpus=8, tp=1, ep=8, global_batch=8, micro_batch=1)
+    p_expert = 3 * 4096 * 14336                      # SwiGLU expert: 3 * h * f_e
+    routed = 32 * 8 * p_expert
+    want = 2 * (m.num_params() - routed + routed / 8)
+    assert r.values["mem_weights"] == pytest.approx(want, rel=1e-12)
+    # ZeRO-1: optimizer states of the non-expert weights over dp*cp = 8 ranks, of the experts
+    # over the expert data-parallel group tp*cp*dp/ep = 1 rank
+    r1 = predict_training(m, H100, num_gpus=8, tp=1, ep=8, global_batch=8, micro_batch=1,
+                          zero=1)
+    want_opt = 12 * ((m.num_params() - routed) / 8 + routed / 8)
+    assert r1.values["mem_optimizer"] == pytest.approx(want_opt, rel=1e-12)
+
+
+def test_moe_model_flops_count_active_parameters():
+    """flops_model = 3 * B * (L * (2 s (attention weights + k*3*h*f_e + h*E) + 4 s^2 a d)
+    + 2 s h V) for Mixtral (no dense layers, top-2 of 8 experts)."""
+    m = get_model("mixtral-8x7b")
+    B, s = 16, 4096
+    r = predict_training(m, H100, num_gpus=8, ep=8, global_batch=B, micro_batch=1, seq_len=s)
+    h, a, k, d, L, V = 4096, 32, 8, 128, 32, 32000
+    attn = h * d * (a + 2 * k) + a * d * h
+    mlp = 2 * 3 * h * 14336 + h * 8
+    want = 3 * B * (L * (2 * s * (attn + mlp) + 4 * s**2 * a * d) + 2 * s * h * V)
+    assert r.values["flops_model"] == pytest.approx(want, rel=1e-12)
+
+
+def test_all_to_all_inside_a_node_is_hand_computed():
+    """8 ranks on one 8-GPU node: (n-1)/n of the buffer over NVLink plus one latency."""
+    hw = load_hardware(H100)
+    vals = {"intra_bw": hw.intra_node_bandwidth, "eff_intra": 0.7,
+            "inter_bw": hw.inter_node_bandwidth, "eff_inter": 0.8,
+            "gpus_per_node": 8, "intra_lat": 2e-6, "inter_lat": 5e-6}
+    nbytes = 64e6
+    got = _bind(coll.all_to_all(sp.Float(nbytes), sp.Integer(8)).time, vals)
+    want = 7 / 8 * nbytes / (hw.intra_node_bandwidth * 0.7) + 2e-6
+    assert got == pytest.approx(want, rel=1e-12)
+    # 32 ranks, 8 per node: 7/32 over NVLink, 24/32 over the NIC in parallel; the slower wins
+    got = _bind(coll.all_to_all(sp.Float(nbytes), sp.Integer(32)).time, vals)
+    want = max(7 / 32 * nbytes / (hw.intra_node_bandwidth * 0.7),
+               24 / 32 * nbytes / (hw.inter_node_bandwidth * 0.8)) + 5e-6
+    assert got == pytest.approx(want, rel=1e-12)
+    # one rank: nothing to send, no latency
+    assert _bind(coll.all_to_all(sp.Float(nbytes), sp.Integer(1)).time, vals) == 0.0
+
+
+def test_expert_parallel_all_to_all_volume():
+    """time_ep_comm of a one-micro-batch step on one node: per layer forward dispatch and
+    combine of b*s*k*h 16-bit values, backward the same again (no recomputation)."""
+    m = get_model("mixtral-8x7b")
+    r = predict_training(m, H100, num_gpus=8, ep=8, global_batch=8, micro_batch=1)
+    v = r.inputs
+    n_tok, k, h = m.seq_len, 2, 4096
+    one = 7 / 8 * 2 * n_tok * k * h / (v["intra_bw"] * v["eff_intra"]) + v["intra_lat"]
+    assert r.values["time_ep_comm"] == pytest.approx(32 * 4 * one, rel=1e-9)
+    assert predict_training(m, H100, num_gpus=8, ep=1, global_batch=8).values[
+        "time_ep_comm"] == 0.0
+
+
+def test_context_parallelism_halves_activation_memory():
+    """With FlashAttention every per-layer activation term is linear in the local tokens
+    b*s/cp: cp = 2 holds exactly half of cp = 1 (same dp, batch and layout)."""
+    m = get_model("llama-3-8b")
+    base = dict(tp=1, pp=1, micro_batch=1, global_batch=4, seq_len=8192, recompute="none")
+    one = predict_training(m, H100, num_gpus=4, cp=1, **base).values
+    two = predict_training(m, H100, num_gpus=8, cp=2, **base).values
+    assert two["mem_activations"] == pytest.approx(one["mem_activations"] / 2, rel=1e-12)
+    assert two["flops_model"] == one["flops_model"]          # same work, more GPUs
+    assert two["num_gpus"] == 8
+
+
+def test_ring_exchange_exposed_only_beyond_attention():
+    """cp_comm_layer_forward: (c-1) p2p steps of n*k_t*(d_qk+d) 16-bit values, minus the
+    attention time it hides behind, never negative; zero at cp = 1."""
+    expr = T.cp_comm_layer_forward()
+    assert sp.simplify(expr.time.subs(S.cp, 1)) == 0
+    m = get_model("llama-3-8b")
+    r = predict_training(m, H100, num_gpus=16, cp=16, micro_batch=1, global_batch=1,
+                         seq_len=16384)
+    assert r.values["time_cp_comm"] >= 0.0
+    v = r.inputs
+    n = 16384 / 16
+    step = n * 8 * (128 + 128) * 2 / (v["inter_bw"] * v["eff_inter"]) + v["inter_lat"]
+    comm = 15 * step
+    assert _bind(coll.p2p(sp.Float(n * 8 * 256 * 2), sp.false).time, v) == pytest.approx(step)
+    attn = _bind(T.attention_core_forward().time, v)
+    assert _bind(expr.time, v) == pytest.approx(max(comm - attn, 0.0), rel=1e-9)
+
+
+def test_mla_attention_weights_and_flops():
+    """DeepSeek-V3 attention per layer: q 7168*1536 + 1536*128*192, kv 7168*576 +
+    512*128*256, o 128*128*7168 (+ latent norms 1536 + 512 in the parameter count)."""
+    m = get_model("deepseek-v3")
+    vals = model_bindings(m)
+    lin = 7168 * 1536 + 1536 * 128 * 192 + 7168 * 576 + 512 * 128 * 256 + 128 * 128 * 7168
+    assert _bind(T.attention_linear_params(), vals) == lin
+    assert _bind(T.params_attention(), vals) == lin + 1536 + 512 + 2 * 7168
+    # QK^T over 192, PV over 128: the attention core counts an average width of 160
+    assert _bind(T.attention_head_dim(), vals) == 160
+
+
+def test_nvfp4_runs_linear_layers_at_the_fp4_peak():
+    """nvfp4 on GB200: same model FLOPs, linear GEMMs at the fp4 peak, so faster than mxfp8;
+    MFU is measured against the fp4 peak."""
+    m = get_model("llama-3-8b")
+    kw = dict(num_gpus=8, global_batch=8, micro_batch=1)
+    fp4 = predict_training(m, "gb200", dtype="nvfp4", **kw)
+    fp8 = predict_training(m, "gb200", dtype="mxfp8", **kw)
+    assert fp4.values["flops_model"] == fp8.values["flops_model"]
+    assert fp4.step_time < fp8.step_time
+    with pytest.raises(ConfigError, match="^dtype: .*no mxfp8"):
+        predict_training(m, H100, dtype="mxfp8", **kw)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(model="llama-3-8b", ep=2, num_gpus=2), "^ep: 2 > 1 needs a mixture-of-experts"),
+    (dict(model="mixtral-8x7b", ep=3, num_gpus=3), "^ep: 3 does not divide the number of experts"),
+    (dict(model="mixtral-8x7b", ep=8, num_gpus=4), "^ep: 8 does not divide tp\\*cp\\*dp = 4"),
+    (dict(model="mixtral-8x7b", tp=2, num_gpus=2), "^sp: must be on for a mixture-of-experts"),
+    (dict(model="llama-3-8b", cp=3, num_gpus=3, seq_len=8192), "^cp: 2\\*cp = 6 does not divide"),
+    (dict(model="llama-3-8b", cp=2, num_gpus=2, flash_attention=False),
+     "^cp: 2 > 1 needs flash_attention"),
+])
+def test_new_rules_name_field_and_rule(kwargs, match):
+    kwargs = dict(kwargs)
+    model = kwargs.pop("model")
+    with pytest.raises(ConfigError, match=match):
+        predict_training(model, H100, **kwargs)
