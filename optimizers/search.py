@@ -342,6 +342,7 @@ def search(model: ModelSpec | str, hardware: HardwareSpec | str, num_gpus: int |
     result.extra["space"] = space
     result.extra["scores"] = sc32
     result.extra["fits"] = fits
+    result.extra["headroom"] = f32["mem_headroom"]   # per candidate (bytes): Pareto fronts
     return result
 
 
