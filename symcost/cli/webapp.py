@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import io
 import json
 import shlex
 import tempfile
@@ -209,7 +208,8 @@ def parse_state(q: Mapping[str, str]) -> dict[str, Any]:
                          if k.startswith("hw.") and v.strip() != ""))
     hw = _hardware(hw_id, edits)
     fields = {name: _one(q, name) for name in TRAINING_FIELDS}
-    given = {k: v for k, v in fields.items() if v is not None}
+    # text values: the core coerces and checks them (symcost.fields.coerce, one message)
+    given: dict[str, Any] = {k: v for k, v in fields.items() if v is not None}
     return {"model": model, "hardware": hw, "config": TrainingConfig(**given),
             "given": given, "model_id": model_id, "model_json": model_json, "hw_id": hw_id,
             "hw_edits": dict(edits)}
@@ -302,6 +302,7 @@ def _search_args(q: Mapping[str, str], st: Mapping[str, Any]) -> dict[str, Any]:
     gb = cfg.global_batch
     if gb is None:
         gb = predict_training(model, hw, cfg).config.global_batch
+    assert gb is not None   # resolve() fills it in
     objective = _one(q, "objective", "step_time")
     if objective not in OBJECTIVES:
         raise UiInputError(f"objective: must be one of {', '.join(OBJECTIVES)} "
@@ -411,10 +412,12 @@ def sensitivity_view(q: Mapping[str, str]) -> dict[str, Any]:
                   "bars": bars, "cli": cli_command(st, "sensitivity", extra)})
 
 
-def _png(draw: Callable[[io.BytesIO], None]) -> Response:
-    buf = io.BytesIO()
-    draw(buf)
-    return Response(buf.getvalue(), media_type="image/png")
+def _png(draw: Callable[[Path], None]) -> Response:
+    """A PNG response of a :mod:`symcost.cli.plots` chart (they write files)."""
+    with tempfile.TemporaryDirectory(prefix="symcost-ui-png-") as folder:
+        path = Path(folder) / "chart.png"
+        draw(path)
+        return Response(path.read_bytes(), media_type="image/png")
 
 
 # ----------------------------------------------------------------------------- app
@@ -483,10 +486,10 @@ def create_app() -> FastAPI:
                     st = parse_state(q)
                     table = roofline_table(st["model"], [st["hardware"]],
                                            _roofline_config(q, st))
-                    return _png(lambda buf: plot_roofline(
-                        table, buf, title=f"{st['model'].name} on {st['hardware'].name}"))
+                    return _png(lambda path: plot_roofline(
+                        table, path, title=f"{st['model'].name} on {st['hardware'].name}"))
                 res, output, _ = _sensitivity(q)
-                return _png(lambda buf: tornado_chart(res, buf, output))
+                return _png(lambda path: tornado_chart(res, path, output))
             except Exception as exc:
                 if not is_user_error(exc):
                     raise

@@ -326,7 +326,9 @@ function paretoSvg(p) {
   const xs = pts.map((q) => q[0]), ys = pts.map((q) => q[1] / GIB);
   const x0 = Math.min(...xs), x1 = Math.max(...xs), y0 = 0;
   const y1 = Math.max(...ys, p.memory_usable_bytes / GIB) * 1.05;
-  const sx = (x) => L + (W - L - R) * (x1 > x0 ? (x - x0) / (x1 - x0) : 0.5);
+  // log x: scores of a search span orders of magnitude
+  const lx0 = Math.log(x0), lx1 = Math.log(x1);
+  const sx = (x) => L + (W - L - R) * (lx1 > lx0 ? (Math.log(x) - lx0) / (lx1 - lx0) : 0.5);
   const sy = (y) => H - B - (H - B - T) * (y - y0) / (y1 - y0);
   const add = (tag, attrs, text) => {
     const e = document.createElementNS(NS, tag);
@@ -351,7 +353,7 @@ function paretoSvg(p) {
         `${f.score.toPrecision(4)}, ${fmt.gib(f.memory_per_gpu_bytes)}` }));
   }
   add("text", { x: (L + W) / 2, y: H - 8, "text-anchor": "middle", "font-size": 12 },
-      `score (${p.objective}; lower is better): ${x0.toPrecision(3)} .. ${x1.toPrecision(3)}`);
+      `score (${p.objective}, log scale; lower is better): ${x0.toPrecision(3)} .. ${x1.toPrecision(3)}`);
   add("text", { x: 12, y: H / 2, "font-size": 12, transform: `rotate(-90 12 ${H / 2})`,
                 "text-anchor": "middle" }, "memory per GPU (GiB)");
   add("text", { x: L - 4, y: sy(y1 / 1.05) + 4, "text-anchor": "end", "font-size": 10 },
