@@ -151,6 +151,30 @@ def test_numbers_follow_tp_and_gpu(page, server):
                    "--global-batch 64")
 
 
+def test_edited_hardware_number(page, server):
+    """Editing the GPU's HBM bandwidth (YAML units, GB/s) gives the API's numbers for the spec
+    with that bandwidth (bytes/s)."""
+    import dataclasses
+
+    from hwspecs import load_hardware
+
+    pg = page
+    pg.goto(server + f"?model={MODEL}&hardware={GPU_A}&num_gpus=8")
+    _settle(pg)
+    pg.click("#hw-edit summary")
+    v = _version(pg)
+    box = pg.locator('[id="hw.hbm_bandwidth_gbps"]')
+    box.fill("5000")
+    box.dispatch_event("change")
+    _settle(pg, v)
+    hw = dataclasses.replace(load_hardware(GPU_A), hbm_bandwidth=5e12)
+    r = predict_training(MODEL, hw, num_gpus=8)
+    step, _ = _shown(pg, "step_time_s")
+    assert step == pytest.approx(r.step_time, rel=1e-12)
+    assert step != predict_training(MODEL, GPU_A, num_gpus=8).step_time
+    assert "hw.hbm_bandwidth_gbps=5000" in pg.url
+
+
 def test_invalid_layout_shows_the_rule(page, server):
     pg = page
     pg.goto(server + f"?model={MODEL}&hardware={GPU_A}")

@@ -68,6 +68,12 @@ function buildForm() {
   }
   for (const o of META.objectives) $("#objective").append(el("option", { value: o }, o));
   for (const o of META.sensitivity_outputs) $("#output").append(el("option", { value: o }, o));
+  // selects with a default value: the value is left out of the URL while it is the default
+  for (const [id, d] of [["formula", "step_time"], ["objective", "step_time"],
+                         ["output", "step_time"]]) {
+    $("#" + id).value = d;
+    $("#" + id).dataset.default = d;
+  }
   for (const v of META.views) {
     const b = el("button", { type: "button", "data-view": v, id: "tab-" + v }, v);
     b.onclick = () => { VIEW = v; showView(); refresh(); };
@@ -101,6 +107,7 @@ function query() {
     const v = e.value.trim();
     if (e.id === "model" && v === "__json__") continue;
     if (e.id === "model_json" && $("#model").value !== "__json__") continue;
+    if (e.dataset.default !== undefined && v === e.dataset.default) continue;
     if (v !== "") q.set(e.dataset.q, v);
   }
   if (VIEW !== "predict") q.set("view", VIEW);
@@ -295,24 +302,14 @@ const RENDER = {
   sensitivity(d, q) {
     $("#tornado-note").textContent = `relative change of ${d.output} (` +
       `${d.value.toPrecision(4)} here): continuous parameters at x*(1 -/+ ${d.step}), ` +
-      `discrete ones at their next valid values (blue: low side, orange: high side)`;
-    const box = $("#tornado");
-    box.textContent = "";
-    const bars = d.bars.slice(0, 15);
-    const m = Math.max(1e-12, ...bars.map((b) => Math.max(Math.abs(b.low), Math.abs(b.high))));
-    for (const b of bars) {
-      box.append(el("span", { title: b.kind + ", " + b.method }, b.name));
-      for (const side of ["neg", "pos"]) {
-        const cell = el("div", { class: side });
-        const v = side === "neg" ? Math.min(b.low, b.high, 0) : Math.max(b.low, b.high, 0);
-        const bar = el("div");
-        bar.style.width = (100 * Math.abs(v) / m) + "%";
-        cell.append(bar);
-        box.append(cell);
-      }
-      box.append(el("span", {}, `${(100 * b.low).toFixed(2)} % / ${(100 * b.high).toFixed(2)} %`));
-    }
+      `discrete ones at their next valid values below and above`;
     $("#tornado-img").src = "/api/tornado.png?" + q.toString();
+    const t = el("table", { id: "tornado-rows" });
+    t.append(row(["parameter", "kind", "method", "low side", "high side"], "th"));
+    for (const b of d.bars)
+      t.append(row([b.name, b.kind, b.method, (100 * b.low).toFixed(2) + " %",
+                    (100 * b.high).toFixed(2) + " %"]));
+    $("#tornado").replaceChildren(t);
   },
 };
 
@@ -368,7 +365,9 @@ function renderCli(cli) {
   const files = $("#cli-files");
   files.textContent = "";
   for (const [name, text] of Object.entries((cli && cli.files) || {})) {
-    files.append(el("div", { class: "muted" }, `save as ${name}:`), el("pre", {}, text));
+    const det = el("details");
+    det.append(el("summary", {}, `save as ${name} (the command reads it)`), el("pre", {}, text));
+    files.append(det);
   }
 }
 
