@@ -136,11 +136,11 @@ def test_cli_command_prints_the_same_numbers(client, tmp_path, monkeypatch):
 
 def test_formula_equals_explain(client):
     d = get(client, "/api/formula", model=MODEL, hardware=GPU, num_gpus=8, tp=2,
-            formula="mfu", keep="tp")
-    f = explain("mfu", MODEL, GPU, num_gpus=8, tp=2, keep=["tp"])
+            formula="mem_total", keep="tp")
+    f = explain("mem_total", MODEL, GPU, num_gpus=8, tp=2, keep=["tp"])
     assert d["value"] == f.value and d["formula"] == f.to_dict()["formula"]
     assert d["text"] == f.text()
-    assert d["cli"]["command"].startswith("symcost explain mfu --model")
+    assert d["cli"]["command"].startswith("symcost explain mem_total --model")
     assert get(client, "/api/formula", 400, formula="nope")["error"].startswith("name:")
 
 
@@ -186,3 +186,44 @@ def test_sensitivity_tornado_equals_the_api(client):
     assert {b["name"]: [b["low"], b["high"]] for b in d["bars"]} == want
     assert d["value"] == res.outputs["mfu"]
     assert get(client, "/api/sensitivity", 400, output="nope")["error"].startswith("output:")
+
+
+def test_symcost_ui_command_serves_the_page(tmp_path):
+    """The README's one command starts the server (``--no-browser``) and it answers."""
+    import os
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+    from pathlib import Path
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    repo = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, SYMCOST_CACHE_DIR=str(tmp_path),
+               PYTHONPATH=os.pathsep.join([str(repo), os.environ.get("PYTHONPATH", "")]))
+    log = tmp_path / "ui.log"
+    with open(log, "wb") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "symcost.cli", "ui", "--port",
+                                 str(port), "--no-browser"], env=env,
+                                stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/hardware?"
+                                            f"hardware={GPU}", timeout=5) as r:
+                    numbers = json.loads(r.read())["numbers"]
+                break
+            except OSError:
+                assert proc.poll() is None, log.read_text()
+                assert time.monotonic() < deadline, "symcost ui did not start"
+                time.sleep(0.2)
+        assert numbers["hbm_bandwidth_gbps"] == 3350   # hwspecs/data/h100-sxm5-80gb.yaml
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as r:
+            assert b"symcost explorer" in r.read()
+    finally:
+        proc.terminate()
+        proc.wait(10)

@@ -197,10 +197,10 @@ def test_url_reproduces_a_view_and_screenshot(page, server):
 
     pg = page
     q = (f"?model={MODEL}&hardware={GPU_A}&num_gpus=16&tp=2&global_batch=128"
-         "&recompute=selective&zero=1&view=formula&formula=mfu&keep=tp")
+         "&recompute=selective&zero=1&view=formula&formula=mem_total&keep=tp")
     pg.goto(server + q)
     _settle(pg)
-    f = explain("mfu", MODEL, GPU_A, num_gpus=16, tp=2, global_batch=128,
+    f = explain("mem_total", MODEL, GPU_A, num_gpus=16, tp=2, global_batch=128,
                 recompute="selective", zero=1, keep=["tp"])
     assert pg.locator("#view-formula").is_visible()
     assert float(pg.locator("#formula-value").get_attribute("data-value")) == f.value

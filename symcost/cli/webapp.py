@@ -105,10 +105,11 @@ def _model_from_json(text: str) -> ModelSpec:
     except json.JSONDecodeError as exc:
         raise UiInputError(f"model_json: not valid JSON ({exc.msg}, line {exc.lineno})") from None
     digest = hashlib.sha256(text.encode()).hexdigest()[:12]
-    folder = Path(tempfile.mkdtemp(prefix=f"symcost-ui-{digest}-"))
-    path = folder / MODEL_FILE
-    path.write_text(text, encoding="utf-8")
-    spec = get_model(path)
+    with tempfile.TemporaryDirectory(prefix=f"symcost-ui-{digest}-") as name:
+        folder = Path(name)
+        path = folder / MODEL_FILE
+        path.write_text(text, encoding="utf-8")
+        spec = get_model(path)
     return spec if spec.name != folder.name else spec.replace(name="pasted-config")
 
 
@@ -177,10 +178,10 @@ def _hardware(hw_id: str, edits: tuple[tuple[str, str], ...]) -> HardwareSpec:
         hardware_document(hw_id)   # a built-in id, never a path on the server
         return load_hardware(hw_id)
     text = yaml.safe_dump(edited_document(hw_id, dict(edits)), sort_keys=False)
-    folder = Path(tempfile.mkdtemp(prefix="symcost-ui-hw-"))
-    path = folder / HARDWARE_FILE
-    path.write_text(text, encoding="utf-8")
-    return load_hardware(path)
+    with tempfile.TemporaryDirectory(prefix="symcost-ui-hw-") as folder:
+        path = Path(folder) / HARDWARE_FILE
+        path.write_text(text, encoding="utf-8")
+        return load_hardware(path)
 
 
 def parse_state(q: Mapping[str, str]) -> dict[str, Any]:
