@@ -36,6 +36,7 @@ from hwspecs import HardwareSpec
 from hwspecs.units import format_bytes
 from symcost.api import as_hardware, as_model
 from symcost.config import ConfigError, TrainingConfig
+from symcost.evaluate import pick_chunk
 from symcost.models import ModelSpec
 from symcost.params import Params
 from symcost.schema import OUTPUT_KEYS, rename_keys, stamp
@@ -280,7 +281,8 @@ def search(model: ModelSpec | str, hardware: HardwareSpec | str, num_gpus: int |
            price_per_gpu_hour: float | None = None, fix: ConstraintSpec | None = None,
            minimum: ConstraintSpec | None = None, maximum: ConstraintSpec | None = None,
            max_tp: int | None = None, max_vpp: int | None = None, keep_duplicates: bool = False,
-           params: Params | None = None) -> SearchResult:
+           params: Params | None = None, client: Any = None,
+           partition_rows: int | None = None) -> SearchResult:
     """Exhaustive search over every valid parallel configuration.
 
     Args:
@@ -300,6 +302,13 @@ def search(model: ModelSpec | str, hardware: HardwareSpec | str, num_gpus: int |
             ``fix=["pp=8"]``.
         keep_duplicates: keep configurations the cost model cannot distinguish.
         params: efficiency parameters (the shipped calibration when None).
+        client: a ``dask.distributed.Client``: a space of more than :data:`NUMPY_ROWS`
+            candidates is evaluated in partitions on its workers (:func:`search_partition`,
+            :func:`evaluate_distributed`) and merged in candidate order, so the ranking, the
+            top ``k`` and every score equal the single-process search bit for bit (workers of
+            the same CPU kind). Smaller spaces are evaluated here (milliseconds).
+        partition_rows: candidates per partition with a ``client`` (rounded up to a whole
+            number of compiled chunks; default: about four partitions per worker).
 
     Returns:
         :class:`SearchResult`.
@@ -325,8 +334,12 @@ def search(model: ModelSpec | str, hardware: HardwareSpec | str, num_gpus: int |
     inputs = candidate_inputs(base, space.columns)
     # a small space is evaluated exactly (float64, NumPy: no JAX import, no compile); a large
     # one by the compiled float32 function, its leaders re-checked in float64 (_rank_space)
-    f32 = (evaluate_float64(inputs, ("step_time", "mem_headroom"))
-           if len(space) <= NUMPY_ROWS else evaluate_chunked(inputs))
+    if len(space) <= NUMPY_ROWS:
+        f32 = evaluate_float64(inputs, ("step_time", "mem_headroom"))
+    elif client is not None:
+        f32 = evaluate_distributed(client, base, space.columns, partition_rows)
+    else:
+        f32 = evaluate_chunked(inputs)
     t2 = time.perf_counter()
     sc32 = score(f32["step_time"], space.columns["num_gpus"], space.context.global_batch,
                  space.seq_len, objective, price_per_gpu_hour)
@@ -342,6 +355,7 @@ def search(model: ModelSpec | str, hardware: HardwareSpec | str, num_gpus: int |
     result.extra["space"] = space
     result.extra["scores"] = sc32
     result.extra["fits"] = fits
+    result.extra["headroom"] = f32["mem_headroom"]   # per candidate (bytes): Pareto fronts
     return result
 
 
@@ -349,6 +363,60 @@ def search(model: ModelSpec | str, hardware: HardwareSpec | str, num_gpus: int |
 #: ten thousand rows, and a fresh process never imports JAX); larger ones stream through the
 #: jit-compiled float32 model.
 NUMPY_ROWS = 2**16
+
+
+# ----------------------------------------------------------------------------- on Dask
+def search_partition(base: Mapping[str, float], columns: Columns, chunk: int
+                     ) -> dict[str, FloatArray]:
+    """Step time (s) and memory headroom (bytes) of a slice of candidates, evaluated where
+    this runs (a Dask worker) by the compiled float32 function a local search uses
+    (:func:`optimizers.evaluate.evaluate_chunked`, compiled once per worker process; JAX's
+    persistent compilation cache is read when the environment points at it).
+
+    Args:
+        base: shared inputs (:func:`optimizers.evaluate.base_inputs`).
+        columns: field -> int array of the slice (fields of :data:`optimizers.space.FIELDS`).
+        chunk: rows per compiled call: the chunk of the whole space, so every candidate is
+            computed at the same place of the same chunk size as in one process.
+
+    Returns:
+        ``{"step_time": (n,), "mem_headroom": (n,)}`` float64 arrays of float32 values.
+    """
+    return evaluate_chunked(candidate_inputs(base, columns), chunk=chunk)
+
+
+def evaluate_distributed(client: Any, base: Mapping[str, float], columns: Columns,
+                         partition_rows: int | None = None) -> dict[str, FloatArray]:
+    """:func:`optimizers.evaluate.evaluate_chunked` of every candidate on a Dask cluster.
+
+    The candidates are split into partitions of a whole number of compiled chunks (the chunk
+    :func:`symcost.evaluate.pick_chunk` picks for the whole space), each evaluated by
+    :func:`search_partition` on a worker, and concatenated in candidate order: every value
+    equals the single-process evaluation bit for bit, so ranking and top-k merge exactly.
+
+    Args:
+        client: a ``dask.distributed.Client``.
+        base: shared inputs; columns: every candidate (field -> int array).
+        partition_rows: candidates per partition (rounded up to whole chunks); about four
+            partitions per worker when None.
+
+    Returns:
+        ``{"step_time": (n,), "mem_headroom": (n,)}`` float64 arrays.
+    """
+    n = int(len(columns["tp"]))
+    chunk = pick_chunk(n)
+    if partition_rows is None:
+        workers = max(1, len(client.scheduler_info().get("workers", {})))
+        partition_rows = -(-n // (4 * workers))
+    size = max(chunk, -(-int(partition_rows) // chunk) * chunk)
+    shared = dict(base)
+    # the candidate slices travel as scattered data, not inside the task graph
+    slices = client.scatter([{k: np.ascontiguousarray(v[st:st + size])
+                              for k, v in columns.items()} for st in range(0, n, size)])
+    futures = [client.submit(search_partition, shared, part, chunk, pure=False)
+               for part in slices]
+    parts: list[dict[str, FloatArray]] = client.gather(futures)
+    return {k: np.concatenate([p[k] for p in parts]) for k in ("step_time", "mem_headroom")}
 
 
 def _rank_space(space: Space, base: Mapping[str, float], sc32: FloatArray, head32: FloatArray,

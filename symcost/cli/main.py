@@ -41,6 +41,7 @@ COMMAND_MODULES = [
     "symcost.cli.infer",
     "symcost.cli.sweep",
     "symcost.cli.technology",
+    "symcost.cli.ui",
 ]
 
 #: top-level packages whose ValueError subclasses are user errors (printed, exit code 2).

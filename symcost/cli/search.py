@@ -25,8 +25,8 @@ import typer
 
 from ..config import ConfigError
 from ..schema import rename_keys
-from .common import (CliInputError, Model, ParamsFile, check_output_path, console, emit_json,
-                     field_option, load_inputs)
+from .common import (CliInputError, Model, ParamsFile, check_output_path, console,
+                     dask_client, emit_json, field_option, load_inputs)
 from .format import GIB, fmt_time, format_bytes
 
 # Function-local imports below only keep NumPy, pandas, JAX, rich and SymPy cost expressions out
@@ -168,18 +168,33 @@ def search_cmd(
     keep_duplicates: Annotated[bool, typer.Option(
         help="Keep configurations the model cannot tell apart (e.g. SP with tp=1).")] = False,
     params: ParamsFile = None,
+    workers: Annotated[int | None, typer.Option(
+        help="Evaluate the candidates on a local Dask cluster of this many worker processes "
+             "(exhaustive method).", show_default=False, min=1)] = None,
+    scheduler: Annotated[str | None, typer.Option(
+        help="Evaluate the candidates on an existing Dask cluster (e.g. tcp://host:8786).",
+        show_default=False)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Find the fastest (or cheapest per token) parallel configuration."""
     from optimizers.search import search, search_scipy
 
     check_positive(price_per_gpu_hour, "--price-per-gpu-hour", MAX_PRICE_PER_GPU_HOUR)
+    if workers is not None and scheduler is not None:
+        raise CliInputError("--workers: give --workers or --scheduler, not both")
+    if method != "exhaustive" and (workers is not None or scheduler is not None):
+        raise CliInputError("--workers: only the exhaustive method runs on Dask")
     m, hw, p = load_inputs(model, hardware, params)
-    fn = search if method == "exhaustive" else search_scipy
-    result = fn(m, hw, parse_gpu_counts(num_gpus), global_batch, seq_len=seq_len, dtype=dtype,
-                flash_attention=flash_attention, top=top, objective=objective,
-                price_per_gpu_hour=price_per_gpu_hour, fix=fix, minimum=min_, maximum=max_,
-                max_tp=max_tp, max_vpp=max_vpp, keep_duplicates=keep_duplicates, params=p)
+    kw = dict(seq_len=seq_len, dtype=dtype, flash_attention=flash_attention, top=top,
+              objective=objective, price_per_gpu_hour=price_per_gpu_hour, fix=fix,
+              minimum=min_, maximum=max_, max_tp=max_tp, max_vpp=max_vpp,
+              keep_duplicates=keep_duplicates, params=p)
+    if method == "exhaustive":
+        with dask_client(workers, scheduler) as client:
+            result = search(m, hw, parse_gpu_counts(num_gpus), global_batch, client=client,
+                            **kw)
+    else:
+        result = search_scipy(m, hw, parse_gpu_counts(num_gpus), global_batch, **kw)
     if as_json:
         emit_json(result.to_dict())
         return
