@@ -256,7 +256,8 @@ class Context:
         out: dict[str, Any] = dict(self.fixed)
         out.update(layers=self.layers, heads=self.heads, kv_heads=self.kv_heads,
                    ffn_hidden=self.ffn_hidden, global_batch=self.global_batch,
-                   global_batch_given=1.0, flash_attention=float(self.flash_attention))
+                   global_batch_given=1.0, flash_attention=float(self.flash_attention),
+                   dp_replicate=1.0)
         out.update(columns)
         return out
 

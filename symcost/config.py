@@ -45,6 +45,9 @@ class TrainingConfig:
         ep: expert-parallel degree: the routed experts of a MoE model are sharded over ``ep``
             of the ``tp*cp*dp`` ranks (Megatron-Core MoE parallel folding, expert TP = 1;
             ``ep`` divides ``tp*cp*dp`` and the expert count).
+        dp_replicate: HSDP replicas ``r``: ZeRO (FSDP with ``zero=3``) shards over the
+            ``dp*cp/r`` ranks of a shard group and all-reduces the sharded gradients across
+            the ``r`` replicas (PyTorch FSDP ``HYBRID_SHARD``); 1 = full sharding.
         sp: Megatron sequence parallelism (Korthikanti et al. 2022).
         vpp: virtual pipeline stages per GPU (interleaved 1F1B when > 1).
         micro_batch: sequences per micro-batch per GPU (``b``).
@@ -68,6 +71,7 @@ class TrainingConfig:
     cp: int = 1
     dp: int | None = None
     ep: int = 1
+    dp_replicate: int = 1
     sp: bool = False
     vpp: int = 1
     micro_batch: int = 1
@@ -183,7 +187,7 @@ def model_bindings(model: "ModelSpec") -> dict[str, float]:
         S.has_dropout.name: float(model.dropout),
         # 0 unless the model sets a head width other than h/a (see training.head_dim), so a
         # sweep over ``hidden`` keeps d = h/a for models that derive it
-        S.head_dim_given.name: (0.0 if model.head_dim * model.heads == model.hidden
+        S.head_dim_given.name: (0.0 if (model.head_dim or 0) * model.heads == model.hidden
                                 else float(model.head_dim or 0)),
         **{f.symbol: float(getattr(model, name)) for name, f in MODEL_FIELDS.items()
            if f.symbol is not None and name not in ("layers", "hidden", "heads", "kv_heads",

@@ -99,11 +99,16 @@ HEADS_KV = Rule(
 
 # ----------------------------------------------------------------------------- layout
 _MP = "*".join(MODEL_PARALLEL)
+def _mp_names(v: Values) -> str:
+    """The model-parallel degrees a configuration has (inference has no ``cp``)."""
+    return "*".join(k for k in MODEL_PARALLEL if k in v)
+
+
 NUM_GPUS_DIVISIBLE = Rule(
     "num_gpus_divisible_by_tp_pp", "num_gpus", ("num_gpus",) + MODEL_PARALLEL,
     lambda v, xp: ~indivisible(xp, v["num_gpus"], model_parallel_size(v)),
     f"not divisible by {_MP}",
-    lambda v: f"{_i(v['num_gpus'])} is not divisible by {_MP} = "
+    lambda v: f"{_i(v['num_gpus'])} is not divisible by {_mp_names(v)} = "
               f"{_i(model_parallel_size(v))}")
 NUM_GPUS_PRODUCT = Rule(
     "num_gpus_is_tp_pp_dp", "num_gpus", ("num_gpus", "dp") + MODEL_PARALLEL,
@@ -224,6 +229,12 @@ EP_DP = Rule(
     lambda v: f"{_i(v['ep'])} does not divide tp*cp*dp = {_i(v['tp'] * v['cp'] * v['dp'])} "
               "(expert-parallel ranks are folded over the tensor-, context- and data-parallel "
               "ranks of the attention layers: Megatron-Core MoE parallel folding)")
+HSDP_DP = Rule(
+    "dp_replicate_divides_dp_cp", "dp_replicate", ("dp_replicate", "dp", "cp"),
+    lambda v, xp: ~indivisible(xp, v["dp"] * v["cp"], v["dp_replicate"]),
+    "does not divide dp*cp",
+    lambda v: f"{_i(v['dp_replicate'])} does not divide dp*cp = {_i(v['dp'] * v['cp'])} "
+              "(HSDP replicas each hold a whole shard group)")
 MOE_TP_SP = Rule(
     "moe_tp_needs_sp", "sp", ("sp", "tp", "experts"),
     lambda v, xp: (v["experts"] < 0.5) | (v["tp"] < 1.5) | (v["sp"] > 0.5),
@@ -279,7 +290,7 @@ TRAINING_RULES: tuple[Rule, ...] = (
     HIDDEN_HEADS, HEADS_KV, NUM_GPUS_DIVISIBLE, NUM_GPUS_PRODUCT, GLOBAL_BATCH_DIVISIBLE,
     SEQ_LEN_POSITIONS, TP_HEADS, TP_FFN, TP_KV_HEADS, PP_LAYERS, GLOBAL_BATCH_NEEDED,
     VPP_NEEDS_PP, VPP_LAYERS, VPP_MICROBATCHES, ZERO_PP, DTYPE_HARDWARE, CP_SEQ, CP_FLASH,
-    EP_DP, EP_EXPERTS, MOE_TP_SP)
+    EP_DP, EP_EXPERTS, MOE_TP_SP, HSDP_DP)
 DENSE_SERVING = Rule(
     "serving_needs_dense_model", "model", ("experts", "kv_lora_rank"),
     lambda v, xp: (v["experts"] < 0.5) & (v["kv_lora_rank"] < 0.5),

@@ -27,8 +27,10 @@ __all__ = ["COMMAND_SCHEMAS", "OUTPUT_KEYS", "SCHEMA_VERSION", "json_key", "keye
 #: version of the JSON vocabulary below; every ``--json`` object carries it.
 SCHEMA_VERSION = 1
 
-_TRAIN_BREAKDOWN = ("forward", "backward", "recompute", "tp_comm", "pp_p2p", "pp_bubble",
-                    "dp_comm", "optimizer", "overhead")
+#: the step-time terms of :data:`symcost.training.BREAKDOWN` without ``time_`` (a test checks
+#: the two agree; this layer cannot import the model).
+_TRAIN_BREAKDOWN = ("forward", "backward", "recompute", "tp_comm", "cp_comm", "ep_comm",
+                    "pp_p2p", "pp_bubble", "dp_comm", "optimizer", "overhead")
 _INFER_STAGES = ("gemm", "attention", "memory_ops", "tp_comm", "lm_head", "pp_p2p")
 
 #: model output name -> JSON key (also the CSV / Parquet column of a sweep).

@@ -157,6 +157,9 @@ rope_head_dim = _declare("rope_head_dim", "model", "1",
 tp = _declare("tp", "parallel", "1", "tensor-parallel degree t", integer=True)
 pp = _declare("pp", "parallel", "1", "pipeline-parallel degree p", integer=True)
 dp = _declare("dp", "parallel", "1", "data-parallel degree d", integer=True)
+dp_replicate = _declare("dp_replicate", "parallel", "1",
+                        "HSDP replicas r: ZeRO shards over d*c/r ranks, replicas all-reduce"
+                        " (1: full sharding)", integer=True)
 cp = _declare("cp", "parallel", "1", "context-parallel degree c (sequence split across GPUs)",
               integer=True)
 ep = _declare("ep", "parallel", "1",

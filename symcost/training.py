@@ -556,15 +556,22 @@ def training_expressions() -> dict[str, sp.Expr]:
     # replicated parameters are reduced over the d*c ranks holding them (Megatron-Core's
     # data-parallel group includes context parallelism), those of the routed experts over
     # the t*c*d/e ranks holding the same experts (expert data parallelism), ranks e apart.
+    # HSDP (dp_replicate = r > 1): ZeRO shards the replicated parameters over the d*c/r
+    # ranks of a shard group only, and the sharded gradients are all-reduced across the r
+    # replicas once per step (PyTorch FSDP HYBRID_SHARD; Zhao et al. 2023, "PyTorch FSDP",
+    # arXiv:2304.11277, Sec. 3.2.2; r = 1 is FSDP FULL_SHARD / plain ZeRO).
     rep_bytes = S.BYTES_PARAM * params_gpu_replicated()
     exp_bytes = S.BYTES_PARAM * params_gpu_experts()
     dd, de = d * c, t * c * d / e
+    ds, r = dd / S.dp_replicate, S.dp_replicate
 
-    def both(op: Callable[[sp.Expr, sp.Expr, sp.Expr], Cost], per: sp.Expr) -> sp.Expr:
-        return (op(rep_bytes / per, dd, t).time
+    def both(op: Callable[[sp.Expr, sp.Expr, sp.Expr], Cost], per: sp.Expr,
+             group: sp.Expr = ds) -> sp.Expr:
+        return (op(rep_bytes / per, group, t).time
                 + IS_MOE * op(exp_bytes / per, de, e).time)
 
-    ar = both(coll.all_reduce, sp.Integer(1))
+    ar = both(coll.all_reduce, sp.Integer(1), dd)
+    replica_ar = coll.all_reduce(rep_bytes / ds, r, t * ds).time
     # ZeRO-3/FSDP gathers and reduce-scatters one layer at a time (one FSDP unit per layer):
     # the stage's bytes split over its layers, each collective paying its own ring latency
     ag = Ls * both(coll.all_gather, Ls)
@@ -575,7 +582,7 @@ def training_expressions() -> dict[str, sp.Expr]:
     t_z3 = IS_ZERO3 * z3_exposed
     is_z12 = flag((z > sp.Rational(1, 2)) & (z < sp.Rational(5, 2)))
     is_z0 = flag(z < sp.Rational(1, 2))
-    grad_sync = is_z0 * ar + is_z12 * rs
+    grad_sync = is_z0 * ar + is_z12 * rs + (1 - is_z0) * replica_ar
     param_gather = is_z12 * ag
     dp_step = (ov * (smax(grad_sync - t_b - t_r, 0) + smax(param_gather - t_f, 0))
                + (1 - ov) * (grad_sync + param_gather))
@@ -586,7 +593,7 @@ def training_expressions() -> dict[str, sp.Expr]:
     def sharded(stage: float, psi_rep: sp.Expr, psi_exp: sp.Expr) -> sp.Expr:
         """Per-GPU count of ``psi`` with ZeRO stage > ``stage`` sharding it over the data-
         parallel group of each kind of parameter."""
-        return sp.Piecewise((psi_rep / dd + psi_exp / de, z > stage), (psi_rep + psi_exp, True))
+        return sp.Piecewise((psi_rep / ds + psi_exp / de, z > stage), (psi_rep + psi_exp, True))
 
     psi_rep, psi_exp = params_gpu_replicated(), params_gpu_experts()
     t_opt = adam_step(sharded(0.5, psi_rep, psi_exp)).time

@@ -20,6 +20,7 @@ from symcost import ConfigError, ModelSpecError, predict_training
 from symcost.cli import app, is_user_error, one_line
 from symcost.config import DTYPES, RECOMPUTE_MODES
 from symcost.functions import CeilDiv, smax
+from symcost.training import BREAKDOWN
 
 lower_mod = importlib.import_module("symcost.lower")
 
@@ -83,7 +84,7 @@ def test_json_matches_the_library(gpt3_json):
 
 def test_json_breakdown_and_memory_add_up(gpt3_json):
     breakdown = [v for k, v in gpt3_json.items() if k.startswith("time_") and k.endswith("_s")]
-    assert len(breakdown) == 9
+    assert len(breakdown) == len(BREAKDOWN)
     assert math.fsum(breakdown) == pytest.approx(gpt3_json["step_time_s"], rel=1e-9)
     mem = [gpt3_json[f"memory_{k}_bytes"]
            for k in ("weights", "gradients", "optimizer", "activations")]
@@ -155,10 +156,11 @@ def test_options_reach_the_config():
               "--precision", "float32", "--json")
     assert res.exit_code == 0, res.output
     cfg = json.loads(res.stdout)["config"]
-    assert cfg == {"num_gpus": 8, "tp": 2, "pp": 1, "dp": 4, "sp": True, "vpp": 1,
-                   "micro_batch": 2, "global_batch": 8, "seq_len": 1024, "recompute": "none",
-                   "zero": 1, "dtype": "fp8", "flash_attention": False,
-                   "dp_overlap": False}
+    assert cfg == {"num_gpus": 8, "tp": 2, "pp": 1, "cp": 1, "dp": 4, "ep": 1,
+                   "dp_replicate": 1, "sp": True, "vpp": 1, "micro_batch": 2,
+                   "global_batch": 8, "seq_len": 1024, "recompute": "none", "zero": 1,
+                   "dtype": "fp8", "flash_attention": False, "dp_overlap": False,
+                   "ep_overlap": False}
 
 
 def test_options_are_derived_from_the_field_table():

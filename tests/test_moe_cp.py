@@ -166,3 +166,17 @@ def test_new_rules_name_field_and_rule(kwargs, match):
     model = kwargs.pop("model")
     with pytest.raises(ConfigError, match=match):
         predict_training(model, H100, **kwargs)
+
+
+def test_hsdp_shards_within_a_group_and_all_reduces_across_replicas():
+    """ZeRO-3 on 16 GPUs (tp = pp = 1): FSDP shards the optimizer states over 16 ranks, HSDP
+    with 2 replicas over 8; the replicas add one all-reduce of the 1/8 gradient shard."""
+    m = get_model("llama-3-8b")
+    kw = dict(num_gpus=16, zero=3, global_batch=16, micro_batch=1)
+    fsdp = predict_training(m, H100, **kw).values
+    hsdp = predict_training(m, H100, dp_replicate=2, **kw).values
+    P = m.num_params()
+    assert fsdp["mem_optimizer"] == pytest.approx(12 * P / 16, rel=1e-12)
+    assert hsdp["mem_optimizer"] == pytest.approx(12 * P / 8, rel=1e-12)
+    with pytest.raises(ConfigError, match="^dp_replicate: 3 does not divide dp\\*cp = 16"):
+        predict_training(m, H100, dp_replicate=3, **kw)

@@ -107,6 +107,7 @@ def test_scalar_and_array_verdicts_agree_on_random_values():
         "cp": rng.choice([1, 2, 3], n), "ep": rng.choice([1, 2, 4], n),
         "experts": rng.choice([0.0, 8.0], n), "sp": rng.integers(0, 2, n).astype(float),
         "flash_attention": rng.integers(0, 2, n).astype(float),
+        "dp_replicate": rng.choice([1, 2], n),
     }
     v["dp"] = v["num_gpus"] / (v["tp"] * v["cp"] * v["pp"])
     codes = R.first_broken(R.TRAINING_RULES, v, np, (n,))

@@ -409,7 +409,7 @@ def test_header_only_csv_is_an_error_not_an_empty_table(tmp_path):
          "the plausible range [1e-06, 1e+06] s"),
         ({"metric": "MFU", "value": "150"}, "value: 150 % MFU exceeds 100 %"),
         ({"n_gpus": "-4"}, "n_gpus: blank or not positive"),
-        ({"n_gpus": "1000"}, "n_gpus: 1000 is not divisible by tp*pp = 128"),
+        ({"n_gpus": "1000"}, "n_gpus: 1000 is not divisible by tp*cp*pp = 128"),
         ({"zero_stage": "9"}, "zero_stage: must be one of 0, 1, 2, 3 (got 9)"),
         ({"tp": "8.5"}, "tp: '8.5' must be a whole number"),
         ({"layers": "1e30"}, "model 'GPT-3 175B': layers must be at most 16777216 (2**24, see "
@@ -451,11 +451,12 @@ def test_shipped_rows_are_within_the_plausibility_checks():
 @pytest.mark.parametrize(
     ("changes", "reason"),
     [
-        ({"experts": 128, "top_k": 8},
-         "experts: mixture-of-experts models (experts = 128, top_k = 8) are not modelled"),
-        ({"moe_ffn_hidden": 768}, "experts: mixture-of-experts models (moe columns stated) "
-                                  "are not modelled"),
-        ({"ep": 8}, "ep: expert parallelism (8) is not modelled"),
+        ({"notes": "hybrid Mamba-Transformer MoE"},
+         "model: hybrid Mamba-Transformer models (Mamba-2 state-space layers) are not "
+         "modelled"),
+        ({"ep": 8}, "ep: 8 > 1 needs a mixture-of-experts model (this model is dense)"),
+        ({"experts": 128, "top_k": 8}, "model 'GPT-3 175B': moe_ffn_hidden must be positive "
+                                       "for a mixture-of-experts model (got 0)"),
         ({"offload": "optimizer"}, "offload: 'optimizer' (host-memory offload) is not modelled"),
         ({"quant": "nf4"}, "quant: 'nf4' base-weight quantization is not modelled"),
         ({"finetune": "lora", "lora_rank": 8}, "finetune: 'lora' adapter fine-tuning is not "
@@ -468,10 +469,23 @@ def test_shipped_rows_are_within_the_plausibility_checks():
     ],
 )
 def test_rows_the_model_cannot_represent_are_skipped(tmp_path, changes, reason):
-    """A mixture-of-experts run used to be predicted as the dense model of its shape columns
-    (MBRIDGE Qwen3-30B-A3B and gpt-oss-120b: errors of 1,000-16,000 %)."""
+    """Rows the model cannot represent (or that contradict themselves) are skipped with the
+    column and the rule, never predicted as something else."""
     prepared, skipped = prepare_rows(pd.DataFrame([{**GPT3_ROW, **changes}]))
     assert prepared == [] and [s.reason for s in skipped] == [reason]
+
+
+def test_moe_columns_make_a_moe_model():
+    """The MoE columns describe the model that ran: 64 experts, top-2, expert width 8192 on
+    GPT-3's shape with EP 8 (tp 8 x pp 16 x dp 8 = 1024 GPUs: ep divides tp*cp*dp)."""
+    row = {**GPT3_ROW, "experts": 64, "top_k": 2, "moe_ffn_hidden": 8192, "ep": 8,
+           "sp": 1}
+    (r,), _ = prepare_rows(pd.DataFrame([row]))
+    assert (r.model.experts, r.model.top_k, r.model.moe_ffn_hidden) == (64, 2, 8192)
+    assert r.config.ep == 8
+    dense = 96 * (2 * 12288 * 8192 + 12288 * 64)      # two GELU matrices per expert + router
+    assert r.model.num_params() - r.model.active_params() == 96 * 62 * 2 * 12288 * 8192
+    assert r.model.active_params() > dense
 
 
 def test_dense_rows_pass_unmodelled_reason():
@@ -533,10 +547,11 @@ def test_every_metric_of_a_shared_run_implies_the_same_step_time(shared):
     assert not bad, bad[:3]
     assert {cid.split("-")[0] for v in several for cid, _ in v} == {"NAR21", "MLM22", "MLM24",
                                                                    "MPT"}
-    # no mixture-of-experts row is predicted (as a dense model)
+    # every mixture-of-experts row is predicted with its experts (never as a dense model)
     experts = shared.set_index("case_id")["experts"]
-    assert experts[[r.case_id for r in prepared]].isna().all()
-    assert experts.notna().sum() > 100
+    moe = [r for r in prepared if pd.notna(experts[r.case_id])]
+    assert len(moe) > 100
+    assert all(r.model.experts == int(experts[r.case_id]) for r in moe)
 
 
 # ------------------------------------------------------------------------ malformed files
