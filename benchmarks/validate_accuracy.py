@@ -32,6 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--worst", type=int, default=12)
     args = ap.parse_args(argv)
 
+    from symcost.training import BREAKDOWN
     from symcost.validate import metric_factor, validate_file
 
     t0 = time.perf_counter()
@@ -60,6 +61,18 @@ def main(argv: list[str] | None = None) -> int:
     if s.get("inference_mape_pct") is not None:
         print(f"{'ALL':8} {'(serve/prefill rows)':26} {'infer':8} {len(rows) - n_train:4d} "
               f"{s['inference_mape_pct']:8.2f}   (inference model, symcost.infer_api)")
+    # per GPU generation and dense vs mixture-of-experts (train rows, in-sample)
+    kind = {r.case_id: (r.hardware.generation, "MoE" if r.model.is_moe else "dense")
+            for r in rep.prepared}
+    tr = rows[rows["workload"] == "train"].copy()
+    tr["generation"] = tr["case_id"].map(lambda c: kind[c][0])
+    tr["kind"] = tr["case_id"].map(lambda c: kind[c][1])
+    tr["abs_err"] = tr["error_pct"].abs()
+    for col in ("generation", "kind"):
+        g = tr.groupby(col)["abs_err"].agg(["count", "mean"])
+        for name, x in g.iterrows():
+            print(f"{'by ' + col:8} {str(name):26} {'train':8} {int(x['count']):4d} "
+                  f"{x['mean']:8.2f}")
     target = 10.0
     print(f"\ntarget MAPE <= {target:.0f}% on train rows: "
           f"{'MET' if s['mape_pct'] <= target else 'NOT MET'} ({s['mape_pct']:.2f}%)")
@@ -92,10 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     w = train.reindex(train["error_pct"].abs().sort_values(ascending=False).index)
     w = w.drop_duplicates("run").head(args.worst)
     print("\nlargest errors (one row per run), predicted step-time breakdown in % of step:")
-    hdr = ("fwd", "bwd", "recomp", "tp", "p2p", "bubble", "dp", "opt", "ovh")
-    print(f"{'case_id':58} {'err %':>7} {'step s':>8} " + " ".join(f"{h:>6}" for h in hdr))
-    keys = ("time_forward", "time_backward", "time_recompute", "time_tp_comm", "time_pp_p2p",
-            "time_pp_bubble", "time_dp_comm", "time_optimizer", "time_overhead")
+    keys = BREAKDOWN
+    hdr = tuple(k.removeprefix("time_").replace("_comm", "") for k in keys)
+    print(f"{'case_id':58} {'err %':>7} {'step s':>8} " + " ".join(f"{h[:6]:>6}" for h in hdr))
     for r in w.itertuples(index=False):
         parts = " ".join(f"{100 * getattr(r, k) / r.step_time:6.1f}" for k in keys)
         print(f"{r.case_id[:58]:58} {r.error_pct:+7.1f} {r.step_time:8.3g} {parts}")

@@ -93,8 +93,8 @@ from .ops import elementwise as ew
 from .ops import embedding as emb
 from .ops.cost import Cost, select, sum_time, time_memory_bound, time_roofline, total
 from .ops.gemm import gemm
-from .training import (IS_PP, gemm_peak, head_dim, kv_heads_local,
-                       layers_per_stage)
+from .training import (IS_PP, experts_safe, gemm_peak, head_dim, kv_heads_local,
+                       layers_per_stage, moe_layer_fraction, params_expert)
 
 #: condition: FlashAttention (prefill) / flash-decoding (decode) kernels are used.
 IS_FLASH = S.flash_attn > sp.Rational(1, 2)
@@ -151,12 +151,26 @@ def gemm_efficiency() -> sp.Expr:
 
 
 def linear_weights_layer() -> sp.Expr:
-    """Linear-weight elements of one layer held by one TP rank:
-    ``h*d*(a/t + 2*k_l) + (a/t)*d*h + (2+g)*h*f/t`` (QKV, output projection, MLP; biases
-    neglected), with ``k_l = max(k, t)/t`` KV heads per rank."""
+    """Linear-weight elements of the average layer held by one TP rank:
+    ``h*d*(a/t + 2*k_l) + (a/t)*d*h`` (QKV, output projection; biases neglected, ``k_l =
+    max(k, t)/t`` KV heads per rank), plus ``(2+g)*h*f/t`` for a dense MLP or, for the MoE
+    fraction of the layers (:func:`symcost.training.moe_layer_fraction`), the ``E`` routed and
+    ``n_s`` shared experts split by TP (``(E+n_s)*(2+g)*h*f_e/t``; vLLM and TensorRT-LLM
+    tensor-parallel MoE) and the replicated router ``h*E``."""
     h, f, g, t = S.hidden, S.ffn_hidden, S.gated_mlp, S.tp
     d, a_l, k_l = head_dim(), heads_local(), kv_heads_local()
-    return h * d * (a_l + 2 * k_l) + a_l * d * h + (2 + g) * h * f / t
+    fm = moe_layer_fraction()
+    moe = (S.n_experts + S.shared_experts) * params_expert() / t + h * S.n_experts
+    return h * d * (a_l + 2 * k_l) + a_l * d * h + (1 - fm) * (2 + g) * h * f / t + fm * moe
+
+
+def active_experts(rows: sp.Expr) -> sp.Expr:
+    """Expected distinct routed experts ``rows`` tokens activate in one MoE layer:
+    ``E * (1 - (1 - k/E)^rows)`` (uniform, independent top-``k`` routing): every activated
+    expert's weights are read once per step, so a decode batch of a few tokens reads few
+    experts and a large one reads them all."""
+    e = experts_safe()
+    return e * (1 - (1 - S.top_k / e) ** rows)
 
 
 def kv_bytes_per_token() -> sp.Expr:
@@ -183,7 +197,10 @@ def activation_workspace_bytes() -> sp.Expr:
     (``(2+g)*f/t``), 16-bit."""
     h, f, g, t = S.hidden, S.ffn_hidden, S.gated_mlp, S.tp
     d, a_l, k_l = head_dim(), heads_local(), kv_heads_local()
-    per_token = 2 * h + (2 * a_l + 2 * k_l) * d + (2 + g) * f / t
+    fm = moe_layer_fraction()
+    mlp = ((1 - fm) * (2 + g) * f / t
+           + fm * (S.top_k + S.shared_experts) * (2 + g) * S.moe_ffn_hidden / t)
+    per_token = 2 * h + (2 * a_l + 2 * k_l) * d + mlp
     return S.max_num_tokens * per_token * S.BYTES_ACT
 
 
@@ -203,19 +220,35 @@ def layer_gemms(rows: sp.Expr) -> dict[str, Cost]:
     kernel is slower than the roofline's ``max``. With ``rows`` of 1-64 these are GEMVs
     (memory-bound).
 
+    MoE layers (a fraction :func:`symcost.training.moe_layer_fraction`) run, instead of the
+    MLP, the router, the shared experts and grouped GEMMs over the
+    :func:`active_experts` routed experts, each reading its weights once for its
+    ``rows*k/active`` tokens.
+
     Returns:
-        ``{"qkv_proj", "out_proj", "mlp_up", "mlp_down"}`` -> :class:`Cost` (FLOP, bytes, s).
+        ``{"qkv_proj", "out_proj", "mlp_up", "mlp_down", "router", "experts",
+        "shared_experts"}`` -> :class:`Cost` (FLOP, bytes, s).
     """
     h, f, g, t = S.hidden, S.ffn_hidden, S.gated_mlp, S.tp
     d, a_l, k_l = head_dim(), heads_local(), kv_heads_local()
     kw = {"elem_bytes": S.act_bytes, "b_bytes": S.w_bytes, "eff": gemm_efficiency(),
           "overlap": S.gemm_overlap}
     peak = gemm_peak()
+    fm = moe_layer_fraction()
+    fe, sh = S.moe_ffn_hidden / t, S.shared_experts * S.moe_ffn_hidden / t
+    active = active_experts(rows)
+    per = rows * S.top_k / smax(active, 1)
+    grouped = {**kw, "weight": False}
     return {
         "qkv_proj": gemm(rows, (a_l + 2 * k_l) * d, h, peak, **kw),
         "out_proj": gemm(rows, h, a_l * d, peak, **kw),
-        "mlp_up": gemm(rows, (1 + g) * f / t, h, peak, **kw),
-        "mlp_down": gemm(rows, h, f / t, peak, **kw),
+        "mlp_up": gemm(rows, (1 + g) * f / t, h, peak, **kw).scale(1 - fm),
+        "mlp_down": gemm(rows, h, f / t, peak, **kw).scale(1 - fm),
+        "router": gemm(rows, S.n_experts, h, peak, **kw).scale(fm),
+        "experts": (gemm(per, (1 + g) * fe, h, peak, active, **grouped)
+                    + gemm(per, h, fe, peak, active, **grouped)).scale(fm),
+        "shared_experts": (gemm(rows, (1 + g) * sh, h, peak, **kw)
+                           + gemm(rows, h, sh, peak, **kw)).scale(fm),
     }
 
 
@@ -228,7 +261,9 @@ def layer_memory_ops(rows: sp.Expr) -> dict[str, Cost]:
     return {
         "norms": ew.norm(rows * h).scale(2),
         "residual": ew.residual_dropout(rows * h, sp.Integer(0)).scale(2),
-        "activation": ew.activation(rows * f / t, g),
+        "activation": ew.activation(rows * f / t, g).scale(1 - moe_layer_fraction())
+        + ew.activation(rows * (S.top_k + S.shared_experts) * S.moe_ffn_hidden / t,
+                        g).scale(moe_layer_fraction()),
         "kv_write": Cost(sp.Integer(0), kv_write,
                          time_memory_bound(kv_write, S.hbm_bw, S.eff_hbm)),
     }
@@ -426,7 +461,9 @@ def inference_expressions() -> dict[str, sp.Expr]:
     # --- model FLOPs of the prefill (one replica): 2 per weight per token, the causal
     # attention in the full-matrix convention (4*b*s^2*a*d per layer), the LM head per prompt
     h, a, k, f, g, d = S.hidden, S.n_heads, S.n_kv_heads, S.ffn_hidden, S.gated_mlp, head_dim()
-    layer_w = h * d * (a + 2 * k) + a * d * h + (2 + g) * h * f
+    fm = moe_layer_fraction()
+    layer_w = (h * d * (a + 2 * k) + a * d * h + (1 - fm) * (2 + g) * h * f
+               + fm * ((S.top_k + S.shared_experts) * params_expert() + h * S.n_experts))
     out["prefill_flops"] = (2 * tokens * S.n_layers * layer_w
                             + S.n_layers * att.flops_attention(B, s_in, a, d)
                             + 2 * B * h * S.vocab)

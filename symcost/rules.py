@@ -291,16 +291,23 @@ TRAINING_RULES: tuple[Rule, ...] = (
     SEQ_LEN_POSITIONS, TP_HEADS, TP_FFN, TP_KV_HEADS, PP_LAYERS, GLOBAL_BATCH_NEEDED,
     VPP_NEEDS_PP, VPP_LAYERS, VPP_MICROBATCHES, ZERO_PP, DTYPE_HARDWARE, CP_SEQ, CP_FLASH,
     EP_DP, EP_EXPERTS, MOE_TP_SP, HSDP_DP)
-DENSE_SERVING = Rule(
-    "serving_needs_dense_model", "model", ("experts", "kv_lora_rank"),
-    lambda v, xp: (v["experts"] < 0.5) & (v["kv_lora_rank"] < 0.5),
-    "mixture-of-experts and MLA models are not modelled for serving",
-    lambda v: "mixture-of-experts and multi-head latent attention models are not modelled "
-              "for serving yet (the inference model holds dense weights and a GQA KV cache)")
+MLA_SERVING = Rule(
+    "serving_without_mla", "model", ("kv_lora_rank",),
+    lambda v, xp: v["kv_lora_rank"] < 0.5,
+    "multi-head latent attention is not modelled for serving",
+    lambda v: "multi-head latent attention (kv_lora_rank > 0) is not modelled for serving yet "
+              "(the inference model holds a GQA KV cache)")
+TP_MOE_FFN = Rule(
+    "tp_divides_moe_ffn_hidden", "tp", ("tp", "moe_ffn_hidden"),
+    lambda v, xp: (v["moe_ffn_hidden"] < 0.5) | ~indivisible(
+        xp, xp.maximum(v["moe_ffn_hidden"], 1), v["tp"]), "does not divide moe_ffn_hidden",
+    lambda v: f"{_i(v['tp'])} does not divide moe_ffn_hidden ({_i(v['moe_ffn_hidden'])}) "
+              "(serving splits every expert by tensor parallelism)")
 
 #: the inference rules, in order.
 INFERENCE_RULES: tuple[Rule, ...] = (
-    DENSE_SERVING, NUM_GPUS_DIVISIBLE, CONTEXT_POSITIONS, TP_HEADS, TP_FFN, TP_KV_HEADS, PP_LAYERS,
+    MLA_SERVING, NUM_GPUS_DIVISIBLE, CONTEXT_POSITIONS, TP_HEADS, TP_FFN, TP_KV_HEADS,
+    TP_MOE_FFN, PP_LAYERS,
     _fp8_rule("weight_dtype"), _fp8_rule("act_dtype"), _fp8_rule("kv_dtype"), ACT_DTYPE_PEAK,
     WEIGHT_NOT_WIDER, ONE_8BIT_FORMAT)
 #: rules on model outputs, checked after evaluation.

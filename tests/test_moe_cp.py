@@ -180,3 +180,27 @@ def test_hsdp_shards_within_a_group_and_all_reduces_across_replicas():
     assert hsdp["mem_optimizer"] == pytest.approx(12 * P / 8, rel=1e-12)
     with pytest.raises(ConfigError, match="^dp_replicate: 3 does not divide dp\\*cp = 16"):
         predict_training(m, H100, dp_replicate=3, **kw)
+
+
+def test_moe_serving_reads_the_experts_a_batch_activates():
+    """E(1-(1-k/E)^rows) distinct experts: k for one token, all E for a large batch."""
+    from symcost import inference as INF
+    vals = {"n_experts": 8, "top_k": 2}
+    assert _bind(INF.active_experts(sp.Integer(1)), vals) == pytest.approx(2.0)
+    assert _bind(INF.active_experts(sp.Integer(2)), vals) == pytest.approx(8 * (1 - 0.75**2))
+    assert _bind(INF.active_experts(sp.Integer(512)), vals) == pytest.approx(8.0)
+
+
+def test_moe_serving_weights_per_gpu_by_hand():
+    """Mixtral 8x7B, TP 2, bf16: every expert split over the two GPUs, router replicated.
+    Per GPU, bytes: 2 * (32 * (attention/2 + 8*3*h*f_e/2 + h*8 + 2h) + 2*V*h/2 + h)."""
+    from symcost import predict_inference
+    r = predict_inference("mixtral-8x7b", H100, tp=2, batch=8)
+    h, a, k, d, fe, V = 4096, 32, 8, 128, 14336, 32000
+    attention = h * d * (a / 2 + 2 * k / 2) + a / 2 * d * h
+    layer = attention + 8 * 3 * h * fe / 2 + h * 8
+    want = 2 * (32 * layer + 32 * 2 * h + 2 * V * h / 2 + h)
+    assert r.values["mem_weights"] == pytest.approx(want, rel=1e-12)
+    # MLA models are refused for serving with the rule's message
+    with pytest.raises(ConfigError, match="^model: multi-head latent attention"):
+        predict_inference("deepseek-v3", "b200", tp=8, batch=1)
