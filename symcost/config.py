@@ -18,6 +18,7 @@ from hwspecs import HardwareSpec
 
 from . import rules as R
 from . import symbols as S
+from .fields import (LORA_TARGETS, normalize_lora_targets)
 from .fields import (ACT_DTYPES, DTYPE_BYTES, INFERENCE_FIELDS, INT4_GROUP, KV_DTYPES,
                      RECOMPUTE_MODES, TRAINING_FIELDS, WEIGHT_DTYPES, ConfigError, coerce,
                      encode, model_parallel_size)
@@ -51,6 +52,11 @@ class TrainingConfig:
             16-bit activations and weights in memory).
         flash_attention: FlashAttention for the attention core.
         dp_overlap: overlap data-parallel communication with compute.
+        offload: ``none``, ``optimizer`` or ``optimizer+params`` (host memory, DeepSpeed).
+        intra_node_link: ``default``, ``nvlink``, ``nvlink-bridge`` or ``pcie``.
+        finetune: ``full``, ``lora`` or ``qlora``.
+        lora_rank: adapter rank ``r``.
+        lora_targets: comma list from ``q,k,v,o,gate,up,down``.
     """
 
     num_gpus: int | None = None
@@ -67,6 +73,12 @@ class TrainingConfig:
     dtype: str = "bf16"
     flash_attention: bool = True
     dp_overlap: bool = True
+    # fine-tuning, offload and topology (issue 13; see symcost.fields / symcost.finetune)
+    offload: str = "none"
+    intra_node_link: str = "default"
+    finetune: str = "full"
+    lora_rank: int = 16
+    lora_targets: str = "q,k,v,o,gate,up,down"
 
     def replace(self, **changes: Any) -> "TrainingConfig":
         """A copy with ``changes`` applied (not validated until :func:`resolve`)."""
@@ -90,7 +102,9 @@ def positive_int(name: str, value: object, error: type[ConfigError] = ConfigErro
 def hardware_facts(hw: "HardwareSpec") -> dict[str, float]:
     """The hardware values the rules read: ``hw_bf16``, ``hw_fp16``, ``hw_fp8`` (1 when the
     GPU has that dense tensor-core peak)."""
-    return {f"hw_{d}": float(d in hw.peak_flops) for d in DTYPES}
+    facts = {f"hw_{d}": float(d in hw.peak_flops) for d in DTYPES}
+    facts["hw_bridge"] = float(hw.bridge_bandwidth is not None)
+    return facts
 
 
 def model_facts(model: "ModelSpec") -> dict[str, float]:
@@ -132,6 +146,7 @@ def resolve(model: "ModelSpec", hw: "HardwareSpec", cfg: TrainingConfig) -> Trai
             schedule's conditions; ZeRO-2/3 without ``pp``; a dtype the GPU lacks; learned
             positions; the global batch needed with ``pp > 1``).
     """
+    cfg = cfg.replace(lora_targets=normalize_lora_targets(cfg.lora_targets))
     c = _coerce_all(TRAINING_FIELDS, cfg, ConfigError)
     replica = model_parallel_size(c)
     if c["dp"] is None:
@@ -146,7 +161,8 @@ def resolve(model: "ModelSpec", hw: "HardwareSpec", cfg: TrainingConfig) -> Trai
     if c["seq_len"] is None:
         c["seq_len"] = model.seq_len
     values = {**model_facts(model), **hardware_facts(hw),
-              **{k: encode(TRAINING_FIELDS[k], v) for k, v in c.items()},
+              **{k: encode(TRAINING_FIELDS[k], v) for k, v in c.items()
+                 if TRAINING_FIELDS[k].kind != "str"},
               "global_batch_given": float(given), "dtype_name": c["dtype"], "hw_name": hw.name,
               "hw_dtypes": frozenset(hw.peak_flops)}
     R.check(R.TRAINING_RULES, values)
@@ -179,6 +195,11 @@ def hardware_bindings(hw: "HardwareSpec", dtype: str = "bf16") -> dict[str, floa
         S.intra_bw.name: hw.intra_node_bandwidth, S.intra_lat.name: hw.intra_node_latency,
         S.inter_bw.name: hw.inter_node_bandwidth, S.inter_lat.name: hw.inter_node_latency,
         S.gpus_per_node.name: hw.gpus_per_node,
+        # host link (issue 13): offload copies and host-staged collectives; without a stated
+        # host link the intra-node link stands in, without bridges the host link
+        S.host_bw.name: hw.host_link_bandwidth or hw.intra_node_bandwidth,
+        S.p2p.name: float(hw.peer_to_peer),
+        S.bridge_bw.name: hw.bridge_bandwidth or hw.host_link_bandwidth or hw.intra_node_bandwidth,
     }
 
 
@@ -194,7 +215,14 @@ def parallel_bindings(cfg: TrainingConfig) -> dict[str, float]:
     field's symbol, and ``fp8`` from ``dtype``."""
     out = field_bindings(TRAINING_FIELDS, cfg)
     out[S.fp8.name] = float(cfg.dtype == "fp8")
+    out.update(lora_target_bindings(cfg.lora_targets))
     return out
+
+
+def lora_target_bindings(targets: str) -> dict[str, float]:
+    """The ``lora_<target>`` flag symbols (1 targeted, 0 not) of a canonical target list."""
+    chosen = set(targets.split(","))
+    return {f"lora_{t}": float(t in chosen) for t in LORA_TARGETS}
 
 
 # ----------------------------------------------------------------------------- inference
@@ -338,6 +366,6 @@ def inference_parallel_bindings(cfg: InferenceConfig) -> dict[str, float]:
 __all__ = ["ACT_DTYPES", "DTYPES", "DTYPE_BYTES", "INT4_GROUP", "KV_DTYPES", "RECOMPUTE_MODES",
            "WEIGHT_DTYPES", "ConfigError", "InferenceConfig", "InferenceConfigError",
            "TrainingConfig", "field_bindings", "hardware_bindings", "hardware_facts",
-           "inference_hardware_bindings", "inference_parallel_bindings", "model_bindings",
+           "inference_hardware_bindings", "lora_target_bindings", "inference_parallel_bindings", "model_bindings",
            "model_facts", "parallel_bindings", "positive_int", "resolve", "resolve_dtypes",
            "resolve_inference"]

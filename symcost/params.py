@@ -38,6 +38,8 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "eff_dequant": (0.05, 1.0),
     "gemm_overlap": (0.0, 1.0),
     "t_infer_step": (0.0, 1.0),
+    "eff_host": (0.05, 1.0),
+    "cpu_adam_rate": (1e7, 1e12),
 }
 PARAM_NAMES: tuple[str, ...] = tuple(s.name for s in S.by_kind("efficiency"))
 assert set(PARAM_NAMES) == set(BOUNDS), "every efficiency symbol needs bounds"

@@ -196,6 +196,31 @@ DTYPE_HARDWARE = Rule(
     lambda v: f"{v.get('hw_name', 'this GPU')} has no {v.get('dtype_name', 'such')} "
               f"tensor-core peak (it supports {', '.join(sorted(v.get('hw_dtypes', ())))})")
 
+# --- fine-tuning, offload and topology rules (issue 13; symcost.finetune) ---------------
+OFFLOAD_NEEDS_ZERO = Rule(
+    "offload_needs_zero", "offload", ("offload", "zero"),
+    lambda v, xp: (v["offload"] < 0.5) | (v["zero"] > 0.5),
+    "optimizer offload needs ZeRO stage 1-3",
+    lambda v: "ZeRO-Offload moves the optimizer partition of a ZeRO stage to host memory; "
+              "use zero >= 1 (Ren et al. 2021, ZeRO-Offload, Sec. 4)")
+OFFLOAD_PARAMS_ZERO3 = Rule(
+    "offload_params_needs_zero3", "offload", ("offload", "zero"),
+    lambda v, xp: (v["offload"] < 1.5) | (v["zero"] > 2.5),
+    "parameter offload needs ZeRO-3",
+    lambda v: "offloading parameters (optimizer+params) needs them partitioned: use zero 3 "
+              "(DeepSpeed offload_param is a ZeRO-3 option; Rajbhandari et al. 2021, "
+              "ZeRO-Infinity)")
+BRIDGE_HARDWARE = Rule(
+    "nvlink_bridge_needs_bridges", "intra_node_link", ("intra_node_link", "hw_bridge"),
+    lambda v, xp: (v["intra_node_link"] < 1.5) | (v["intra_node_link"] > 2.5)
+    | (v["hw_bridge"] > 0.5),
+    "nvlink-bridge on hardware without NVLink bridges",
+    lambda v: f"{v.get('hw_name', 'this GPU')} has no NVLink bridges in its hardware spec "
+              "(host_link.bridge_gbps_per_direction)")
+FINETUNE_RULES: tuple[Rule, ...] = (OFFLOAD_NEEDS_ZERO, OFFLOAD_PARAMS_ZERO3, BRIDGE_HARDWARE)
+# --- end of fine-tuning rules -------------------------------------------------------------
+
+
 # ----------------------------------------------------------------------------- inference dtypes
 def _fp8_rule(field: str) -> Rule:
     return Rule(
@@ -235,7 +260,7 @@ MEMORY_FITS = Rule(
 TRAINING_RULES: tuple[Rule, ...] = (
     HIDDEN_HEADS, HEADS_KV, NUM_GPUS_DIVISIBLE, NUM_GPUS_PRODUCT, GLOBAL_BATCH_DIVISIBLE,
     SEQ_LEN_POSITIONS, TP_HEADS, TP_FFN, TP_KV_HEADS, PP_LAYERS, GLOBAL_BATCH_NEEDED,
-    VPP_NEEDS_PP, VPP_LAYERS, VPP_MICROBATCHES, ZERO_PP, DTYPE_HARDWARE)
+    VPP_NEEDS_PP, VPP_LAYERS, VPP_MICROBATCHES, ZERO_PP, DTYPE_HARDWARE) + FINETUNE_RULES
 #: the inference rules, in order.
 INFERENCE_RULES: tuple[Rule, ...] = (
     NUM_GPUS_DIVISIBLE, CONTEXT_POSITIONS, TP_HEADS, TP_FFN, TP_KV_HEADS, PP_LAYERS,
@@ -280,5 +305,5 @@ def first_broken(rules: Sequence[Rule], values: Values, xp: Any, shape: Any) -> 
     return code
 
 
-__all__ = ["CONTEXT_POSITIONS", "INFERENCE_RULES", "MEMORY_FITS", "OUTPUT_RULES", "Rule",
+__all__ = ["FINETUNE_RULES", "CONTEXT_POSITIONS", "INFERENCE_RULES", "MEMORY_FITS", "OUTPUT_RULES", "Rule",
            "TRAINING_RULES", "broken", "check", "first_broken", "indivisible"]

@@ -32,6 +32,7 @@ import functools
 
 import sympy as sp
 
+from . import finetune as ft
 from . import symbols as S
 from .functions import CeilDiv, flag, smax, smin
 from .ops import attention as att
@@ -305,13 +306,20 @@ def training_expressions() -> dict[str, sp.Expr]:
     fwd_layer = sum_time(layer_forward_compute()) + ovh
     bwd_layer = sum_time(layer_backward_compute()) + 2 * ovh
     rec_layer = layer_recompute().time + IS_FULL * ovh
+    # [finetune] LoRA/QLoRA (symcost.finetune): frozen base skips weight-gradient GEMMs;
+    # adapters' GEMMs; QLoRA dequantizes NF4 weights in every pass
+    ft_fwd = ft.adapter_compute_layer(n, peak).time + ft.dequant_time_layer()
+    fwd_layer += ft_fwd
+    bwd_layer += (2 * ft.adapter_compute_layer(n, peak).time + ft.dequant_time_layer()
+                  - ft.frozen_wgrad_time(layer_forward_compute()))
+    rec_layer += IS_FULL * ft_fwd
     tp_layer = tp_comm_layer_forward().time * (2 + IS_FULL)
 
     vocab_local = S.vocab / t
     head_fwd = (emb.lm_head(n, S.hidden, vocab_local, peak).time
                 + emb.cross_entropy(n, vocab_local).time
                 + emb.embedding_lookup(n, S.hidden).time)
-    head_bwd = (2 * emb.lm_head(n, S.hidden, vocab_local, peak).time
+    head_bwd = ((2 - ft.IS_ADAPTER) * emb.lm_head(n, S.hidden, vocab_local, peak).time  # [finetune]
                 + emb.embedding_lookup(n, S.hidden).time)
 
     t_f = Ls * fwd_layer + head_fwd
@@ -322,20 +330,25 @@ def training_expressions() -> dict[str, sp.Expr]:
     t_p2p = IS_PP * v * 2 * coll.p2p(n * S.hidden * S.BYTES_ACT / t, intra_pp).time
 
     # --- data parallel: ZeRO-3 per micro-batch, ZeRO 0-2 per step
-    grad_bytes = S.BYTES_PARAM * params_gpu()
+    # [finetune] gradients and their sync cover the trained parameters only (LoRA adapters)
+    train_params = ft.trainable_params(params_gpu(), Ls)
+    grad_bytes = S.BYTES_PARAM * train_params
+    weight_bytes = ft.base_weight_bytes(params_gpu(), Ls)
     ar = coll.all_reduce(grad_bytes, d, t).time
     # ZeRO-3/FSDP gathers and reduce-scatters one layer at a time (one FSDP unit per layer):
     # the stage's bytes split over its layers, each collective paying its own ring latency
-    ag = Ls * coll.all_gather(grad_bytes / Ls, d, t).time
+    ag = Ls * coll.all_gather(weight_bytes / Ls, d, t).time
     rs = Ls * coll.reduce_scatter(grad_bytes / Ls, d, t).time
+    ag_train = Ls * coll.all_gather(grad_bytes / Ls, d, t).time
     ov = S.dp_overlap
     z3_exposed = (ov * (smax(ag - t_f, 0) + ag / Ls + smax(ag + rs - t_b - t_r, 0))
                   + (1 - ov) * (2 * ag + rs))
-    t_z3 = IS_ZERO3 * z3_exposed
+    # [finetune] parameter offload: the partition comes over the host link in every pass
+    t_z3 = IS_ZERO3 * z3_exposed + ft.offload_param_fetch_time(weight_bytes / d, 2 + IS_FULL)
     is_z12 = flag((z > sp.Rational(1, 2)) & (z < sp.Rational(5, 2)))
     is_z0 = flag(z < sp.Rational(1, 2))
     grad_sync = is_z0 * ar + is_z12 * rs
-    param_gather = is_z12 * ag
+    param_gather = is_z12 * ag_train
     dp_step = (ov * (smax(grad_sync - t_b - t_r, 0) + smax(param_gather - t_f, 0))
                + (1 - ov) * (grad_sync + param_gather))
 
@@ -345,7 +358,9 @@ def training_expressions() -> dict[str, sp.Expr]:
     shard_opt = sp.Piecewise((d, z > sp.Rational(1, 2)), (1, True))
     shard_grad = sp.Piecewise((d, z > sp.Rational(3, 2)), (1, True))
     shard_w = sp.Piecewise((d, z > sp.Rational(5, 2)), (1, True))
-    t_opt = adam_step(params_gpu() / shard_opt).time
+    # [finetune] Adam over the trained partition, on the GPU or (offload) on the host CPUs
+    t_opt = ((1 - ft.IS_OFFLOAD) * adam_step(train_params / shard_opt).time
+             + ft.offload_optimizer_time(train_params / shard_opt, t * p * d))
 
     out: dict[str, sp.Expr] = {
         "time_forward": m * t_f + Ls * fp8_weight_cast_bytes_layer() / (S.hbm_bw * S.eff_hbm),
@@ -381,9 +396,11 @@ def training_expressions() -> dict[str, sp.Expr]:
     # --- memory per GPU (first pipeline stage)
     psi = params_gpu()
     zero3_buffer = IS_ZERO3 * 2 * S.BYTES_PARAM * params_layer() / t
-    out["mem_weights"] = S.BYTES_PARAM * psi / shard_w + zero3_buffer
-    out["mem_gradients"] = S.BYTES_PARAM * psi / shard_grad
-    out["mem_optimizer"] = S.BYTES_OPTIMIZER * psi / shard_opt
+    # [finetune] frozen/NF4 base weights; gradients and optimizer of the trained parameters;
+    # offload moves the optimizer (and gradient) partition, and the parameter partition, to host
+    out["mem_weights"] = (1 - ft.IS_OFFLOAD_PARAMS) * weight_bytes / shard_w + zero3_buffer
+    out["mem_gradients"] = (1 - ft.IS_OFFLOAD) * S.BYTES_PARAM * train_params / shard_grad
+    out["mem_optimizer"] = (1 - ft.IS_OFFLOAD) * S.BYTES_OPTIMIZER * train_params / shard_opt
     logits = (1 - IS_PP) * S.BYTES_LOGIT * n * vocab_local
     out["mem_activations"] = (Ls * activation_bytes_layer() * microbatches_in_flight()
                               + IS_FULL * activation_bytes_layer_no_recompute() + logits)
@@ -395,7 +412,9 @@ def training_expressions() -> dict[str, sp.Expr]:
     out["mem_headroom"] = out["mem_usable"] - out["mem_total"]
     out["params_total"] = params_total()
     out["num_gpus"] = n_gpus
-    return out
+    # [finetune] the intra-node link of the chosen topology (NVLink, bridges, PCIe/host-staged)
+    link = ft.intra_bandwidth()
+    return {k: sp.sympify(v).subs(S.intra_bw, link) for k, v in out.items()}
 
 
 #: names of the step-time breakdown terms, in order; they sum to ``step_time``.
