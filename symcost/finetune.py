@@ -34,7 +34,7 @@ from __future__ import annotations
 import sympy as sp
 
 from . import symbols as S
-from .functions import flag, smin
+from .functions import flag, smax, smin
 from .ops.cost import Cost
 from .ops.gemm import gemm
 
@@ -67,19 +67,23 @@ def intra_bandwidth() -> sp.Expr:
       "Troubleshooting": PCI P2P): the node's host link bandwidth is shared by the
       ``gpus_per_node`` GPUs of the ring and halved for the two copies:
       ``eff_host * host_bw / (2 * gpus_per_node)``.
-    * 2 (``nvlink-bridge``): GPU pairs joined by bridges (``bridge_bw``), PCIe between pairs;
-      a ring alternates bridge hops and PCIe hops, so only half the GPUs stage through the
-      host: ``min(bridge_bw, host rate with gpus_per_node/2 staging GPUs)``.
+    * 2 (``nvlink-bridge``): GPU pairs joined by bridges (``bridge_bw``), PCIe between pairs,
+      used hierarchically: each pair reduces over its bridge, then the ``G/2`` pair leaders
+      (``G = gpus_per_node``) run the PCIe ring, whose per-GPU volume factor is
+      ``(G/2-1)/(G/2)`` instead of ``(G-1)/G``. At the PCIe rate above the bridges therefore
+      act as a bandwidth gain of ``(G-1)/(G-2)`` (7/6 for 8 GPUs); with ``G <= 2`` the whole
+      node is one pair and ``bridge_bw`` applies.
 
     References:
         NVIDIA NCCL documentation (transports: P2P, SHM); Zhang et al. 2023
         (arXiv:2311.03687v2), Sec. III (RTX 4090 without peer-to-peer, RTX 3090 bridges).
     """
-    direct = S.host_bw
-    staged_all = S.eff_host * S.host_bw / (2 * S.gpus_per_node)
-    staged_half = S.eff_host * S.host_bw / S.gpus_per_node
-    pcie = sp.Piecewise((direct, S.p2p > HALF), (staged_all, True))
-    bridge = smin(S.bridge_bw, sp.Piecewise((direct, S.p2p > HALF), (staged_half, True)))
+    G = S.gpus_per_node
+    staged = S.eff_host * S.host_bw / (2 * G)
+    pcie = sp.Piecewise((S.host_bw, S.p2p > HALF), (staged, True))
+    # G > 2 guarded twice (no division by zero in the branch not taken)
+    gain = (G - 1) / smax(G - 2, 1)
+    bridge = sp.Piecewise((smin(S.bridge_bw, pcie * gain), G > 5 * HALF), (S.bridge_bw, True))
     return sp.Piecewise((S.intra_bw, S.intra_link < 3 * HALF),
                         (bridge, S.intra_link < 5 * HALF), (pcie, True))
 
