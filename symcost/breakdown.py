@@ -31,15 +31,22 @@ from typing import Any
 
 import sympy as sp
 
+from hwspecs import HardwareSpec
+
 from . import finetune as ft
 from . import inference as inf
 from . import symbols as S
 from . import training as tr
+from .api import training_inputs
+from .config import InferenceConfig, TrainingConfig
+from .infer_api import inference_inputs
+from .models import ModelSpec
+from .params import Params
 from .ops import attention as att
 from .ops.cost import Cost, time_memory_bound
 from .ops.gemm import gemm
 
-__all__ = ["MODULES", "TRAIN_PHASES", "INFER_PHASES", "evaluate_terms", "rope_cost",
+__all__ = ["inference_modules", "training_modules", "MODULES", "TRAIN_PHASES", "INFER_PHASES", "evaluate_terms", "rope_cost",
            "training_module_terms", "inference_module_terms"]
 
 #: module names, in layer order (the seed's categories), then ``other``.
@@ -216,3 +223,36 @@ def evaluate_terms(terms: Mapping[str, Mapping[str, sp.Expr]],
                 raise ValueError(f"breakdown: {phase}.{mod} needs values for {missing}")
             out[phase][mod] = float(val.evalf())
     return out
+
+
+def training_modules(model: ModelSpec | str, hardware: HardwareSpec | str,
+                     config: TrainingConfig, params: Params | None = None
+                     ) -> dict[str, dict[str, float]]:
+    """Module-wise training time (s per optimizer step) of one configuration.
+
+    Args:
+        model, hardware: specs or preset/hardware ids.
+        config: the training layout (validated).
+        params: efficiency parameters; the shipped calibration when None.
+
+    Returns:
+        ``{"forward" | "backward" | "optimizer": {module: seconds}}`` over :data:`MODULES`.
+
+    Raises:
+        ConfigError, ModelSpecError, HardwareSpecError, ParamsError: invalid input.
+    """
+    values = training_inputs(model, hardware, config, params)
+    return evaluate_terms(training_module_terms(), values)
+
+
+def inference_modules(model: ModelSpec | str, hardware: HardwareSpec | str,
+                      config: InferenceConfig, params: Params | None = None
+                      ) -> dict[str, dict[str, float]]:
+    """Module-wise inference time of one request batch: ``{"prefill" | "decode": {module:
+    seconds}}`` (prefill of ``batch`` prompts; all ``output_len - 1`` decode steps).
+
+    Raises:
+        InferenceConfigError, ModelSpecError, HardwareSpecError, ParamsError: invalid input.
+    """
+    values = inference_inputs(model, hardware, config, params)
+    return evaluate_terms(inference_module_terms(), values)
