@@ -18,7 +18,7 @@ from hwspecs import HardwareSpec
 
 from . import rules as R
 from . import symbols as S
-from .fields import (LORA_TARGETS, normalize_lora_targets)
+from .fields import LORA_TARGETS
 from .fields import (ACT_DTYPES, DTYPE_BYTES, INFERENCE_FIELDS, INT4_GROUP, KV_DTYPES,
                      RECOMPUTE_MODES, TRAINING_FIELDS, WEIGHT_DTYPES, ConfigError, coerce,
                      encode, model_parallel_size)
@@ -146,7 +146,6 @@ def resolve(model: "ModelSpec", hw: "HardwareSpec", cfg: TrainingConfig) -> Trai
             schedule's conditions; ZeRO-2/3 without ``pp``; a dtype the GPU lacks; learned
             positions; the global batch needed with ``pp > 1``).
     """
-    cfg = cfg.replace(lora_targets=normalize_lora_targets(cfg.lora_targets))
     c = _coerce_all(TRAINING_FIELDS, cfg, ConfigError)
     replica = model_parallel_size(c)
     if c["dp"] is None:
@@ -161,8 +160,7 @@ def resolve(model: "ModelSpec", hw: "HardwareSpec", cfg: TrainingConfig) -> Trai
     if c["seq_len"] is None:
         c["seq_len"] = model.seq_len
     values = {**model_facts(model), **hardware_facts(hw),
-              **{k: encode(TRAINING_FIELDS[k], v) for k, v in c.items()
-                 if TRAINING_FIELDS[k].kind != "str"},
+              **{k: encode(TRAINING_FIELDS[k], v) for k, v in c.items()},
               "global_batch_given": float(given), "dtype_name": c["dtype"], "hw_name": hw.name,
               "hw_dtypes": frozenset(hw.peak_flops)}
     R.check(R.TRAINING_RULES, values)

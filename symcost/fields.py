@@ -64,10 +64,10 @@ FINETUNE_MODES: dict[str, int] = {"full": 0, "lora": 1, "qlora": 2}
 #: projections a LoRA adapter may target, in canonical order.
 LORA_TARGETS: tuple[str, ...] = ("q", "k", "v", "o", "gate", "up", "down")
 #: every non-empty target set, written canonically (targets in :data:`LORA_TARGETS` order,
-#: comma-separated); :func:`normalize_lora_targets` brings a user's spelling to this form.
-LORA_TARGET_SETS: tuple[str, ...] = tuple(
-    ",".join(t for i, t in enumerate(LORA_TARGETS) if mask >> i & 1)
-    for mask in range(1, 1 << len(LORA_TARGETS)))
+#: comma-separated) -> its bit mask (bit ``i`` for ``LORA_TARGETS[i]``), the field's code.
+LORA_TARGET_SETS: dict[str, int] = {
+    ",".join(t for i, t in enumerate(LORA_TARGETS) if mask >> i & 1): mask
+    for mask in range(1, 1 << len(LORA_TARGETS))}
 
 
 def normalize_lora_targets(value: object) -> object:
@@ -202,8 +202,8 @@ TRAINING_FIELDS: dict[str, Field] = _table(
     Field("finetune", "enum", "1", "full", "full training, LoRA, or QLoRA (NF4 base)",
           "finetune", choices=FINETUNE_MODES),
     _int("lora_rank", "LoRA adapter rank r", 16),
-    Field("lora_targets", "str", "1", "q,k,v,o,gate,up,down", "projections with LoRA "
-          "adapters, comma-separated from q,k,v,o,gate,up,down", None,
+    Field("lora_targets", "enum", "1", "q,k,v,o,gate,up,down", "projections with LoRA "
+          "adapters, comma-separated from q,k,v,o,gate,up,down (code: bit mask)", None,
           choices=LORA_TARGET_SETS, sweepable=False),
 )
 
@@ -293,6 +293,8 @@ def coerce(f: Field, value: object) -> Any:
         raise _fail(f, value)
     if f.kind in ("enum", "str"):
         assert f.choices is not None
+        if f.name == "lora_targets":
+            value = normalize_lora_targets(value)
         key = str(value).strip().lower() if not isinstance(value, bool) else None
         if key is None or key not in f.choices:
             raise _fail(f, value)

@@ -197,23 +197,25 @@ DTYPE_HARDWARE = Rule(
               f"tensor-core peak (it supports {', '.join(sorted(v.get('hw_dtypes', ())))})")
 
 # --- fine-tuning, offload and topology rules (issue 13; symcost.finetune) ---------------
+# A value these rules read but a caller does not enumerate (the configuration search fixes
+# offload and the link at their defaults) is taken at the field's default, 0.
 OFFLOAD_NEEDS_ZERO = Rule(
     "offload_needs_zero", "offload", ("offload", "zero"),
-    lambda v, xp: (v["offload"] < 0.5) | (v["zero"] > 0.5),
+    lambda v, xp: (v.get("offload", 0.0) < 0.5) | (v["zero"] > 0.5),
     "optimizer offload needs ZeRO stage 1-3",
     lambda v: "ZeRO-Offload moves the optimizer partition of a ZeRO stage to host memory; "
               "use zero >= 1 (Ren et al. 2021, ZeRO-Offload, Sec. 4)")
 OFFLOAD_PARAMS_ZERO3 = Rule(
     "offload_params_needs_zero3", "offload", ("offload", "zero"),
-    lambda v, xp: (v["offload"] < 1.5) | (v["zero"] > 2.5),
+    lambda v, xp: (v.get("offload", 0.0) < 1.5) | (v["zero"] > 2.5),
     "parameter offload needs ZeRO-3",
     lambda v: "offloading parameters (optimizer+params) needs them partitioned: use zero 3 "
               "(DeepSpeed offload_param is a ZeRO-3 option; Rajbhandari et al. 2021, "
               "ZeRO-Infinity)")
 BRIDGE_HARDWARE = Rule(
     "nvlink_bridge_needs_bridges", "intra_node_link", ("intra_node_link", "hw_bridge"),
-    lambda v, xp: (v["intra_node_link"] < 1.5) | (v["intra_node_link"] > 2.5)
-    | (v["hw_bridge"] > 0.5),
+    lambda v, xp: (v.get("intra_node_link", 0.0) < 1.5) | (v.get("intra_node_link", 0.0) > 2.5)
+    | (v.get("hw_bridge", 0.0) > 0.5),
     "nvlink-bridge on hardware without NVLink bridges",
     lambda v: f"{v.get('hw_name', 'this GPU')} has no NVLink bridges in its hardware spec "
               "(host_link.bridge_gbps_per_direction)")

@@ -97,6 +97,9 @@ def test_scalar_and_array_verdicts_agree_on_random_values():
         "heads": 12.0, "kv_heads": 4.0, "hidden": 768.0, "ffn_hidden": 3072.0,
         "seq_len": rng.choice([1024, 4096], n), "max_seq_len": 2048.0,
         "learned_pos": rng.integers(0, 2, n).astype(float),
+        "offload": rng.integers(0, 3, n).astype(float),
+        "intra_node_link": rng.integers(0, 4, n).astype(float),
+        "hw_bridge": rng.integers(0, 2, n).astype(float),
         "dtype": rng.integers(0, 3, n).astype(float), "hw_bf16": 1.0, "hw_fp16": 1.0,
         "hw_fp8": 0.0, "global_batch_given": rng.integers(0, 2, n).astype(float),
     }
