@@ -257,6 +257,8 @@ class InferenceConfig:
         kv_on_demand: continuous batching allocates KV-cache blocks as tokens are generated
             (TensorRT-LLM ``MAX_UTILIZATION``, vLLM) instead of reserving ``input_len +
             output_len`` tokens per request (``GUARANTEED_NO_EVICT``, the default).
+        framework: serving framework whose per-step overhead applies (``generic``, ``vllm``,
+            ``lightllm``, ``tgi``, ``trtllm``).
     """
 
     batch: int = 1
@@ -273,6 +275,7 @@ class InferenceConfig:
     max_num_tokens: int = 8192
     kv_mem_frac: float = 0.9
     kv_on_demand: bool = False
+    framework: str = "generic"
 
     def replace(self, **changes: Any) -> "InferenceConfig":
         """A copy with ``changes`` applied (not validated until :func:`resolve_inference`)."""

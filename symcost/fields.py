@@ -61,6 +61,10 @@ INTRA_LINKS: dict[str, int] = {"default": 0, "nvlink": 1, "nvlink-bridge": 2, "p
 #: fine-tuning modes -> code of the ``finetune`` symbol (Hu et al. 2021, LoRA; Dettmers et al.
 #: 2023, QLoRA).
 FINETUNE_MODES: dict[str, int] = {"full": 0, "lora": 1, "qlora": 2}
+#: serving frameworks -> code of the ``framework`` symbol (Zhang et al. 2023 compare vLLM,
+#: LightLLM, TGI and TensorRT-LLM).
+SERVING_FRAMEWORKS: dict[str, int] = {"generic": 0, "vllm": 1, "lightllm": 2, "tgi": 3,
+                                      "trtllm": 4}
 #: projections a LoRA adapter may target, in canonical order.
 LORA_TARGETS: tuple[str, ...] = ("q", "k", "v", "o", "gate", "up", "down")
 #: every non-empty target set, written canonically (targets in :data:`LORA_TARGETS` order,
@@ -231,6 +235,9 @@ INFERENCE_FIELDS: dict[str, Field] = _table(
           "kv_mem_frac", minimum=0.0, maximum=1.0, exclusive_minimum=True),
     _bool("kv_on_demand", "KV blocks allocated as tokens are generated (vLLM, TRT-LLM "
           "MAX_UTILIZATION)", False, "kv_on_demand"),
+    # issue 13: per-framework step overhead (calibratable t_sched_<framework>)
+    Field("framework", "enum", "1", "generic", "serving framework whose per-step overhead "
+          "applies (t_sched_<framework>)", "framework", choices=SERVING_FRAMEWORKS),
 )
 
 #: transformer shape fields (:class:`symcost.models.ModelSpec` attributes) a sweep may vary.
@@ -386,7 +393,7 @@ def decode_or_raw(f: Field, v: float) -> object:
         return v
 
 
-__all__ = ["FINETUNE_MODES", "INTRA_LINKS", "LORA_TARGETS", "LORA_TARGET_SETS", "OFFLOAD_MODES",
+__all__ = ["SERVING_FRAMEWORKS", "FINETUNE_MODES", "INTRA_LINKS", "LORA_TARGETS", "LORA_TARGET_SETS", "OFFLOAD_MODES",
            "normalize_lora_targets", "ACT_DTYPES", "ConfigError", "DTYPE_BYTES", "INT4_GROUP", "MODEL_PARALLEL",
            "model_parallel_size", "Field", "INFERENCE_FIELDS", "KV_DTYPES", "MAX_COUNT",
            "MODEL_FIELDS", "RECOMPUTE_MODES", "TRAINING_FIELDS", "TRAIN_DTYPES",

@@ -290,6 +290,22 @@ lora_down = _declare("lora_down", "parallel", "1",
 #: of 64 and one fp32 constant per 256 blocks (Dettmers et al. 2023, QLoRA, arXiv:2305.14314,
 #: Sec. 3: 0.5 + 8/64/8 + 32/(64*256)/8 bytes = 4.127 bits per parameter).
 BYTES_NF4 = sp.Rational(1, 2) + sp.Rational(8, 64 * 8) + sp.Rational(32, 64 * 256 * 8)
+# serving-framework overheads (issue 13, item 7; symcost.inference.framework_step_overhead)
+framework = _declare("framework", "parallel", "1",
+                     "serving framework: 0 generic, 1 vLLM, 2 LightLLM, 3 TGI, 4 TensorRT-LLM",
+                     integer=True, nonneg=True)
+t_sched_vllm = _declare("t_sched_vllm", "efficiency", "s",
+                        "vLLM's own time per forward step (scheduler, block tables, sampling)"
+                        " beyond t_infer_step", nonneg=True)
+t_sched_lightllm = _declare("t_sched_lightllm", "efficiency", "s",
+                            "LightLLM's own time per forward step beyond t_infer_step",
+                            nonneg=True)
+t_sched_tgi = _declare("t_sched_tgi", "efficiency", "s",
+                       "Text Generation Inference's own time per forward step beyond"
+                       " t_infer_step", nonneg=True)
+t_sched_trtllm = _declare("t_sched_trtllm", "efficiency", "s",
+                          "TensorRT-LLM's own time per forward step beyond t_infer_step",
+                          nonneg=True)
 # --- end of fine-tuning block -----------------------------------------------------------
 
 

@@ -34,7 +34,7 @@ tp, pp             both blank: unpredictable ("parallel config not stated"), unl
                    ``dp == n_gpus`` (then tp = pp = 1); one blank: the other is derived
                    from ``n_gpus / (stated * dp)`` when dp is stated, else unpredictable
 global_batch       ``micro_batch * dp``
-dp_overlap         on
+dp_overlap         on; off for ZHANG23 (:data:`SOURCE_DEFAULTS`)
 flash_attention    the column when stated (0/1); else see :data:`SOURCE_DEFAULTS` and
                    :func:`flash_attention_rule`
 gated_mlp          the column when stated (1: SwiGLU, 0: GELU MLP); else the preset's flag
@@ -122,7 +122,12 @@ INFERENCE_REASON = "inference rows: not predicted by the training model"
 #:   learned position embeddings and biases (the published ``n_params_b`` grows by ``hidden``
 #:   per token of ``seq_len`` and matches ``bias=True, position='learned'`` to 4 digits), with
 #:   ``max_seq_len = seq_len``.
+#: * ZHANG23 (DeepSpeed data parallelism through the Hugging Face Trainer): gradient
+#:   reduction not overlapped with the backward, DeepSpeed's documented default
+#:   (DeepSpeed configuration JSON docs, ZeRO optimizations: ``overlap_comm`` "Attempts to
+#:   overlap the reduction of the gradients with backward computation", default ``false``).
 SOURCE_DEFAULTS: dict[str, dict[str, Any]] = {
+    "ZHANG23": {"dp_overlap": False},
     "NAR21": {"flash_attention": False},
     "MLM22": {"flash_attention": False},
     "MPT": {"flash_attention": True, "arch": {"position": "learned", "bias": True},
@@ -604,7 +609,8 @@ def _prepare_one(row: Row, other_metrics: bool = False) -> PreparedRow:
     cfg = TrainingConfig(num_gpus=n_gpus, tp=tp, pp=pp, dp=dp, sp=bool(sp_on), vpp=vpp,
                          micro_batch=mb, global_batch=gb, seq_len=model.seq_len,
                          recompute=recompute, zero=zero, dtype=dtype, flash_attention=flash,
-                         dp_overlap=True, **finetune_columns(row, defaults))
+                         dp_overlap=bool(SOURCE_DEFAULTS.get(source, {}).get("dp_overlap", True)),
+                         **finetune_columns(row, defaults))
     try:
         cfg = resolve(model, hw, cfg)
     except ConfigError as exc:

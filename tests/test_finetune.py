@@ -139,3 +139,23 @@ def test_zhang23_out_of_memory_rows_agree() -> None:
     agree = fit_agreement(out)
     assert agree is not None and agree["agreement_pct"] >= 90.0
     assert agree["oom_predicted_pct"] == 100.0
+
+
+def test_serving_framework_overhead_adds_per_step() -> None:
+    # t_sched_<framework> is added to every forward step: TPOT grows by exactly that time
+    import dataclasses
+
+    from symcost.config import InferenceConfig
+    from symcost.infer_api import predict_inference
+    from symcost.params import load_params
+
+    p = load_params()
+    gens = {g: {**v, "t_sched_vllm": 2e-3, "t_sched_trtllm": 5e-4}
+            for g, v in p.generations.items()}
+    p = dataclasses.replace(p, generations=gens)
+    req = dict(batch=8, input_len=512, output_len=128, dtype="int4")
+    base = predict_inference("llama-2-7b", "rtx-4090", InferenceConfig(**req), params=p)
+    for fw, extra in (("vllm", 2e-3), ("trtllm", 5e-4), ("tgi", 0.0)):
+        r = predict_inference("llama-2-7b", "rtx-4090", InferenceConfig(framework=fw, **req),
+                              params=p)
+        assert r.values["tpot"] - base.values["tpot"] == pytest.approx(extra, abs=1e-12)

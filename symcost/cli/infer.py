@@ -136,6 +136,7 @@ def infer(
     max_num_tokens: Annotated[int, _opt("max_num_tokens")] = _DEFAULT.max_num_tokens,
     kv_mem_frac: Annotated[float, _opt("kv_mem_frac")] = _DEFAULT.kv_mem_frac,
     kv_on_demand: Annotated[bool, _opt("kv_on_demand")] = _DEFAULT.kv_on_demand,
+    framework: Annotated[str, _opt("framework")] = _DEFAULT.framework,
     params: ParamsFile = None,
     precision: Annotated[Literal["float64", "float32"], typer.Option(
         help="Evaluation precision.")] = "float64",
@@ -161,7 +162,8 @@ def infer(
                           pp=pp, num_gpus=num_gpus, dtype=dtype, weight_dtype=weight_dtype,
                           act_dtype=act_dtype, kv_dtype=kv_dtype,
                           flash_attention=flash_attention, max_num_tokens=max_num_tokens,
-                          kv_mem_frac=kv_mem_frac, kv_on_demand=kv_on_demand)
+                          kv_mem_frac=kv_mem_frac, kv_on_demand=kv_on_demand,
+                          framework=framework)
     result = predict_inference(m, hw, cfg, params=p, precision=precision, check_memory=False)
     modules = inference_modules(m, hw, cfg, p) if breakdown else None
     if modules is not None and plot is not None:
