@@ -24,8 +24,9 @@ difference was those rows moving from ``skipped`` to predicted. A fourth (issue 
 LoRA/QLoRA and ``intra_node_link``): 229 rows that were skipped for their ``offload``,
 ``quant`` or ``finetune`` columns are now predicted (ZHANG23, MBRIDGE LoRA), and the 12
 ZHANG23 ZeRO-3 rows on RTX 3090/4090 changed because their stated ``pcie``/``nvlink-bridge``
-link now replaces the spec's intra-node figure; only the validation part was refreshed, after
-checking that no other row moved. Every other value is as first written.
+link now replaces the spec's intra-node figure, and then all 97 ZHANG23 step-time rows moved
+when that source's gradient reduction became non-overlapped (DeepSpeed ``overlap_comm``
+default); only the validation part was refreshed, after checking that no other row moved. Every other value is as first written.
 
 The draws are described by plain field values (API keywords), so the test can replay them
 through the public API whatever the internals become.
