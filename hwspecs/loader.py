@@ -92,9 +92,17 @@ _TOP_LEVEL_KEYS = (
     "intra_node",
     "network",
     "sources",
+    "host_link",
 )
 _INTRA_NODE_KEYS = ("technology", "gbps_per_direction", "latency_us")
 _NETWORK_KEYS = ("technology", "nics_per_node", "nic_gbit_per_s", "latency_us")
+#: optional ``host_link`` group: the GPU-host link (PCIe, NVLink-C2C), whether GPUs reach each
+#: other peer-to-peer over PCIe (default true), and NVLink bridges joining GPU pairs.
+_HOST_LINK_KEYS = ("technology", "gbps_per_direction", "peer_to_peer",
+                   "bridge_gbps_per_direction")
+_HOST_LINK_REQUIRED = ("technology", "gbps_per_direction")
+#: optional field groups: cited in ``sources`` only when present.
+_OPTIONAL_GROUPS = ("host_link",)
 #: Numeric field groups that need a citation in ``sources``, and the
 #: HardwareSpec fields each one backs.
 _SOURCE_GROUPS: dict[str, tuple[str, ...]] = {
@@ -104,6 +112,7 @@ _SOURCE_GROUPS: dict[str, tuple[str, ...]] = {
     "gpus_per_node": ("gpus_per_node",),
     "intra_node": ("intra_node_bandwidth", "intra_node_latency"),
     "network": ("inter_node_bandwidth", "inter_node_latency"),
+    "host_link": ("host_link_bandwidth", "peer_to_peer", "bridge_bandwidth"),
 }
 
 
@@ -174,7 +183,8 @@ class _Checker:
                 raise self.error(f"field {field!r} has a non-string key {key!r}")
         return value
 
-    def keys(self, data: Mapping[str, Any], allowed: tuple[str, ...], prefix: str = "") -> None:
+    def keys(self, data: Mapping[str, Any], allowed: tuple[str, ...], prefix: str = "",
+             optional: tuple[str, ...] = ()) -> None:
         for key in data:
             if key not in allowed:
                 hint = difflib.get_close_matches(key, allowed, n=1)
@@ -183,7 +193,7 @@ class _Checker:
                     f"unknown field {prefix + key!r} (allowed: {', '.join(allowed)}){did_you_mean}"
                 )
         for key in allowed:
-            if key not in data:
+            if key not in data and key not in optional:
                 raise self.error(f"missing required field {prefix + key!r}")
 
     def string(self, value: Any, field: str) -> str:
@@ -214,7 +224,7 @@ def _spec_from_document(doc: Any, where: str) -> HardwareSpec:
     if not isinstance(doc, Mapping):
         raise c.error(f"top level must be a mapping of fields (got {type(doc).__name__})")
     c.mapping(doc, "<top level>")
-    c.keys(doc, _TOP_LEVEL_KEYS)
+    c.keys(doc, _TOP_LEVEL_KEYS, optional=_OPTIONAL_GROUPS)
 
     name = c.string(doc["name"], "name")
     description = c.string(doc["description"], "description")
@@ -253,6 +263,29 @@ def _spec_from_document(doc: Any, where: str) -> HardwareSpec:
     inter_bw = nics * nic_gbit * 1e9 / 8.0 / gpus_per_node
     inter_lat = c.positive(net["latency_us"], "network.latency_us") / 1e6
 
+    host_bw: float | None = None
+    bridge_bw: float | None = None
+    p2p = True
+    if "host_link" in doc:
+        host = c.mapping(doc["host_link"], "host_link")
+        for key in host:
+            if key not in _HOST_LINK_KEYS:
+                raise c.error(f"field 'host_link.{key}' is unknown (allowed: "
+                              f"{', '.join(_HOST_LINK_KEYS)})")
+        for key in _HOST_LINK_REQUIRED:
+            if key not in host:
+                raise c.error(f"field 'host_link.{key}' is missing")
+        c.string(host["technology"], "host_link.technology")
+        host_bw = c.positive(host["gbps_per_direction"], "host_link.gbps_per_direction") * 1e9
+        if "bridge_gbps_per_direction" in host:
+            bridge_bw = c.positive(host["bridge_gbps_per_direction"],
+                                   "host_link.bridge_gbps_per_direction") * 1e9
+        if "peer_to_peer" in host:
+            if not isinstance(host["peer_to_peer"], bool):
+                raise c.error("field 'host_link.peer_to_peer' must be true or false "
+                              f"(got {host['peer_to_peer']!r})")
+            p2p = host["peer_to_peer"]
+
     srcs = c.mapping(doc["sources"], "sources")
     for key in srcs:
         if key not in _SOURCE_GROUPS:
@@ -262,6 +295,10 @@ def _spec_from_document(doc: Any, where: str) -> HardwareSpec:
             )
     sources: dict[str, str] = {}
     for group, spec_fields in _SOURCE_GROUPS.items():
+        if group in _OPTIONAL_GROUPS and group not in doc:
+            if group in srcs:
+                raise c.error(f"field 'sources.{group}' cites a group the file does not have")
+            continue
         if group not in srcs:
             raise c.error(f"field 'sources' is missing a citation for {group!r}")
         citation = " ".join(c.string(srcs[group], f"sources.{group}").split())
@@ -281,6 +318,9 @@ def _spec_from_document(doc: Any, where: str) -> HardwareSpec:
         inter_node_latency=inter_lat,
         gpus_per_node=gpus_per_node,
         sources=sources,
+        host_link_bandwidth=host_bw,
+        peer_to_peer=p2p,
+        bridge_bandwidth=bridge_bw,
     )
 
 

@@ -104,6 +104,16 @@ class HardwareSpec:
         gpus_per_node: Number of GPUs in one node (scale-up domain).
         sources: Citation for each field, keyed by field name (e.g.
             ``sources['hbm_bandwidth']``). Empty for specs built in code.
+        host_link_bandwidth: GPU-to-host link (PCIe x16, Grace NVLink-C2C)
+            bandwidth per GPU per direction, in bytes/s; None when the spec
+            does not state it (offload and host-staged collectives then use
+            :attr:`intra_node_bandwidth`).
+        peer_to_peer: False when GPUs of a node cannot address each other's
+            memory over PCIe (GeForce cards): NCCL stages PCIe transfers
+            through pinned host memory.
+        bridge_bandwidth: NVLink-bridge bandwidth per GPU per direction
+            between the two GPUs of a bridged pair, in bytes/s (None: no
+            bridges).
 
     Raises:
         HardwareSpecError: On construction, if a number is not finite and
@@ -124,6 +134,9 @@ class HardwareSpec:
     inter_node_latency: float
     gpus_per_node: int
     sources: Mapping[str, str] = field(default_factory=lambda: FrozenMapping({}))
+    host_link_bandwidth: float | None = None
+    peer_to_peer: bool = True
+    bridge_bandwidth: float | None = None
 
     def __post_init__(self) -> None:
         name = self.name
@@ -156,6 +169,11 @@ class HardwareSpec:
             "inter_node_latency",
         ):
             object.__setattr__(self, fname, _positive_float(name, fname, getattr(self, fname)))
+        for fname in ("host_link_bandwidth", "bridge_bandwidth"):
+            if getattr(self, fname) is not None:
+                object.__setattr__(self, fname, _positive_float(name, fname, getattr(self, fname)))
+        if not isinstance(self.peer_to_peer, bool):
+            raise _fail(name, f"field 'peer_to_peer' must be a bool (got {self.peer_to_peer!r})")
         g = self.gpus_per_node
         if isinstance(g, bool) or not isinstance(g, int) or g <= 0:
             raise _fail(name, f"field 'gpus_per_node' must be a positive integer (got {g!r})")

@@ -20,12 +20,12 @@ imported across modules. Top to bottom::
     symcost.cli
     optimizers
     symcost.calibrate | symcost.sweep | symcost.sensitivity | symcost.explain | symcost.roofline
-    symcost.validate | symcost.bottleneck
+    symcost.validate | symcost.bottleneck | symcost.breakdown
     symcost.uncertainty | symcost.infer_api
     symcost.api
     symcost.evaluate | symcost.measurements
     symcost.lower | symcost.config
-    symcost.training : symcost.inference
+    symcost.training : symcost.inference : symcost.finetune
     symcost.ops | symcost.models | symcost.params | symcost.rules | symcost.substitution | hwspecs
     symcost.symbols : symcost.functions : symcost.fields : symcost.schema
 

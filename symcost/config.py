@@ -18,6 +18,7 @@ from hwspecs import HardwareSpec
 
 from . import rules as R
 from . import symbols as S
+from .fields import LORA_TARGETS
 from .fields import (ACT_DTYPES, DTYPE_BYTES, INFERENCE_FIELDS, INT4_GROUP, KV_DTYPES,
                      MODEL_FIELDS, RECOMPUTE_MODES, TRAIN_DTYPES, TRAINING_FIELDS, WEIGHT_DTYPES,
                      ConfigError, coerce, encode, gemm_dtype_flags, model_parallel_size)
@@ -63,6 +64,11 @@ class TrainingConfig:
         dp_overlap: overlap data-parallel communication with compute.
         ep_overlap: overlap the MoE all-to-all with another micro-batch's compute (DeepSeek-V3
             DualPipe, arXiv:2412.19437 Sec. 3.2.1; Megatron-Core's 1F1B all-to-all overlap).
+        offload: ``none``, ``optimizer`` or ``optimizer+params`` (host memory, DeepSpeed).
+        intra_node_link: ``default``, ``nvlink``, ``nvlink-bridge`` or ``pcie``.
+        finetune: ``full``, ``lora`` or ``qlora``.
+        lora_rank: adapter rank ``r``.
+        lora_targets: comma list from ``q,k,v,o,gate,up,down``.
     """
 
     num_gpus: int | None = None
@@ -83,6 +89,12 @@ class TrainingConfig:
     flash_attention: bool = True
     dp_overlap: bool = True
     ep_overlap: bool = False
+    # fine-tuning, offload and topology (issue 13; see symcost.fields / symcost.finetune)
+    offload: str = "none"
+    intra_node_link: str = "default"
+    finetune: str = "full"
+    lora_rank: int = 16
+    lora_targets: str = "q,k,v,o,gate,up,down"
 
     def replace(self, **changes: Any) -> "TrainingConfig":
         """A copy with ``changes`` applied (not validated until :func:`resolve`)."""
@@ -106,11 +118,12 @@ def positive_int(name: str, value: object, error: type[ConfigError] = ConfigErro
 def hardware_facts(hw: "HardwareSpec") -> dict[str, float]:
     """The hardware values the rules read: ``hw_bf16``, ``hw_fp16``, ``hw_fp8``, ``hw_fp4`` (1
     when the GPU has that dense tensor-core peak) and ``hw_mx`` (1 on a GPU with MX block-
-    scaled tensor cores)."""
+    scaled tensor cores), ``hw_bridge`` (1 with NVLink bridges)."""
     out = {f"hw_{d}": float(d in hw.peak_flops) for d in HW_GEMM_DTYPES}
     # block-scaled MX formats (OCP Microscaling: mxfp8) run on Blackwell's fifth-generation
     # tensor cores (NVIDIA Blackwell architecture technical brief, 2024)
     out["hw_mx"] = float(hw.generation == "blackwell")
+    out["hw_bridge"] = float(hw.bridge_bandwidth is not None)
     return out
 
 
@@ -207,6 +220,11 @@ def hardware_bindings(hw: "HardwareSpec", dtype: str = "bf16") -> dict[str, floa
         S.intra_bw.name: hw.intra_node_bandwidth, S.intra_lat.name: hw.intra_node_latency,
         S.inter_bw.name: hw.inter_node_bandwidth, S.inter_lat.name: hw.inter_node_latency,
         S.gpus_per_node.name: hw.gpus_per_node,
+        # host link (issue 13): offload copies and host-staged collectives; without a stated
+        # host link the intra-node link stands in, without bridges the host link
+        S.host_bw.name: hw.host_link_bandwidth or hw.intra_node_bandwidth,
+        S.p2p.name: float(hw.peer_to_peer),
+        S.bridge_bw.name: hw.bridge_bandwidth or hw.host_link_bandwidth or hw.intra_node_bandwidth,
     }
 
 
@@ -222,7 +240,14 @@ def parallel_bindings(cfg: TrainingConfig) -> dict[str, float]:
     field's symbol, and ``fp8``/``fp4`` from ``dtype`` (:func:`symcost.fields.gemm_dtype_flags`)."""
     out = field_bindings(TRAINING_FIELDS, cfg)
     out.update({k: float(v) for k, v in gemm_dtype_flags(TRAIN_DTYPES[cfg.dtype]).items()})
+    out.update(lora_target_bindings(cfg.lora_targets))
     return out
+
+
+def lora_target_bindings(targets: str) -> dict[str, float]:
+    """The ``lora_<target>`` flag symbols (1 targeted, 0 not) of a canonical target list."""
+    chosen = set(targets.split(","))
+    return {f"lora_{t}": float(t in chosen) for t in LORA_TARGETS}
 
 
 # ----------------------------------------------------------------------------- inference
@@ -259,6 +284,8 @@ class InferenceConfig:
         kv_on_demand: continuous batching allocates KV-cache blocks as tokens are generated
             (TensorRT-LLM ``MAX_UTILIZATION``, vLLM) instead of reserving ``input_len +
             output_len`` tokens per request (``GUARANTEED_NO_EVICT``, the default).
+        framework: serving framework whose per-step overhead applies (``generic``, ``vllm``,
+            ``lightllm``, ``tgi``, ``trtllm``).
     """
 
     batch: int = 1
@@ -275,6 +302,7 @@ class InferenceConfig:
     max_num_tokens: int = 8192
     kv_mem_frac: float = 0.9
     kv_on_demand: bool = False
+    framework: str = "generic"
 
     def replace(self, **changes: Any) -> "InferenceConfig":
         """A copy with ``changes`` applied (not validated until :func:`resolve_inference`)."""
@@ -366,6 +394,6 @@ def inference_parallel_bindings(cfg: InferenceConfig) -> dict[str, float]:
 __all__ = ["ACT_DTYPES", "DTYPES", "DTYPE_BYTES", "INT4_GROUP", "KV_DTYPES", "RECOMPUTE_MODES",
            "WEIGHT_DTYPES", "ConfigError", "InferenceConfig", "InferenceConfigError",
            "TrainingConfig", "field_bindings", "hardware_bindings", "hardware_facts",
-           "inference_hardware_bindings", "inference_parallel_bindings", "model_bindings",
+           "inference_hardware_bindings", "lora_target_bindings", "inference_parallel_bindings", "model_bindings",
            "model_facts", "parallel_bindings", "positive_int", "resolve", "resolve_dtypes",
            "resolve_inference"]

@@ -58,6 +58,39 @@ DTYPE_BYTES: dict[str, float] = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1
 WEIGHT_DTYPES = ("bf16", "fp16", "fp8", "int8", "int4")
 ACT_DTYPES = ("bf16", "fp16", "fp8", "int8")
 KV_DTYPES = ("bf16", "fp16", "fp8", "int8")
+#: offload modes -> code of the ``offload`` symbol (Ren et al. 2021, ZeRO-Offload;
+#: Rajbhandari et al. 2021, ZeRO-Infinity).
+OFFLOAD_MODES: dict[str, int] = {"none": 0, "optimizer": 1, "optimizer+params": 2}
+#: intra-node link names -> code of the ``intra_link`` symbol (``default``: the hardware's own).
+INTRA_LINKS: dict[str, int] = {"default": 0, "nvlink": 1, "nvlink-bridge": 2, "pcie": 3}
+#: fine-tuning modes -> code of the ``finetune`` symbol (Hu et al. 2021, LoRA; Dettmers et al.
+#: 2023, QLoRA).
+FINETUNE_MODES: dict[str, int] = {"full": 0, "lora": 1, "qlora": 2}
+#: serving frameworks -> code of the ``framework`` symbol (Zhang et al. 2023 compare vLLM,
+#: LightLLM, TGI and TensorRT-LLM).
+SERVING_FRAMEWORKS: dict[str, int] = {"generic": 0, "vllm": 1, "lightllm": 2, "tgi": 3,
+                                      "trtllm": 4}
+#: projections a LoRA adapter may target, in canonical order.
+LORA_TARGETS: tuple[str, ...] = ("q", "k", "v", "o", "gate", "up", "down")
+#: every non-empty target set, written canonically (targets in :data:`LORA_TARGETS` order,
+#: comma-separated) -> its bit mask (bit ``i`` for ``LORA_TARGETS[i]``), the field's code.
+LORA_TARGET_SETS: dict[str, int] = {
+    ",".join(t for i, t in enumerate(LORA_TARGETS) if mask >> i & 1): mask
+    for mask in range(1, 1 << len(LORA_TARGETS))}
+
+
+def normalize_lora_targets(value: object) -> object:
+    """``value`` (``"v, q"``, a list) as the canonical comma list (``"q,v"``); anything else
+    (an unknown name) is returned unchanged for :func:`coerce` to reject."""
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)):
+        return value
+    names = {str(x).strip().lower() for x in items if str(x).strip()}
+    if not names or not names <= set(LORA_TARGETS):
+        return value
+    return ",".join(t for t in LORA_TARGETS if t in names)
+
+
 #: spellings of on/off accepted from text (CLI, CSV, ``--vary``).
 _ON = frozenset({"true", "on", "yes", "1"})
 _OFF = frozenset({"false", "off", "no", "0"})
@@ -117,6 +150,8 @@ class Field:
         """Allowed values as one phrase, for messages and ``--help``."""
         if self.kind == "bool":
             return "on/off (true/false or 1/0)"
+        if self.name == "lora_targets":
+            return "a comma-separated subset of " + ",".join(LORA_TARGETS)
         if self.kind in ("enum", "str") and self.choices is not None:
             return "one of " + ", ".join(str(c) for c in self.choices)
         if self.kind == "int":
@@ -172,6 +207,19 @@ TRAINING_FIELDS: dict[str, Field] = _table(
     _bool("dp_overlap", "overlap data-parallel communication with compute", True, "dp_overlap"),
     _bool("ep_overlap", "overlap the MoE all-to-all with another micro-batch's compute "
           "(DualPipe, Megatron-Core A2A overlap)", False, "ep_overlap"),
+    # --- fine-tuning, offload, topology (issue 13; symcost.finetune) ---
+    Field("offload", "enum", "1", "none", "optimizer states (and with ZeRO-3 parameters) in "
+          "host memory: DeepSpeed ZeRO-Offload / ZeRO-Infinity", "offload",
+          choices=OFFLOAD_MODES),
+    Field("intra_node_link", "enum", "1", "default", "intra-node link of the collectives "
+          "(default: the hardware's usual link; pcie without peer-to-peer stages through host "
+          "memory)", "intra_link", choices=INTRA_LINKS),
+    Field("finetune", "enum", "1", "full", "full training, LoRA, or QLoRA (NF4 base)",
+          "finetune", choices=FINETUNE_MODES),
+    _int("lora_rank", "LoRA adapter rank r", 16),
+    Field("lora_targets", "enum", "1", "q,k,v,o,gate,up,down", "projections with LoRA "
+          "adapters, comma-separated from q,k,v,o,gate,up,down (code: bit mask)", None,
+          choices=LORA_TARGET_SETS, sweepable=False),
 )
 
 #: inference request and layout fields (TensorRT-LLM / vLLM terms where they exist).
@@ -198,6 +246,9 @@ INFERENCE_FIELDS: dict[str, Field] = _table(
           "kv_mem_frac", minimum=0.0, maximum=1.0, exclusive_minimum=True),
     _bool("kv_on_demand", "KV blocks allocated as tokens are generated (vLLM, TRT-LLM "
           "MAX_UTILIZATION)", False, "kv_on_demand"),
+    # issue 13: per-framework step overhead (calibratable t_sched_<framework>)
+    Field("framework", "enum", "1", "generic", "serving framework whose per-step overhead "
+          "applies (t_sched_<framework>)", "framework", choices=SERVING_FRAMEWORKS),
 )
 
 #: transformer shape fields (:class:`symcost.models.ModelSpec` attributes) a sweep may vary.
@@ -285,6 +336,8 @@ def coerce(f: Field, value: object) -> Any:
         raise _fail(f, value)
     if f.kind in ("enum", "str"):
         assert f.choices is not None
+        if f.name == "lora_targets":
+            value = normalize_lora_targets(value)
         key = str(value).strip().lower() if not isinstance(value, bool) else None
         if key is None or key not in f.choices:
             raise _fail(f, value)
@@ -376,7 +429,8 @@ def decode_or_raw(f: Field, v: float) -> object:
         return v
 
 
-__all__ = ["ACT_DTYPES", "ConfigError", "DTYPE_BYTES", "INT4_GROUP", "MODEL_PARALLEL",
+__all__ = ["SERVING_FRAMEWORKS", "FINETUNE_MODES", "INTRA_LINKS", "LORA_TARGETS", "LORA_TARGET_SETS", "OFFLOAD_MODES",
+           "normalize_lora_targets", "ACT_DTYPES", "ConfigError", "DTYPE_BYTES", "INT4_GROUP", "MODEL_PARALLEL",
            "model_parallel_size", "Field", "INFERENCE_FIELDS", "KV_DTYPES", "MAX_COUNT",
            "MODEL_FIELDS", "GEMM_PEAK_KEY", "gemm_dtype_flags", "RECOMPUTE_MODES",
            "TRAINING_FIELDS", "TRAIN_DTYPES",

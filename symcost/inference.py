@@ -86,7 +86,7 @@ from collections.abc import Mapping
 import sympy as sp
 
 from . import symbols as S
-from .functions import CeilDiv, smax, smin
+from .functions import CeilDiv, flag, smax, smin
 from .ops import attention as att
 from .ops import collectives as coll
 from .ops import elementwise as ew
@@ -483,8 +483,24 @@ def inference_expressions() -> dict[str, sp.Expr]:
     out["throughput"] = S.dp * B_eff / t_iter
     out["num_gpus"] = S.tp * S.pp * S.dp
     memo: dict[sp.Basic, sp.Expr] = {}
-    return {k: replace_symbols(sp.sympify(v), INFERENCE_EFFICIENCIES, memo)
+    # issue 13: the serving framework's own per-step time adds to t_infer_step
+    subs = {**INFERENCE_EFFICIENCIES, S.t_infer_step: S.t_infer_step + framework_step_overhead()}
+    return {k: replace_symbols(sp.sympify(v), subs, memo)
             for k, v in out.items()}
+
+
+def framework_step_overhead() -> sp.Expr:
+    """Time (s) the chosen serving framework adds to every forward step: its scheduler, block
+    tables, sampling and Python overheads, one calibratable constant per framework
+    (``t_sched_vllm``, ``t_sched_lightllm``, ``t_sched_tgi``, ``t_sched_trtllm``; 0 for
+    ``generic``). Zhang et al. 2023 (arXiv:2311.03687v2, Sec. V) attribute the throughput
+    differences of these frameworks at equal kernels to such per-iteration costs."""
+    fw = S.framework
+    half = sp.Rational(1, 2)
+    return (flag((fw > half) & (fw < 3 * half)) * S.t_sched_vllm
+            + flag((fw > 3 * half) & (fw < 5 * half)) * S.t_sched_lightllm
+            + flag((fw > 5 * half) & (fw < 7 * half)) * S.t_sched_tgi
+            + flag(fw > 7 * half) * S.t_sched_trtllm)
 
 
 #: breakdown names of the prefill, decode and continuous-batching stage times.

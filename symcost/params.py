@@ -39,6 +39,12 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "eff_dequant": (0.05, 1.0),
     "gemm_overlap": (0.0, 1.0),
     "t_infer_step": (0.0, 1.0),
+    "eff_host": (0.05, 1.0),
+    "cpu_adam_rate": (1e7, 1e12),
+    "t_sched_vllm": (0.0, 0.1),
+    "t_sched_lightllm": (0.0, 0.1),
+    "t_sched_tgi": (0.0, 0.1),
+    "t_sched_trtllm": (0.0, 0.1),
 }
 PARAM_NAMES: tuple[str, ...] = tuple(s.name for s in S.by_kind("efficiency"))
 assert set(PARAM_NAMES) == set(BOUNDS), "every efficiency symbol needs bounds"

@@ -250,6 +250,34 @@ EP_EXPERTS = Rule(
     lambda v: (f"{_i(v['ep'])} does not divide the number of experts ({_i(v['experts'])})"
                if v["experts"] > 0.5 else
                f"{_i(v['ep'])} > 1 needs a mixture-of-experts model (this model is dense)"))
+
+# --- fine-tuning, offload and topology rules (issue 13; symcost.finetune) ---------------
+# A value these rules read but a caller does not enumerate (the configuration search fixes
+# offload and the link at their defaults) is taken at the field's default, 0.
+OFFLOAD_NEEDS_ZERO = Rule(
+    "offload_needs_zero", "offload", ("offload", "zero"),
+    lambda v, xp: (v.get("offload", 0.0) < 0.5) | (v["zero"] > 0.5),
+    "optimizer offload needs ZeRO stage 1-3",
+    lambda v: "ZeRO-Offload moves the optimizer partition of a ZeRO stage to host memory; "
+              "use zero >= 1 (Ren et al. 2021, ZeRO-Offload, Sec. 4)")
+OFFLOAD_PARAMS_ZERO3 = Rule(
+    "offload_params_needs_zero3", "offload", ("offload", "zero"),
+    lambda v, xp: (v.get("offload", 0.0) < 1.5) | (v["zero"] > 2.5),
+    "parameter offload needs ZeRO-3",
+    lambda v: "offloading parameters (optimizer+params) needs them partitioned: use zero 3 "
+              "(DeepSpeed offload_param is a ZeRO-3 option; Rajbhandari et al. 2021, "
+              "ZeRO-Infinity)")
+BRIDGE_HARDWARE = Rule(
+    "nvlink_bridge_needs_bridges", "intra_node_link", ("intra_node_link", "hw_bridge"),
+    lambda v, xp: (v.get("intra_node_link", 0.0) < 1.5) | (v.get("intra_node_link", 0.0) > 2.5)
+    | (v.get("hw_bridge", 0.0) > 0.5),
+    "nvlink-bridge on hardware without NVLink bridges",
+    lambda v: f"{v.get('hw_name', 'this GPU')} has no NVLink bridges in its hardware spec "
+              "(host_link.bridge_gbps_per_direction)")
+FINETUNE_RULES: tuple[Rule, ...] = (OFFLOAD_NEEDS_ZERO, OFFLOAD_PARAMS_ZERO3, BRIDGE_HARDWARE)
+# --- end of fine-tuning rules -------------------------------------------------------------
+
+
 # ----------------------------------------------------------------------------- inference dtypes
 def _fp8_rule(field: str) -> Rule:
     return Rule(
@@ -290,7 +318,7 @@ TRAINING_RULES: tuple[Rule, ...] = (
     HIDDEN_HEADS, HEADS_KV, NUM_GPUS_DIVISIBLE, NUM_GPUS_PRODUCT, GLOBAL_BATCH_DIVISIBLE,
     SEQ_LEN_POSITIONS, TP_HEADS, TP_FFN, TP_KV_HEADS, PP_LAYERS, GLOBAL_BATCH_NEEDED,
     VPP_NEEDS_PP, VPP_LAYERS, VPP_MICROBATCHES, ZERO_PP, DTYPE_HARDWARE, CP_SEQ, CP_FLASH,
-    EP_DP, EP_EXPERTS, MOE_TP_SP, HSDP_DP)
+    EP_DP, EP_EXPERTS, MOE_TP_SP, HSDP_DP) + FINETUNE_RULES
 MLA_SERVING = Rule(
     "serving_without_mla", "model", ("kv_lora_rank",),
     lambda v, xp: v["kv_lora_rank"] < 0.5,
@@ -349,5 +377,5 @@ def first_broken(rules: Sequence[Rule], values: Values, xp: Any, shape: Any) -> 
     return code
 
 
-__all__ = ["CONTEXT_POSITIONS", "INFERENCE_RULES", "MEMORY_FITS", "OUTPUT_RULES", "Rule",
+__all__ = ["FINETUNE_RULES", "CONTEXT_POSITIONS", "INFERENCE_RULES", "MEMORY_FITS", "OUTPUT_RULES", "Rule",
            "TRAINING_RULES", "broken", "check", "first_broken", "indivisible"]

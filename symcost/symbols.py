@@ -287,4 +287,72 @@ t_infer_step = _declare("t_infer_step", "efficiency", "s",
                         nonneg=True)
 
 
+# --- fine-tuning, offload and host-link topology (issue 13) ---------------------------
+# Symbols of LoRA/QLoRA, ZeRO-Offload and PCIe/host-staged topologies (symcost.finetune).
+host_bw = _declare("host_bw", "hardware", "bytes/s",
+                   "GPU-to-host link (PCIe x16, NVLink-C2C) bandwidth per GPU per direction")
+p2p = _declare("p2p", "hardware", "1",
+               "1 when GPUs of a node reach each other peer-to-peer over PCIe; 0 when NCCL stages"
+               " PCIe transfers through pinned host memory (GeForce)", integer=True,
+               nonneg=True)
+bridge_bw = _declare("bridge_bw", "hardware", "bytes/s",
+                     "NVLink-bridge bandwidth per GPU per direction inside a bridged GPU pair"
+                     " (the PCIe host link where the GPU has no bridge)")
+eff_host = _declare("eff_host", "efficiency", "1",
+                    "achieved fraction of the host-link bandwidth by offload copies and by"
+                    " collectives staged through host memory")
+cpu_adam_rate = _declare("cpu_adam_rate", "efficiency", "1/s",
+                         "parameters per second one node's CPUs update with (DeepSpeed) CPU Adam,"
+                         " all GPU processes of the node together")
+offload = _declare("offload", "parallel", "1",
+                   "optimizer offload to host memory: 0 none, 1 optimizer states (ZeRO-Offload),"
+                   " 2 optimizer states and parameters (ZeRO-Infinity style, ZeRO-3)",
+                   integer=True, nonneg=True)
+intra_link = _declare("intra_link", "parallel", "1",
+                      "intra-node link used by collectives: 0 the hardware's usual link, 1 NVLink,"
+                      " 2 NVLink bridges joining GPU pairs (PCIe between pairs), 3 PCIe only",
+                      integer=True, nonneg=True)
+finetune = _declare("finetune", "parallel", "1",
+                    "0 full training, 1 LoRA adapters on a frozen 16-bit base, 2 QLoRA (frozen"
+                    " NF4 base with double quantization)", integer=True, nonneg=True)
+lora_rank = _declare("lora_rank", "parallel", "1", "LoRA adapter rank r", integer=True)
+lora_q = _declare("lora_q", "parallel", "1", "1 when the query projection has a LoRA adapter",
+                  integer=True, nonneg=True)
+lora_k = _declare("lora_k", "parallel", "1", "1 when the key projection has a LoRA adapter",
+                  integer=True, nonneg=True)
+lora_v = _declare("lora_v", "parallel", "1", "1 when the value projection has a LoRA adapter",
+                  integer=True, nonneg=True)
+lora_o = _declare("lora_o", "parallel", "1", "1 when the output projection has a LoRA adapter",
+                  integer=True, nonneg=True)
+lora_gate = _declare("lora_gate", "parallel", "1",
+                     "1 when the MLP gate projection has a LoRA adapter", integer=True,
+                     nonneg=True)
+lora_up = _declare("lora_up", "parallel", "1", "1 when the MLP up projection has a LoRA adapter",
+                   integer=True, nonneg=True)
+lora_down = _declare("lora_down", "parallel", "1",
+                     "1 when the MLP down projection has a LoRA adapter", integer=True,
+                     nonneg=True)
+#: bytes per NF4 base weight with double quantization: 4-bit values, one 8-bit absmax per block
+#: of 64 and one fp32 constant per 256 blocks (Dettmers et al. 2023, QLoRA, arXiv:2305.14314,
+#: Sec. 3: 0.5 + 8/64/8 + 32/(64*256)/8 bytes = 4.127 bits per parameter).
+BYTES_NF4 = sp.Rational(1, 2) + sp.Rational(8, 64 * 8) + sp.Rational(32, 64 * 256 * 8)
+# serving-framework overheads (issue 13, item 7; symcost.inference.framework_step_overhead)
+framework = _declare("framework", "parallel", "1",
+                     "serving framework: 0 generic, 1 vLLM, 2 LightLLM, 3 TGI, 4 TensorRT-LLM",
+                     integer=True, nonneg=True)
+t_sched_vllm = _declare("t_sched_vllm", "efficiency", "s",
+                        "vLLM's own time per forward step (scheduler, block tables, sampling)"
+                        " beyond t_infer_step", nonneg=True)
+t_sched_lightllm = _declare("t_sched_lightllm", "efficiency", "s",
+                            "LightLLM's own time per forward step beyond t_infer_step",
+                            nonneg=True)
+t_sched_tgi = _declare("t_sched_tgi", "efficiency", "s",
+                       "Text Generation Inference's own time per forward step beyond"
+                       " t_infer_step", nonneg=True)
+t_sched_trtllm = _declare("t_sched_trtllm", "efficiency", "s",
+                          "TensorRT-LLM's own time per forward step beyond t_infer_step",
+                          nonneg=True)
+# --- end of fine-tuning block -----------------------------------------------------------
+
+
 ALL_SYMBOLS: tuple[sp.Symbol, ...] = tuple(info.symbol for info in REGISTRY.values())

@@ -33,6 +33,7 @@ from collections.abc import Callable
 
 import sympy as sp
 
+from . import finetune as ft
 from . import symbols as S
 from .functions import CeilDiv, flag, smax, smin
 from .ops import attention as att
@@ -528,6 +529,13 @@ def training_expressions() -> dict[str, sp.Expr]:
     fwd_layer = sum_time(layer_forward_compute()) + ovh
     bwd_layer = sum_time(layer_backward_compute()) + 2 * ovh
     rec_layer = layer_recompute().time + IS_FULL * ovh
+    # [finetune] LoRA/QLoRA (symcost.finetune): frozen base skips weight-gradient GEMMs;
+    # adapters' GEMMs; QLoRA dequantizes NF4 weights in every pass
+    ft_fwd = ft.adapter_compute_layer(n, peak).time + ft.dequant_time_layer()
+    fwd_layer += ft_fwd
+    bwd_layer += (2 * ft.adapter_compute_layer(n, peak).time + ft.dequant_time_layer()
+                  - ft.frozen_wgrad_time(layer_forward_compute()))
+    rec_layer += IS_FULL * ft_fwd
     tp_layer = tp_comm_layer_forward().time * (2 + IS_FULL)
     cp_layer = cp_comm_layer_forward().time * (1 + IS_FULL) + cp_comm_layer_backward()
     # all-to-all exposed, or (ep_overlap) hidden behind the other micro-batch's layer compute
@@ -539,7 +547,7 @@ def training_expressions() -> dict[str, sp.Expr]:
     head_fwd = (emb.lm_head(n, S.hidden, vocab_local, peak).time
                 + emb.cross_entropy(n, vocab_local).time
                 + emb.embedding_lookup(n, S.hidden).time)
-    head_bwd = (2 * emb.lm_head(n, S.hidden, vocab_local, peak).time
+    head_bwd = ((2 - ft.IS_ADAPTER) * emb.lm_head(n, S.hidden, vocab_local, peak).time  # [finetune]
                 + emb.embedding_lookup(n, S.hidden).time)
 
     t_f = Ls * fwd_layer + head_fwd
@@ -560,43 +568,52 @@ def training_expressions() -> dict[str, sp.Expr]:
     # ranks of a shard group only, and the sharded gradients are all-reduced across the r
     # replicas once per step (PyTorch FSDP HYBRID_SHARD; Zhao et al. 2023, "PyTorch FSDP",
     # arXiv:2304.11277, Sec. 3.2.2; r = 1 is FSDP FULL_SHARD / plain ZeRO).
-    rep_bytes = S.BYTES_PARAM * params_gpu_replicated()
-    exp_bytes = S.BYTES_PARAM * params_gpu_experts()
+    # [finetune] gradients and their sync cover the trained parameters only (LoRA adapters;
+    # routed experts are trained only by full training)
+    psi_rep, psi_exp = params_gpu_replicated(), params_gpu_experts()
+    train_rep = ft.trainable_params(psi_rep, Ls)
+    train_exp = (1 - ft.IS_ADAPTER) * psi_exp
+    rep_bytes, exp_bytes = S.BYTES_PARAM * train_rep, S.BYTES_PARAM * train_exp
+    weight_rep, weight_exp = ft.base_weight_bytes(psi_rep, Ls), S.BYTES_PARAM * psi_exp
     dd, de = d * c, t * c * d / e
     ds, r = dd / S.dp_replicate, S.dp_replicate
 
-    def both(op: Callable[[sp.Expr, sp.Expr, sp.Expr], Cost], per: sp.Expr,
-             group: sp.Expr = ds) -> sp.Expr:
-        return (op(rep_bytes / per, group, t).time
-                + IS_MOE * op(exp_bytes / per, de, e).time)
+    def both(op: Callable[[sp.Expr, sp.Expr, sp.Expr], Cost], rep: sp.Expr, exp: sp.Expr,
+             per: sp.Expr, group: sp.Expr = ds) -> sp.Expr:
+        return op(rep / per, group, t).time + IS_MOE * op(exp / per, de, e).time
 
-    ar = both(coll.all_reduce, sp.Integer(1), dd)
+    ar = both(coll.all_reduce, rep_bytes, exp_bytes, sp.Integer(1), dd)
     replica_ar = coll.all_reduce(rep_bytes / ds, r, t * ds).time
     # ZeRO-3/FSDP gathers and reduce-scatters one layer at a time (one FSDP unit per layer):
     # the stage's bytes split over its layers, each collective paying its own ring latency
-    ag = Ls * both(coll.all_gather, Ls)
-    rs = Ls * both(coll.reduce_scatter, Ls)
+    ag = Ls * both(coll.all_gather, weight_rep, weight_exp, Ls)
+    rs = Ls * both(coll.reduce_scatter, rep_bytes, exp_bytes, Ls)
+    ag_train = Ls * both(coll.all_gather, rep_bytes, exp_bytes, Ls)
     ov = S.dp_overlap
     z3_exposed = (ov * (smax(ag - t_f, 0) + ag / Ls + smax(ag + rs - t_b - t_r, 0))
                   + (1 - ov) * (2 * ag + rs))
-    t_z3 = IS_ZERO3 * z3_exposed
+    # [finetune] parameter offload: the partition comes over the host link in every pass
+    t_z3 = IS_ZERO3 * z3_exposed + ft.offload_param_fetch_time(
+        weight_rep / ds + weight_exp / de, 2 + IS_FULL)
     is_z12 = flag((z > sp.Rational(1, 2)) & (z < sp.Rational(5, 2)))
     is_z0 = flag(z < sp.Rational(1, 2))
     grad_sync = is_z0 * ar + is_z12 * rs + (1 - is_z0) * replica_ar
-    param_gather = is_z12 * ag
+    param_gather = is_z12 * ag_train
     dp_step = (ov * (smax(grad_sync - t_b - t_r, 0) + smax(param_gather - t_f, 0))
                + (1 - ov) * (grad_sync + param_gather))
 
     t_mb = t_f + t_b + t_r + t_tp + t_cp + t_ep + t_p2p + t_z3
     bubble = (p - 1) / v * t_mb
 
-    def sharded(stage: float, psi_rep: sp.Expr, psi_exp: sp.Expr) -> sp.Expr:
-        """Per-GPU count of ``psi`` with ZeRO stage > ``stage`` sharding it over the data-
-        parallel group of each kind of parameter."""
-        return sp.Piecewise((psi_rep / ds + psi_exp / de, z > stage), (psi_rep + psi_exp, True))
+    def sharded(stage: float, rep: sp.Expr, exp: sp.Expr) -> sp.Expr:
+        """Per-GPU amount of ``rep`` + ``exp`` with ZeRO stage > ``stage`` sharding each over
+        its data-parallel group (the HSDP shard group for the replicated parameters)."""
+        return sp.Piecewise((rep / ds + exp / de, z > stage), (rep + exp, True))
 
-    psi_rep, psi_exp = params_gpu_replicated(), params_gpu_experts()
-    t_opt = adam_step(sharded(0.5, psi_rep, psi_exp)).time
+    # [finetune] Adam over the trained partition, on the GPU or (offload) on the host CPUs
+    opt_local = sharded(0.5, train_rep, train_exp)
+    t_opt = ((1 - ft.IS_OFFLOAD) * adam_step(opt_local).time
+             + ft.offload_optimizer_time(opt_local, t * c * p * d))
 
     out: dict[str, sp.Expr] = {
         "time_forward": m * t_f + Ls * fp8_weight_cast_bytes_layer() / (S.hbm_bw * S.eff_hbm),
@@ -636,9 +653,14 @@ def training_expressions() -> dict[str, sp.Expr]:
     # --- memory per GPU (first pipeline stage)
     zero3_buffer = IS_ZERO3 * 2 * S.BYTES_PARAM * (params_layer_replicated() / t
                                                    + params_layer_experts() / e)
-    out["mem_weights"] = S.BYTES_PARAM * sharded(2.5, psi_rep, psi_exp) + zero3_buffer
-    out["mem_gradients"] = S.BYTES_PARAM * sharded(1.5, psi_rep, psi_exp)
-    out["mem_optimizer"] = S.BYTES_OPTIMIZER * sharded(0.5, psi_rep, psi_exp)
+    # [finetune] frozen/NF4 base weights; gradients and optimizer of the trained parameters;
+    # offload moves the optimizer (and gradient) partition, and the parameter partition, to host
+    out["mem_weights"] = ((1 - ft.IS_OFFLOAD_PARAMS) * sharded(2.5, weight_rep, weight_exp)
+                          + zero3_buffer)
+    out["mem_gradients"] = (1 - ft.IS_OFFLOAD) * S.BYTES_PARAM * sharded(1.5, train_rep,
+                                                                          train_exp)
+    out["mem_optimizer"] = (1 - ft.IS_OFFLOAD) * S.BYTES_OPTIMIZER * sharded(0.5, train_rep,
+                                                                              train_exp)
     logits = (1 - IS_PP) * S.BYTES_LOGIT * n * vocab_local
     out["mem_activations"] = (Ls * activation_bytes_layer() * microbatches_in_flight()
                               + IS_FULL * activation_bytes_layer_no_recompute() + logits)
@@ -650,7 +672,9 @@ def training_expressions() -> dict[str, sp.Expr]:
     out["mem_headroom"] = out["mem_usable"] - out["mem_total"]
     out["params_total"] = params_total()
     out["num_gpus"] = n_gpus
-    return out
+    # [finetune] the intra-node link of the chosen topology (NVLink, bridges, PCIe/host-staged)
+    link = ft.intra_bandwidth()
+    return {k: sp.sympify(v).subs(S.intra_bw, link) for k, v in out.items()}
 
 
 #: names of the step-time breakdown terms, in order; they sum to ``step_time``.

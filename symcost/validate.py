@@ -34,7 +34,7 @@ tp, pp             both blank: unpredictable ("parallel config not stated"), unl
                    ``dp == n_gpus`` (then tp = pp = 1); one blank: the other is derived
                    from ``n_gpus / (stated * dp)`` when dp is stated, else unpredictable
 global_batch       ``micro_batch * dp``
-dp_overlap         on
+dp_overlap         on; off for ZHANG23 (:data:`SOURCE_DEFAULTS`)
 flash_attention    the column when stated (0/1); else see :data:`SOURCE_DEFAULTS` and
                    :func:`flash_attention_rule`
 gated_mlp          the column when stated (1: SwiGLU, 0: GELU MLP); else the preset's flag
@@ -61,6 +61,7 @@ unpredictable when there is no preset). Per-source overrides are in :data:`SOURC
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import math
 import os
@@ -90,6 +91,8 @@ from .training import BREAKDOWN
 from .uncertainty import row_intervals
 
 __all__ = [
+    "MEMORY_METRICS", "OTHER_METRICS", "SCALING_METRICS", "finetune_columns", "fit_agreement",
+    "predict_other_rows", "prepare_other_rows",
     "FLOPS_CONVENTIONS", "KNOWN_METRICS", "INFERENCE_METRICS", "SOURCE_DEFAULTS", "MeasurementsError", "PreparedRow",
     "SkippedRow", "ValidationReport", "builtin_measurements", "evaluate_rows", "flash_attention_rule",
     "llm_foundry_flops_per_token", "load_measurements", "mape", "metric_factor", "nar21_flops",
@@ -129,7 +132,12 @@ INFERENCE_REASON = "inference rows: not predicted by the training model"
 #:   on whenever ``tp > 1`` when the table does not say (``sp_with_tp``: the recipes set
 #:   ``sequence_parallel = tensor_model_parallel_size > 1``, and Megatron-Core requires it for
 #:   MoE with TP).
+#: * ZHANG23 (DeepSpeed data parallelism through the Hugging Face Trainer): gradient
+#:   reduction not overlapped with the backward, DeepSpeed's documented default
+#:   (DeepSpeed configuration JSON docs, ZeRO optimizations: ``overlap_comm`` "Attempts to
+#:   overlap the reduction of the gradients with backward computation", default ``false``).
 SOURCE_DEFAULTS: dict[str, dict[str, Any]] = {
+    "ZHANG23": {"dp_overlap": False},
     "NAR21": {"flash_attention": False},
     "MLM22": {"flash_attention": False},
     "MBRIDGE": {"sp_with_tp": True},
@@ -167,7 +175,8 @@ _CONFIG_FIELD_TO_COLUMN = {"zero": "zero_stage", "num_gpus": "n_gpus"}
 #: columns that describe one run (two rows equal on all of them measure the same run).
 RUN_COLUMNS = ("model", "n_params_b", "layers", "hidden", "heads", "kv_heads", "ffn_hidden",
                "seq_len", "vocab", "global_batch", "micro_batch", "hardware", "n_gpus", "tp",
-               "pp", "vpp", "dp", "cp", "ep", "sp", "recompute", "zero_stage", "dtype", "notes")
+               "pp", "vpp", "dp", "cp", "ep", "sp", "recompute", "zero_stage", "dtype", "notes",
+               "offload", "finetune", "lora_rank", "quant", "intra_node_link")
 
 
 class MeasurementsError(ValueError):
@@ -479,15 +488,10 @@ def unmodelled_reason(row: Row) -> str | None:
     if "mamba" in notes or "hybrid" in notes:
         return ("model: hybrid Mamba-Transformer models (Mamba-2 state-space layers) are not "
                 "modelled")
-    offload = (cell(row, "offload") or "none").lower()
-    if offload != "none":
-        return f"offload: {offload!r} (host-memory offload) is not modelled"
+    # [finetune] offload, quant (nf4) and finetune (lora/qlora) are modelled: finetune_columns
     quant = cell(row, "quant")
-    if quant is not None:
-        return f"quant: {quant!r} base-weight quantization is not modelled"
-    tune = cell(row, "finetune") or (None if cell(row, "lora_rank") is None else "lora")
-    if tune is not None:
-        return f"finetune: {tune!r} adapter fine-tuning is not modelled"
+    if quant is not None and str(quant).lower() != "nf4":
+        return f"quant: {quant!r} base-weight quantization is not modelled (only nf4)"
     return None
 
 
@@ -558,19 +562,22 @@ def _parallel(row: Row, n_gpus: int, defaults: dict[str, object]
     return tp, pp, dp
 
 
-def _prepare_one(row: Row) -> PreparedRow:
+def _prepare_one(row: Row, other_metrics: bool = False) -> PreparedRow:
     case_id = str(row.get("case_id") or "")
     source = source_of(case_id)
     metric = cell(row, "metric")
     workload = (cell(row, "workload") or "").lower()
     if workload in ("serve", "prefill") or metric in INFERENCE_METRICS:
         raise RowError(INFERENCE_REASON)
-    if workload != "train":
-        raise RowError(f"workload: {workload or 'blank'!r} is not train, prefill or serve")
-    if metric not in KNOWN_METRICS:
+    if workload not in ("train", "finetune"):
+        raise RowError(f"workload: {workload or 'blank'!r} is not train, finetune, prefill or "
+                       "serve")
+    if metric in OTHER_METRICS and not other_metrics:
+        raise RowError(OTHER_REASON)
+    if metric not in KNOWN_METRICS and not (other_metrics and metric in OTHER_METRICS):
         raise RowError(f"unknown metric {metric!r} (known: {', '.join(KNOWN_METRICS)})")
     value = cell_float(row, "value")
-    if value is None or value <= 0:
+    if value is None or (value <= 0 and metric not in OTHER_METRICS):
         raise RowError(f"value: must be a positive number (got {cell(row, 'value')!r})")
     why_not = unmodelled_reason(row)
     if why_not:
@@ -640,7 +647,8 @@ def _prepare_one(row: Row) -> PreparedRow:
                          vpp=vpp,
                          micro_batch=mb, global_batch=gb, seq_len=model.seq_len,
                          recompute=recompute, zero=zero, dtype=dtype, flash_attention=flash,
-                         dp_overlap=True)
+                         dp_overlap=bool(SOURCE_DEFAULTS.get(source, {}).get("dp_overlap", True)),
+                         **finetune_columns(row, defaults))
     try:
         cfg = resolve(model, hw, cfg)
     except ConfigError as exc:
@@ -654,8 +662,165 @@ def _prepare_one(row: Row) -> PreparedRow:
                        f"{', '.join(FLOPS_CONVENTIONS)}")
     prepared = PreparedRow(case_id, source, metric, value, model, hw, cfg, n_params, run,
                            defaults, convention)
-    _check_measured(prepared)
+    if metric not in OTHER_METRICS:
+        _check_measured(prepared)
     return prepared
+
+
+# --- [finetune] offload / LoRA / topology columns; memory, OOM and scaling metrics --------
+#: metrics not derived from the step time: peak memory per GPU (GiB = 2**30 bytes, the
+#: model's ``mem_total``), out-of-memory flags (predicted: ``mem_headroom < 0``) and scaling
+#: efficiencies (two evaluations); predicted by :func:`predict_other_rows`, never calibrated.
+MEMORY_METRICS = ("peak_memory_gib", "oom")
+SCALING_METRICS = ("scaling_efficiency_pct", "scaling_efficiency_gain_pct")
+OTHER_METRICS = MEMORY_METRICS + SCALING_METRICS
+OTHER_REASON = "memory/OOM/scaling metric: predicted by predict_other_rows, not from step time"
+#: QLoRA defaults when a row states ``quant = nf4`` but no adapter: rank 64 on every linear
+#: projection (Dettmers et al. 2023, QLoRA, Sec. 4 and its reference scripts: lora_r 64, all
+#: linear layers), the setting of bitsandbytes 4-bit training with PEFT.
+QLORA_DEFAULT_RANK = 64
+
+
+def finetune_columns(row: Row, defaults: dict[str, object]) -> dict[str, Any]:
+    """The training fields of the ``offload``, ``finetune``, ``lora_rank``, ``quant`` and
+    ``intra_node_link`` columns (README of the format). ``quant = nf4`` without ``finetune``
+    means QLoRA (4-bit base weights cannot be trained; bitsandbytes trains adapters on them)
+    with :data:`QLORA_DEFAULT_RANK` when ``lora_rank`` is blank; blank ``offload`` is
+    ``none``, blank ``intra_node_link`` the hardware's usual link.
+
+    Raises:
+        RowError: a value outside the field's choices.
+    """
+    out: dict[str, Any] = {}
+    offload = (cell(row, "offload") or "none").lower()
+    out["offload"] = offload
+    link = cell(row, "intra_node_link")
+    out["intra_node_link"] = str(link).lower() if link is not None else "default"
+    tune = cell(row, "finetune")
+    quant = cell(row, "quant")
+    rank = cell_int(row, "lora_rank")
+    if tune is None and quant is not None and str(quant).lower() == "nf4":
+        tune = "qlora"
+        defaults["finetune"] = "qlora (quant = nf4)"
+    if tune is None and rank is not None:
+        tune = "lora"
+    out["finetune"] = str(tune).lower() if tune is not None else "full"
+    if out["finetune"] != "full" and rank is None:
+        rank = QLORA_DEFAULT_RANK
+        defaults["lora_rank"] = rank
+    if rank is not None:
+        out["lora_rank"] = rank
+    return out
+
+
+def prepare_other_rows(df: pd.DataFrame) -> tuple[list[PreparedRow], list[SkippedRow]]:
+    """The rows of :data:`OTHER_METRICS` as prepared rows (as :func:`prepare_rows`)."""
+    prepared: list[PreparedRow] = []
+    skipped: list[SkippedRow] = []
+    for rec in df.to_dict(orient="records"):
+        metric = str(cell(rec, "metric") or "")
+        if metric not in OTHER_METRICS:
+            continue
+        case_id = str(rec.get("case_id") or "")
+        try:
+            prepared.append(_prepare_one(rec, other_metrics=True))
+        except RowError as exc:
+            skipped.append(SkippedRow(case_id, str(exc), source_of(case_id), metric))
+    return prepared, skipped
+
+
+def _single_gpu(row: PreparedRow) -> PreparedRow:
+    cfg = row.config
+    assert cfg.num_gpus is not None and cfg.global_batch is not None and cfg.dp is not None
+    one = cfg.replace(num_gpus=cfg.tp * cfg.pp, dp=1,
+                      global_batch=cfg.global_batch // cfg.dp)
+    return dataclasses.replace(row, config=resolve(row.model, row.hardware, one))
+
+
+def _with_link(row: PreparedRow, link: str) -> PreparedRow:
+    cfg = row.config.replace(intra_node_link=link)
+    return dataclasses.replace(row, config=resolve(row.model, row.hardware, cfg))
+
+
+def predict_other_rows(prepared: Sequence[PreparedRow], params: Params | None = None
+                       ) -> pd.DataFrame:
+    """Predict memory, OOM and scaling-efficiency rows (:data:`OTHER_METRICS`).
+
+    * ``peak_memory_gib``: the model's ``mem_total / 2**30`` (weights, gradients, optimizer,
+      activations; no allocator reserve).
+    * ``oom``: 1 when ``mem_headroom < 0`` (``mem_total`` above ``hbm_cap - mem_reserved``).
+    * ``scaling_efficiency_pct``: ``tokens/s(n GPUs) / (n * tokens/s(1 GPU)) * 100`` with the
+      same micro-batch per GPU.
+    * ``scaling_efficiency_gain_pct``: the row's link (``nvlink-bridge``) minus ``pcie``, in
+      percentage points of scaling efficiency.
+
+    Returns:
+        DataFrame with the columns of :func:`predict_rows` (``error_pct`` for ``oom`` rows:
+        0 when the prediction agrees, -100 when it does not) plus ``fits``.
+    """
+    params = params or load_params()
+    cols = ["case_id", "source", "metric", "workload", "measured", "predicted", "error_pct",
+            "hardware", "generation", "model", "run", "fits"]
+    if not prepared:
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
+    evals: list[PreparedRow] = list(prepared)
+    extra: list[PreparedRow] = []
+    for r in prepared:
+        if r.metric in SCALING_METRICS:
+            extra.append(_single_gpu(r))
+            if r.metric == "scaling_efficiency_gain_pct":
+                extra.extend([_with_link(r, "pcie"), _single_gpu(_with_link(r, "pcie"))])
+    out = evaluate_rows(stack_inputs(evals + extra, params))
+    step, total, head = out["step_time"], out["mem_total"], out["mem_headroom"]
+    preds: list[float] = []
+    k = len(evals)
+    for i, r in enumerate(prepared):
+        if r.metric == "peak_memory_gib":
+            preds.append(float(total[i]) / 2**30)
+        elif r.metric == "oom":
+            preds.append(float(head[i] < 0))
+        else:
+            eff = step[k] / step[i] * 100.0  # same tokens per GPU: t(1) / t(n)
+            k += 1
+            if r.metric == "scaling_efficiency_gain_pct":
+                eff_pcie = step[k + 1] / step[k] * 100.0
+                k += 2
+                eff = eff - eff_pcie
+            preds.append(float(eff))
+    pred = np.array(preds)
+    meas = np.array([r.measured for r in prepared])
+    err = np.where([r.metric == "oom" for r in prepared],
+                   np.where(pred == meas, 0.0, -100.0),
+                   (pred - meas) / np.where(meas == 0, np.nan, meas) * 100.0)
+    return pd.DataFrame({
+        "case_id": [r.case_id for r in prepared], "source": [r.source for r in prepared],
+        "metric": [r.metric for r in prepared], "workload": "train", "measured": meas,
+        "predicted": pred, "error_pct": err,
+        "hardware": [r.hardware.name for r in prepared],
+        "generation": [r.hardware.generation for r in prepared],
+        "model": [r.model.name for r in prepared], "run": [r.run for r in prepared],
+        "fits": np.asarray(head[:len(prepared)]) >= 0,
+    })[cols]
+
+
+def fit_agreement(rows: pd.DataFrame) -> dict[str, Any] | None:
+    """Agreement of predicted fit vs out-of-memory over ``oom`` rows (ran out) and
+    ``peak_memory_gib`` rows (ran, so fitted): ``{"n", "agreement_pct", "n_oom",
+    "oom_predicted_pct"}``, or None without such rows."""
+    if "fits" not in rows:
+        return None
+    g = rows[rows["metric"].isin(MEMORY_METRICS) & rows["fits"].notna()]
+    if not len(g):
+        return None
+    ran = g["metric"] == "peak_memory_gib"
+    oom = g[~ran]
+    truth = ran.to_numpy()
+    fits = g["fits"].astype(bool).to_numpy()
+    return {"n": int(len(g)), "agreement_pct": float((truth == fits).mean() * 100.0),
+            "n_oom": int(len(oom)),
+            "oom_predicted_pct": float((~oom["fits"].astype(bool)).mean() * 100.0)
+            if len(oom) else None}
+# --- end of [finetune] block ----------------------------------------------------------------
 
 
 def _column_names(message: str) -> str:
@@ -833,8 +998,10 @@ def mape(errors_pct: npt.ArrayLike) -> float:
 def summarize(rows: pd.DataFrame, skipped: Sequence[SkippedRow] = ()) -> dict[str, Any]:
     """MAPE per (source, metric), per source and overall, plus counts.
 
-    ``mape_pct`` and ``max_abs_error_pct`` are over the ``train`` rows (the training model's
-    accuracy); ``inference_mape_pct`` over the serve/prefill rows when there are any.
+    ``mape_pct`` and ``max_abs_error_pct`` are over the ``train`` rows of step-time metrics
+    (the training model's accuracy; memory, OOM and scaling rows, :data:`OTHER_METRICS`, only
+    per source and metric); ``inference_mape_pct`` over the serve/prefill rows when there are
+    any.
 
     Returns:
         ``{"n_predicted", "n_skipped", "mape_pct", "max_abs_error_pct", "inference_mape_pct",
@@ -846,7 +1013,9 @@ def summarize(rows: pd.DataFrame, skipped: Sequence[SkippedRow] = ()) -> dict[st
     """
     if "workload" not in rows:
         rows = rows.assign(workload="train")
-    train = rows[rows["workload"] == "train"]
+    # [finetune] the headline MAPE stays a step-time MAPE: memory/OOM/scaling rows are
+    # reported per (source, metric) and in ``fit_agreement``
+    train = rows[(rows["workload"] == "train") & ~rows["metric"].isin(OTHER_METRICS)]
     infer = rows[rows["workload"] != "train"]
     out: dict[str, Any] = {"n_predicted": int(len(rows)), "n_skipped": len(skipped),
                  "mape_pct": mape(train["error_pct"]) if len(train) else None,
@@ -954,6 +1123,14 @@ def validate_frame(df: pd.DataFrame, params: Params, path: str = "",
     prepared, no_params = split_by_params(prepared, params)
     skipped = skipped + no_params
     rows = predict_rows(prepared, params, intervals=intervals, level=level)
+    # [finetune] memory, OOM and scaling-efficiency rows
+    other, other_skipped = prepare_other_rows(df)
+    other, other_no_params = split_by_params(other, params)
+    handled = {r.case_id for r in other} | {x.case_id for x in other_skipped + other_no_params}
+    skipped = [x for x in skipped if not (x.reason == OTHER_REASON and x.case_id in handled)]
+    skipped += other_skipped + other_no_params
+    if other:
+        rows = pd.concat([rows, predict_other_rows(other, params)], ignore_index=True)
     if inference:
         inf_rows, inf_skipped = predict_inference_hook(df, params)
         if inf_rows is not None:
@@ -963,7 +1140,11 @@ def validate_frame(df: pd.DataFrame, params: Params, path: str = "",
             if len(inf_rows):
                 rows = pd.concat([rows, inf_rows.reindex(columns=rows.columns)],
                                  ignore_index=True)
-    return ValidationReport(rows, skipped, summarize(rows, skipped), params, path, prepared)
+    summary = summarize(rows, skipped)
+    agree = fit_agreement(rows)
+    if agree is not None:
+        summary["fit_agreement"] = agree
+    return ValidationReport(rows, skipped, summary, params, path, prepared)
 
 
 def validate_file(path: str | os.PathLike[str] | None = None,

@@ -108,6 +108,9 @@ def test_scalar_and_array_verdicts_agree_on_random_values():
         "experts": rng.choice([0.0, 8.0], n), "sp": rng.integers(0, 2, n).astype(float),
         "flash_attention": rng.integers(0, 2, n).astype(float),
         "dp_replicate": rng.choice([1, 2], n),
+        "offload": rng.integers(0, 3, n).astype(float),
+        "intra_node_link": rng.integers(0, 4, n).astype(float),
+        "hw_bridge": rng.integers(0, 2, n).astype(float),
     }
     v["dp"] = v["num_gpus"] / (v["tp"] * v["cp"] * v["pp"])
     codes = R.first_broken(R.TRAINING_RULES, v, np, (n,))

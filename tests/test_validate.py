@@ -457,10 +457,11 @@ def test_shipped_rows_are_within_the_plausibility_checks():
         ({"ep": 8}, "ep: 8 > 1 needs a mixture-of-experts model (this model is dense)"),
         ({"experts": 128, "top_k": 8}, "model 'GPT-3 175B': moe_ffn_hidden must be positive "
                                        "for a mixture-of-experts model (got 0)"),
-        ({"offload": "optimizer"}, "offload: 'optimizer' (host-memory offload) is not modelled"),
-        ({"quant": "nf4"}, "quant: 'nf4' base-weight quantization is not modelled"),
-        ({"finetune": "lora", "lora_rank": 8}, "finetune: 'lora' adapter fine-tuning is not "
-                                                "modelled"),
+        # offload, nf4 and LoRA are modelled (symcost.finetune); other quantizations are not
+        ({"quant": "int4"}, "quant: 'int4' base-weight quantization is not modelled (only nf4)"),
+        ({"offload": "optimizer"}, "offload: ZeRO-Offload moves the optimizer partition of a "
+                                   "ZeRO stage to host memory; use zero >= 1 (Ren et al. 2021, "
+                                   "ZeRO-Offload, Sec. 4)"),
         ({"experts": "many"}, "experts: 'many' is not a number"),
         ({"gated_mlp": 2}, "gated_mlp: must be 0 or 1 (got 2)"),
         ({"flash_attention": 3}, "flash_attention: must be 0 or 1 (got 3)"),

@@ -136,28 +136,49 @@ def infer(
     max_num_tokens: Annotated[int, _opt("max_num_tokens")] = _DEFAULT.max_num_tokens,
     kv_mem_frac: Annotated[float, _opt("kv_mem_frac")] = _DEFAULT.kv_mem_frac,
     kv_on_demand: Annotated[bool, _opt("kv_on_demand")] = _DEFAULT.kv_on_demand,
+    framework: Annotated[str, _opt("framework")] = _DEFAULT.framework,
     params: ParamsFile = None,
     precision: Annotated[Literal["float64", "float32"], typer.Option(
         help="Evaluation precision.")] = "float64",
     as_json: Annotated[bool, typer.Option(
         "--json", help="Print one JSON object instead of tables.")] = False,
+    breakdown: Annotated[Literal["modules"] | None, typer.Option(
+        help="Also break prefill and decode down by decoder module (RMSNorm, QKV projection, "
+             "RoPE, QK^T, softmax, attention-V, output projection, MLP); JSON key "
+             "module_breakdown_s.")] = None,
+    plot: Annotated[Path | None, typer.Option(
+        show_default=False, dir_okay=False,
+        help="With --breakdown modules: write a stacked bar chart PNG.")] = None,
 ) -> None:
     """Predict TTFT, TPOT, throughput and memory of serving one model."""
+    from ..breakdown import inference_modules
     from ..infer_api import predict_inference
+    from .plots import module_breakdown_chart
+    from .train import module_table
 
+    check_output_path(plot, "--plot", (".png",))
     m, hw, p = load_inputs(model, hardware, params)
     cfg = InferenceConfig(batch=batch, input_len=input_len, output_len=output_len, tp=tp,
                           pp=pp, num_gpus=num_gpus, dtype=dtype, weight_dtype=weight_dtype,
                           act_dtype=act_dtype, kv_dtype=kv_dtype,
                           flash_attention=flash_attention, max_num_tokens=max_num_tokens,
-                          kv_mem_frac=kv_mem_frac, kv_on_demand=kv_on_demand)
+                          kv_mem_frac=kv_mem_frac, kv_on_demand=kv_on_demand,
+                          framework=framework)
     result = predict_inference(m, hw, cfg, params=p, precision=precision, check_memory=False)
+    modules = inference_modules(m, hw, cfg, p) if breakdown else None
+    if modules is not None and plot is not None:
+        module_breakdown_chart(modules, plot, f"{m.name} on {hw.name}: serving by module")
     if as_json:
-        emit_json(result.to_dict())
+        extra = {"module_breakdown_s": modules} if modules is not None else {}
+        emit_json({**result.to_dict(), **extra})
     else:
         con = console()
         for table in summary_tables(result):
             con.print(table)
+        if modules is not None:
+            con.print(module_table(modules, "Module breakdown (s per request batch)"))
+            if plot is not None:
+                con.print(f"module breakdown chart written to {plot}", markup=False)
     memory_warning(result.values["mem_total"], result.values["mem_usable"])
 
 

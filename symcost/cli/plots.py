@@ -16,7 +16,7 @@ from ..sensitivity import TORNADO_STEP, SensitivityError, SensitivityResult
 
 # matplotlib is imported inside the functions only to keep it out of ``symcost --help``.
 
-__all__ = ["dse_heatmaps", "plot_pareto", "plot_roofline", "tornado_chart", "waterfall_chart"]
+__all__ = ["module_breakdown_chart", "dse_heatmaps", "plot_pareto", "plot_roofline", "tornado_chart", "waterfall_chart"]
 
 
 def _figure(width: float, height: float, dpi: int = 120):
@@ -209,4 +209,25 @@ def dse_heatmaps(df, path: str | os.PathLike, title: str = "") -> None:
     if im is not None:
         fig.colorbar(im, ax=list(axes), label="speed-up (C/M/N: dominant bound)")
     fig.suptitle(title, fontsize=9)
+    fig.savefig(os.fspath(path))
+
+
+def module_breakdown_chart(data, path: str | os.PathLike, title: str = "") -> None:
+    """Write a stacked bar PNG of a module breakdown (:mod:`symcost.breakdown`): one bar per
+    phase (forward/backward/optimizer or prefill/decode), stacked by module, in seconds."""
+    fig, ax = _figure(8, 5)
+    phases = list(data)
+    modules: list[str] = []
+    for ph in phases:
+        modules += [m for m in data[ph] if m not in modules]
+    bottom = np.zeros(len(phases))
+    cmap = [f"C{i}" for i in range(10)]
+    for i, mod in enumerate(modules):
+        vals = np.array([data[ph].get(mod, 0.0) for ph in phases])
+        ax.bar(phases, vals, bottom=bottom, label=mod, color=cmap[i % len(cmap)], width=0.6)
+        bottom += vals
+    ax.set_ylabel("time (s)")
+    ax.set_title(title or "module breakdown", fontsize=9)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.tight_layout()
     fig.savefig(os.fspath(path))

@@ -16,6 +16,7 @@ code is 0. Invalid input exits with code 2 and one ``error:`` line (see
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Literal
 
 import typer
@@ -24,7 +25,8 @@ from hwspecs import list_hardware
 
 from ..config import TrainingConfig
 from ..models import list_models
-from .common import (Hardware, Model, ParamsFile, console, emit_json, load_inputs,
+from .common import (Hardware, Model, ParamsFile, check_output_path, console, emit_json,
+                     load_inputs,
                      memory_warning, training_options)
 from .format import fmt_time, format_bytes
 
@@ -134,17 +136,27 @@ def train(
     list_hardware: Annotated[bool, typer.Option(
         "--list-hardware", callback=_list_hardware, is_eager=True, expose_value=False,
         help="List the hardware ids and exit.")] = False,
+    breakdown: Annotated[Literal["modules"] | None, typer.Option(
+        help="Also break the step down by decoder module (RMSNorm, QKV projection, RoPE, "
+             "QK^T, softmax, attention-V, output projection, MLP) and phase (forward, "
+             "backward, optimizer); JSON key module_breakdown_s.")] = None,
+    plot: Annotated[Path | None, typer.Option(
+        show_default=False, dir_okay=False,
+        help="With --breakdown modules: write a stacked bar chart PNG.")] = None,
 ) -> None:
     """Predict one training step: time, throughput, MFU/HFU, memory and breakdown."""
     from ..api import predict_training
 
+    check_output_path(plot, "--plot", (".png",))
     m, hw, p = load_inputs(model, hardware, params)
     cfg = config
     result = predict_training(m, hw, cfg, params=p, precision=precision)
     want = as_json if interval is None else interval
     intervals = prediction_intervals(m, hw, cfg, p) if want else {}
+    modules = module_breakdown(m, hw, cfg, p, plot) if breakdown else None
     if as_json:
-        emit_json({**result.to_dict(), **intervals})
+        extra = {"module_breakdown_s": modules} if modules is not None else {}
+        emit_json({**result.to_dict(), **intervals, **extra})
     else:
         con = console()
         for table in summary_tables(result):
@@ -152,7 +164,43 @@ def train(
         for name, (lo, hi) in intervals.items():
             con.print(f"90% interval {name.removesuffix('_interval')}: [{lo:.4g}, {hi:.4g}]",
                       markup=False)
+        if modules is not None:
+            con.print(module_table(modules, "Module breakdown (s per step)"))
+            if plot is not None:
+                con.print(f"module breakdown chart written to {plot}", markup=False)
     memory_warning(result.values["mem_total"], result.values["mem_usable"])
+
+
+def module_breakdown(m, hw, cfg: TrainingConfig, p, plot: Path | None
+                     ) -> dict[str, dict[str, float]]:
+    """:func:`symcost.breakdown.training_modules`, and its chart when ``plot`` is given."""
+    from ..breakdown import training_modules
+    from .plots import module_breakdown_chart
+
+    data = training_modules(m, hw, cfg, p)
+    if plot is not None:
+        module_breakdown_chart(data, plot, f"{m.name} on {hw.name}: training step by module")
+    return data
+
+
+def module_table(data: dict[str, dict[str, float]], title: str):
+    """A rich table: modules as rows, phases as columns (times), with totals."""
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left")
+    table.add_column("module")
+    phases = list(data)
+    for ph in phases:
+        table.add_column(ph, justify="right")
+    table.add_column("total", justify="right")
+    modules = list(next(iter(data.values())))
+    for mod in modules:
+        vals = [data[ph].get(mod, 0.0) for ph in phases]
+        table.add_row(mod, *(fmt_time(v) for v in vals), fmt_time(sum(vals)))
+    totals = [sum(data[ph].values()) for ph in phases]
+    table.add_row("total", *(fmt_time(v) for v in totals), fmt_time(sum(totals)),
+                  style="bold")
+    return table
 
 
 def prediction_intervals(model, hw, cfg: TrainingConfig, params) -> dict[str, list[float]]:

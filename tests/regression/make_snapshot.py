@@ -20,8 +20,13 @@ unchanged); the validation part was refreshed after checking that nothing else m
 (issues 11 and 13, new hardware files a800-sxm4-80gb, rtx-4090, rtx-3090, gb200, gb300, ...):
 72 rows that were skipped as unknown hardware are now predicted; only the validation part was
 refreshed (``s["validation"] = run_validation(VALIDATION)``), after checking that the only
-difference was those rows moving from ``skipped`` to predicted. Every other value is as first
-written.
+difference was those rows moving from ``skipped`` to predicted. A fourth (issue 13, offload,
+LoRA/QLoRA and ``intra_node_link``): 229 rows that were skipped for their ``offload``,
+``quant`` or ``finetune`` columns are now predicted (ZHANG23, MBRIDGE LoRA), and the 12
+ZHANG23 ZeRO-3 rows on RTX 3090/4090 changed because their stated ``pcie``/``nvlink-bridge``
+link now replaces the spec's intra-node figure, and then all 97 ZHANG23 step-time rows moved
+when that source's gradient reduction became non-overlapped (DeepSpeed ``overlap_comm``
+default); only the validation part was refreshed, after checking that no other row moved. Every other value is as first written.
 
 The draws are described by plain field values (API keywords), so the test can replay them
 through the public API whatever the internals become.

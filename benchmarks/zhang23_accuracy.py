@@ -1,0 +1,88 @@
+"""Accuracy on the Zhang et al. 2023 (ZHANG23) rows: tokens/s, peak memory, OOM, scaling.
+
+Fits the efficiency parameters (the default set plus ``eff_host`` and ``cpu_adam_rate``) with
+:func:`symcost.calibrate.calibrate_rows` on every step-time row of the measurements file and
+reports, for the ZHANG23 rows:
+
+* tokens/s MAPE in sample and leave-one-platform-out (the platform's rows are held out of the
+  fit: A800, RTX 4090, RTX 3090; a held-out generation without data takes a related one's
+  values, :func:`symcost.calibrate.transfer_missing`);
+* peak-memory MAPE and fit-vs-OOM agreement (no memory constant is fitted: the same in and
+  out of sample);
+* the predicted 1 -> 8 GPU scaling efficiencies and the RTX 3090 NVLink gain next to the
+  paper's figures.
+
+Usage::
+
+    python benchmarks/zhang23_accuracy.py [measurements.csv] [--write-params out.yaml]
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from symcost.calibrate import DEFAULT_FIT, calibrate_rows, start_params, transfer_missing
+from symcost.params import load_params, save_params
+from symcost.validate import (fit_agreement, load_measurements, predict_other_rows,
+                              predict_rows, prepare_other_rows, prepare_rows, split_by_params)
+
+FIT = (*DEFAULT_FIT, "eff_host", "cpu_adam_rate")
+DEFAULT_CSV = Path(__file__).resolve().parents[2] / "shared" / "validation" / \
+    "published_measurements.csv"
+
+
+def main(argv: list[str]) -> None:
+    out_path = argv[argv.index("--write-params") + 1] if "--write-params" in argv else None
+    args = [a for a in argv if not a.startswith("--") and a != out_path]
+    path = args[0] if args else str(DEFAULT_CSV)
+    df = load_measurements(path)
+    start = start_params(load_params())
+    prepared, _ = prepare_rows(df)
+    prepared, _ = split_by_params(prepared, start)
+    zhang = [r for r in prepared if r.source == "ZHANG23"]
+    print(f"{len(prepared)} step-time rows, {len(zhang)} ZHANG23; fitting {', '.join(FIT)}")
+
+    res = calibrate_rows(prepared, start, FIT)
+    for g, f in sorted(res.fits.items()):
+        vals = {k: round(res.params.generations[g][k], 4) for k in FIT}
+        print(f"  {g}: {vals}")
+    if out_path:
+        save_params(res.params, out_path)
+    ins = predict_rows(zhang, res.params, intervals=False)
+    tps = ins[ins.metric == "tokens_per_s"]
+    print(f"tokens/s MAPE, in sample: {np.abs(tps.error_pct).mean():.1f}% over {len(tps)} rows")
+
+    platform = {r.case_id: r.hardware.name for r in zhang}
+    held = []
+    for hw in sorted(set(platform.values())):
+        train = [r for r in prepared if not (r.source == "ZHANG23" and r.hardware.name == hw)]
+        test = [r for r in zhang if r.hardware.name == hw]
+        fold = calibrate_rows(train, start, FIT)
+        gens = sorted({r.hardware.generation for r in test})
+        params, moved = transfer_missing(fold.params, list(fold.fits), gens)
+        p = predict_rows(test, params, intervals=False)
+        p = p[p.metric == "tokens_per_s"]
+        held.append(p)
+        note = f" (transferred from {moved})" if moved else ""
+        print(f"  held out {hw}: tokens/s MAPE {np.abs(p.error_pct).mean():.1f}% "
+              f"over {len(p)} rows{note}")
+    allp = np.concatenate([h.error_pct.to_numpy() for h in held])
+    print(f"tokens/s MAPE, leave-one-platform-out: {np.abs(allp).mean():.1f}%")
+
+    other, _ = prepare_other_rows(df)
+    other = [r for r in other if r.source == "ZHANG23"]
+    o = predict_other_rows(other, res.params)
+    mem = o[o.metric == "peak_memory_gib"]
+    print(f"peak memory MAPE: {np.abs(mem.error_pct).mean():.1f}% over {len(mem)} rows "
+          f"(mean signed {mem.error_pct.mean():+.1f}%)")
+    agree = fit_agreement(o)
+    print(f"fit vs OOM agreement: {agree}")
+    for _, row in o[o.metric.str.startswith("scaling")].iterrows():
+        print(f"  {row.case_id}: predicted {row.predicted:.1f}, paper {row.measured:.1f}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

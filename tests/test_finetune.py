@@ -1,0 +1,161 @@
+"""LoRA/QLoRA, offload and host-link topology (symcost.finetune), module breakdown, and the
+ZHANG23 memory/OOM rows: hand-computed values and published measurements."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import sympy as sp
+
+from symcost import finetune as ft
+from symcost import symbols as S
+from symcost.api import predict_training, training_inputs
+from symcost.breakdown import evaluate_terms, training_module_terms
+from symcost.config import ConfigError, TrainingConfig
+from symcost.fields import TRAINING_FIELDS, coerce
+
+# Llama-2-7B: per layer 4*4096^2 attention + 3*4096*11008 MLP linear weights
+LIN_LAYER = 4 * 4096**2 + 3 * 4096 * 11008  # 202,375,168
+OTHER = 2 * 32000 * 4096 + 2 * 4096 * 32 + 4096  # embedding + LM head, norms
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "validation" / \
+    "published_measurements.csv"
+
+
+def _eval(expr: sp.Expr, values: dict[str, float]) -> float:
+    subs = {S.REGISTRY[k].symbol: v for k, v in values.items() if k in S.REGISTRY}
+    return float(sp.sympify(expr).xreplace(subs).evalf())
+
+
+def test_nf4_double_quantization_bytes() -> None:
+    # Dettmers et al. 2023, Sec. 3: 4 + 8/64 + 32/(64*256) = 4.127 bits per parameter
+    assert float(S.BYTES_NF4) * 8 == pytest.approx(4.127, abs=5e-4)
+
+
+def test_lora_trainable_parameters_match_peft_counts() -> None:
+    # PEFT on Llama-2-7B, r=8 on q and v: 4,194,304 trainable parameters; r=16 doubles it
+    cfg = TrainingConfig(finetune="lora", lora_rank=16, lora_targets="v, q")
+    v = training_inputs("llama-2-7b", "a100-sxm4-80gb", cfg)
+    assert _eval(ft.trainable_params(sp.Integer(0), S.n_layers), v) == 2 * 4_194_304
+    full = TrainingConfig()
+    vf = training_inputs("llama-2-7b", "a100-sxm4-80gb", full)
+    assert _eval(ft.trainable_params(sp.Integer(123), S.n_layers), vf) == 123
+
+
+def test_qlora_weight_memory_by_hand() -> None:
+    r = predict_training("llama-2-7b", "rtx-4090", TrainingConfig(finetune="qlora",
+                                                                  lora_rank=16))
+    adapters = 32 * 16 * (5 * 4096 + 4096 + 11008 + 4096 + 2 * 1024 * 4 + 4096
+                          + 2 * 11008 + 4096)
+    want = 32 * LIN_LAYER * float(S.BYTES_NF4) + 2 * OTHER + 2 * adapters
+    assert r.memory["weights"] == pytest.approx(want, rel=1e-9)
+    assert r.memory["gradients"] == pytest.approx(2 * adapters, rel=1e-9)
+    assert r.memory["optimizer"] == pytest.approx(12 * adapters, rel=1e-9)
+
+
+def test_offload_moves_optimizer_and_parameters_to_host() -> None:
+    base = dict(num_gpus=8, micro_batch=1, seq_len=350)
+    z2 = predict_training("llama-2-7b", "a800-sxm4-80gb", TrainingConfig(zero=2, **base))
+    z2o = predict_training("llama-2-7b", "a800-sxm4-80gb",
+                           TrainingConfig(zero=2, offload="optimizer", **base))
+    assert z2o.memory["optimizer"] == 0 and z2o.memory["gradients"] == 0
+    assert z2o.memory["weights"] == z2.memory["weights"]
+    z3o = predict_training("llama-2-7b", "a800-sxm4-80gb",
+                           TrainingConfig(zero=3, offload="optimizer+params", **base))
+    # only the two-layer ZeRO-3 gather buffer stays: 2 layers x 2 bytes x layer parameters
+    assert z3o.memory["weights"] == pytest.approx(2 * 2 * (LIN_LAYER + 2 * 4096))
+    # CPU Adam over the 1/8 partition at the node rate, shared by 8 ranks: > GPU Adam time
+    assert z2o.breakdown["optimizer"] > 10 * z2.breakdown["optimizer"]
+
+
+def test_offload_and_bridge_rules() -> None:
+    with pytest.raises(ConfigError, match=r"^offload: .*zero 3"):
+        predict_training("llama-2-7b", "a800-sxm4-80gb",
+                         TrainingConfig(num_gpus=8, zero=2, offload="optimizer+params"))
+    with pytest.raises(ConfigError, match=r"^offload: "):
+        predict_training("llama-2-7b", "a800-sxm4-80gb",
+                         TrainingConfig(num_gpus=8, offload="optimizer"))
+    with pytest.raises(ConfigError, match=r"^intra_node_link: rtx-4090 has no NVLink"):
+        predict_training("llama-2-7b", "rtx-4090",
+                         TrainingConfig(num_gpus=8, intra_node_link="nvlink-bridge"))
+    with pytest.raises(ConfigError, match=r"^lora_targets: must be a comma-separated"):
+        coerce(TRAINING_FIELDS["lora_targets"], "q,x")
+    assert coerce(TRAINING_FIELDS["lora_targets"], " V,q ") == "q,v"
+
+
+@pytest.mark.parametrize("hw,link,want", [
+    # no peer-to-peer: host link shared by the 8 GPUs, halved for the staging copy
+    ("rtx-4090", "pcie", lambda e: e * 32e9 / 16),
+    # bridges: pairs reduce over the bridge, the 4 leaders run the staged ring: 7/6 gain
+    ("rtx-3090", "nvlink-bridge", lambda e: e * 32e9 / 16 * 7 / 6),
+    ("rtx-6000-ada", "pcie", lambda e: 32e9),  # peer-to-peer over PCIe: the link rate
+    ("a800-sxm4-80gb", "nvlink", lambda e: 200e9),
+    ("a800-sxm4-80gb", "default", lambda e: 200e9),
+])
+def test_intra_bandwidth_by_topology(hw, link, want) -> None:
+    v = training_inputs("llama-2-7b", hw, TrainingConfig(intra_node_link=link))
+    assert _eval(ft.intra_bandwidth(), v) == pytest.approx(want(v["eff_host"]))
+
+
+def test_frozen_base_skips_weight_gradients() -> None:
+    # rank 1 on one projection: the adapter is negligible, so the backward saves one forward
+    # GEMM time per linear layer (the weight gradient) and the head's weight gradient
+    cfg = dict(seq_len=2048, micro_batch=4)
+    full = predict_training("llama-2-7b", "a100-sxm4-80gb", TrainingConfig(**cfg))
+    lora = predict_training("llama-2-7b", "a100-sxm4-80gb",
+                            TrainingConfig(finetune="lora", lora_rank=1, lora_targets="q",
+                                           **cfg))
+    v = training_inputs("llama-2-7b", "a100-sxm4-80gb", TrainingConfig(**cfg))
+    from symcost.training import layer_forward_compute
+    fwd = layer_forward_compute()
+    lin = sum(_eval(fwd[k].time, v) for k in ("qkv_proj", "out_proj", "mlp_up", "mlp_down"))
+    saved = full.breakdown["backward"] - lora.breakdown["backward"]
+    assert saved == pytest.approx(32 * lin, rel=0.05)
+
+
+def test_module_breakdown_sums_to_step_time() -> None:
+    for cfg in (TrainingConfig(flash_attention=False, recompute="full", seq_len=350),
+                TrainingConfig(finetune="qlora", lora_rank=64, seq_len=1024)):
+        v = training_inputs("llama-2-7b", "rtx-4090", cfg)
+        out = evaluate_terms(training_module_terms(), v)
+        step = predict_training("llama-2-7b", "rtx-4090", cfg).step_time
+        rope = out["forward"]["rope"] + out["backward"]["rope"]
+        total = sum(sum(m.values()) for m in out.values())
+        assert total - rope == pytest.approx(step, rel=1e-9)
+        assert all(x >= 0 for m in out.values() for x in m.values())
+
+
+@pytest.mark.skipif(not SHARED.exists(), reason="shared measurements not present")
+def test_zhang23_out_of_memory_rows_agree() -> None:
+    # ZHANG23 Table III: "-" (OOM) vs a printed peak memory; target >= 90 % agreement
+    from symcost.validate import fit_agreement, load_measurements, predict_other_rows
+    from symcost.validate import prepare_other_rows
+
+    df = load_measurements(SHARED)
+    df = df[df["case_id"].str.startswith("ZHANG23-III")]
+    rows, skipped = prepare_other_rows(df)
+    assert not skipped
+    out = predict_other_rows([r for r in rows if r.metric in ("oom", "peak_memory_gib")])
+    agree = fit_agreement(out)
+    assert agree is not None and agree["agreement_pct"] >= 90.0
+    assert agree["oom_predicted_pct"] == 100.0
+
+
+def test_serving_framework_overhead_adds_per_step() -> None:
+    # t_sched_<framework> is added to every forward step: TPOT grows by exactly that time
+    import dataclasses
+
+    from symcost.config import InferenceConfig
+    from symcost.infer_api import predict_inference
+    from symcost.params import load_params
+
+    p = load_params()
+    gens = {g: {**v, "t_sched_vllm": 2e-3, "t_sched_trtllm": 5e-4}
+            for g, v in p.generations.items()}
+    p = dataclasses.replace(p, generations=gens)
+    req = dict(batch=8, input_len=512, output_len=128, dtype="int4")
+    base = predict_inference("llama-2-7b", "rtx-4090", InferenceConfig(**req), params=p)
+    for fw, extra in (("vllm", 2e-3), ("trtllm", 5e-4), ("tgi", 0.0)):
+        r = predict_inference("llama-2-7b", "rtx-4090", InferenceConfig(framework=fw, **req),
+                              params=p)
+        assert r.values["tpot"] - base.values["tpot"] == pytest.approx(extra, abs=1e-12)
