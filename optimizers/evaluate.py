@@ -27,7 +27,7 @@ from hwspecs import HardwareSpec
 from symcost import symbols as S
 from symcost.api import training_inputs, training_model
 from symcost.config import TrainingConfig
-from symcost.evaluate import CHUNK_SIZES, evaluate_model, split_columns
+from symcost.evaluate import CHUNK_SIZES, Progress, evaluate_model, split_columns
 from symcost.fields import TRAINING_FIELDS
 from symcost.models import ModelSpec
 from symcost.params import Params
@@ -39,8 +39,8 @@ CHUNK_SMALL, CHUNK_LARGE = CHUNK_SIZES
 
 def evaluate_chunked(inputs: Mapping[str, object],
                      outputs: Sequence[str] = ("step_time", "mem_headroom"),
-                     precision: str = "float32", chunk: int | None = None
-                     ) -> dict[str, np.ndarray]:
+                     precision: str = "float32", chunk: int | None = None,
+                     progress: Progress | None = None) -> dict[str, np.ndarray]:
     """Evaluate selected training outputs for ``n`` configurations in fixed-size chunks
     (:func:`symcost.evaluate.evaluate_model`, the one evaluator).
 
@@ -51,6 +51,8 @@ def evaluate_chunked(inputs: Mapping[str, object],
         precision: ``float32`` (ranking) or ``float64``.
         chunk: rows per compiled call; :data:`CHUNK_SMALL` when ``n`` fits in it, else
             :data:`CHUNK_LARGE`. Each distinct chunk size compiles once per process.
+        progress: ``progress(rows done, total)`` after each chunk
+            (:data:`symcost.evaluate.Progress`).
 
     Returns:
         Output name -> float64 array ``(n,)``.
@@ -59,7 +61,7 @@ def evaluate_chunked(inputs: Mapping[str, object],
         KeyError: a missing input or unknown output.
         ValueError: inputs of different lengths.
     """
-    out = evaluate_model(training_model(precision), inputs, tuple(outputs), chunk)
+    out = evaluate_model(training_model(precision), inputs, tuple(outputs), chunk, progress)
     return {k: v.astype(np.float64) for k, v in out.items()}
 
 

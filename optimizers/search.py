@@ -36,7 +36,7 @@ from hwspecs import HardwareSpec
 from hwspecs.units import format_bytes
 from symcost.api import as_hardware, as_model
 from symcost.config import ConfigError, TrainingConfig
-from symcost.evaluate import pick_chunk
+from symcost.evaluate import Progress, pick_chunk
 from symcost.models import ModelSpec
 from symcost.params import Params
 from symcost.schema import OUTPUT_KEYS, rename_keys, stamp
@@ -282,7 +282,8 @@ def search(model: ModelSpec | str, hardware: HardwareSpec | str, num_gpus: int |
            minimum: ConstraintSpec | None = None, maximum: ConstraintSpec | None = None,
            max_tp: int | None = None, max_vpp: int | None = None, keep_duplicates: bool = False,
            params: Params | None = None, client: Any = None,
-           partition_rows: int | None = None) -> SearchResult:
+           partition_rows: int | None = None,
+           progress: Progress | None = None) -> SearchResult:
     """Exhaustive search over every valid parallel configuration.
 
     Args:
@@ -309,6 +310,9 @@ def search(model: ModelSpec | str, hardware: HardwareSpec | str, num_gpus: int |
             the same CPU kind). Smaller spaces are evaluated here (milliseconds).
         partition_rows: candidates per partition with a ``client`` (rounded up to a whole
             number of compiled chunks; default: about four partitions per worker).
+
+        progress: ``progress(candidates done, total)`` after each compiled chunk (spaces
+            larger than :data:`NUMPY_ROWS` evaluated in this process).
 
     Returns:
         :class:`SearchResult`.
@@ -339,7 +343,7 @@ def search(model: ModelSpec | str, hardware: HardwareSpec | str, num_gpus: int |
     elif client is not None:
         f32 = evaluate_distributed(client, base, space.columns, partition_rows)
     else:
-        f32 = evaluate_chunked(inputs)
+        f32 = evaluate_chunked(inputs, progress=progress)
     t2 = time.perf_counter()
     sc32 = score(f32["step_time"], space.columns["num_gpus"], space.context.global_batch,
                  space.seq_len, objective, price_per_gpu_hour)

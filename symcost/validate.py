@@ -80,6 +80,7 @@ import pandas as pd
 from hwspecs import HardwareSpecError, list_hardware, load_hardware
 
 from .api import evaluate_training, stack_training_inputs
+from .evaluate import Progress
 from .config import ConfigError, TrainingConfig, resolve
 from .fields import GEMM_PEAK_KEY
 from .infer_api import predict_inference_rows
@@ -849,11 +850,13 @@ def _check_measured(row: PreparedRow) -> None:
                        f"{step:.3g} s, outside the plausible range [{lo:g}, {hi:g}] s")
 
 
-def prepare_rows(df: pd.DataFrame) -> tuple[list[PreparedRow], list[SkippedRow]]:
+def prepare_rows(df: pd.DataFrame, progress: Progress | None = None
+                 ) -> tuple[list[PreparedRow], list[SkippedRow]]:
     """Turn measurement rows into predictable rows, or reasons they cannot be predicted.
 
     Args:
         df: as returned by :func:`load_measurements`.
+        progress: ``progress(rows read, total)`` every 64 rows and at the end.
 
     Returns:
         ``(prepared, skipped)``: one :class:`PreparedRow` per predictable ``train`` row, one
@@ -863,7 +866,10 @@ def prepare_rows(df: pd.DataFrame) -> tuple[list[PreparedRow], list[SkippedRow]]
     prepared: list[PreparedRow] = []
     skipped: list[SkippedRow] = []
     seen: set[str] = set()
-    for rec in df.to_dict(orient="records"):
+    records = df.to_dict(orient="records")
+    for i, rec in enumerate(records):
+        if progress is not None and i % 64 == 0:
+            progress(i, len(records))
         case_id = str(rec.get("case_id") or "")
         source, metric = source_of(case_id), str(cell(rec, "metric") or "")
         if not case_id:
@@ -878,6 +884,8 @@ def prepare_rows(df: pd.DataFrame) -> tuple[list[PreparedRow], list[SkippedRow]]
             prepared.append(_prepare_one(rec))
         except RowError as exc:
             skipped.append(SkippedRow(case_id, str(exc), source, metric))
+    if progress is not None:
+        progress(len(records), len(records))
     return prepared, skipped
 
 
@@ -1117,12 +1125,25 @@ def _jsonable(v: Any) -> Any:
 
 def validate_frame(df: pd.DataFrame, params: Params, path: str = "",
                    intervals: bool = True, level: float = 0.9,
-                   inference: bool = True) -> ValidationReport:
-    """Validate against measurement rows already loaded (see :func:`validate_file`)."""
-    prepared, skipped = prepare_rows(df)
+                   inference: bool = True,
+                   progress: Progress | None = None) -> ValidationReport:
+    """Validate against measurement rows already loaded (see :func:`validate_file`);
+    ``progress(done, total)`` counts the rows read, then the prediction stages."""
+    n = len(df)
+
+    def stage(k: int) -> None:
+        if progress is not None:
+            progress(n + k, n + 3)
+
+    def rows_read(i: int, _total: int) -> None:
+        if progress is not None:
+            progress(i, n + 3)
+
+    prepared, skipped = prepare_rows(df, rows_read)
     prepared, no_params = split_by_params(prepared, params)
     skipped = skipped + no_params
     rows = predict_rows(prepared, params, intervals=intervals, level=level)
+    stage(1)
     # [finetune] memory, OOM and scaling-efficiency rows
     other, other_skipped = prepare_other_rows(df)
     other, other_no_params = split_by_params(other, params)
@@ -1131,6 +1152,7 @@ def validate_frame(df: pd.DataFrame, params: Params, path: str = "",
     skipped += other_skipped + other_no_params
     if other:
         rows = pd.concat([rows, predict_other_rows(other, params)], ignore_index=True)
+    stage(2)
     if inference:
         inf_rows, inf_skipped = predict_inference_hook(df, params)
         if inf_rows is not None:
@@ -1140,6 +1162,7 @@ def validate_frame(df: pd.DataFrame, params: Params, path: str = "",
             if len(inf_rows):
                 rows = pd.concat([rows, inf_rows.reindex(columns=rows.columns)],
                                  ignore_index=True)
+    stage(3)
     summary = summarize(rows, skipped)
     agree = fit_agreement(rows)
     if agree is not None:

@@ -25,7 +25,7 @@ import typer
 
 from ..config import ConfigError
 from ..schema import rename_keys
-from .common import (CliInputError, Model, ParamsFile, check_output_path, console,
+from .common import (CliInputError, Model, ParamsFile, ProgressBar, check_output_path, console,
                      dask_client, emit_json, field_option, load_inputs)
 from .format import GIB, fmt_time, format_bytes
 
@@ -190,9 +190,10 @@ def search_cmd(
               minimum=min_, maximum=max_, max_tp=max_tp, max_vpp=max_vpp,
               keep_duplicates=keep_duplicates, params=p)
     if method == "exhaustive":
-        with dask_client(workers, scheduler) as client:
+        with dask_client(workers, scheduler) as client, \
+                ProgressBar("search", not as_json) as bar:
             result = search(m, hw, parse_gpu_counts(num_gpus), global_batch, client=client,
-                            **kw)
+                            progress=bar, **kw)
     else:
         result = search_scipy(m, hw, parse_gpu_counts(num_gpus), global_batch, **kw)
     if as_json:

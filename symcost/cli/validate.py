@@ -25,7 +25,7 @@ from typing import Annotated, Any
 import typer
 
 from ..params import PARAM_NAMES
-from .common import (check_output_path, console, emit_json, load_params_option,
+from .common import (ProgressBar, check_output_path, console, emit_json, load_params_option,
                      warn)
 
 # Function-local imports below only keep NumPy, pandas, JAX, rich and SymPy cost expressions out
@@ -206,8 +206,9 @@ def register(app: typer.Typer) -> None:
 
         check_output_path(report, "--report", directory=True)
         p = load_params_option(params)
-        rep = validate_frame(_measurements(path), p, _source(path), intervals=True,
-                             level=level, inference=not train_only)
+        with ProgressBar("validate", not as_json) as bar:
+            rep = validate_frame(_measurements(path), p, _source(path), intervals=True,
+                                 level=level, inference=not train_only, progress=bar)
         if report is not None:
             from .report import write_report
 
