@@ -34,7 +34,7 @@ import sympy as sp
 
 from . import finetune as ft
 from . import symbols as S
-from .functions import CeilDiv, flag, smax, smin
+from .functions import CeilDiv, flag, replace_symbols, smax, smin
 from .ops import attention as att
 from .ops import collectives as coll
 from .ops import elementwise as ew
@@ -413,8 +413,9 @@ def training_expressions() -> dict[str, sp.Expr]:
     out["params_total"] = params_total()
     out["num_gpus"] = n_gpus
     # [finetune] the intra-node link of the chosen topology (NVLink, bridges, PCIe/host-staged)
-    link = ft.intra_bandwidth()
-    return {k: sp.sympify(v).subs(S.intra_bw, link) for k, v in out.items()}
+    memo: dict[sp.Basic, sp.Expr] = {}
+    link = {S.intra_bw: ft.intra_bandwidth()}
+    return {k: replace_symbols(sp.sympify(v), link, memo) for k, v in out.items()}
 
 
 #: names of the step-time breakdown terms, in order; they sum to ``step_time``.
