@@ -360,7 +360,7 @@ def training_expressions() -> dict[str, sp.Expr]:
     shard_w = sp.Piecewise((d, z > sp.Rational(5, 2)), (1, True))
     # [finetune] Adam over the trained partition, on the GPU or (offload) on the host CPUs
     t_opt = ((1 - ft.IS_OFFLOAD) * adam_step(train_params / shard_opt).time
-             + ft.offload_optimizer_time(train_params / shard_opt, t * p * d))
+             + ft.offload_optimizer_time(train_params / shard_opt, t * p * d, m * (t_f + t_b)))
 
     out: dict[str, sp.Expr] = {
         "time_forward": m * t_f + Ls * fp8_weight_cast_bytes_layer() / (S.hbm_bw * S.eff_hbm),
