@@ -45,6 +45,7 @@ from .params import Params
 from .ops import attention as att
 from .ops.cost import Cost, time_memory_bound
 from .ops.gemm import gemm
+from .functions import replace_symbols
 
 __all__ = ["inference_modules", "training_modules", "MODULES", "TRAIN_PHASES", "INFER_PHASES", "evaluate_terms", "rope_cost",
            "training_module_terms", "inference_module_terms"]
@@ -201,7 +202,7 @@ def inference_module_terms() -> dict[str, dict[str, sp.Expr]]:
     out["decode"] = {k: steps * Ls * v for k, v in dec.items()}
     out["decode"]["other"] = steps * (Ls * dec_other + head_d + S.t_infer_step)
     memo: dict[sp.Basic, sp.Expr] = {}
-    return {ph: {k: inf.replace_symbols(sp.sympify(v), inf.INFERENCE_EFFICIENCIES, memo)
+    return {ph: {k: replace_symbols(sp.sympify(v), inf.INFERENCE_EFFICIENCIES, memo)
                  for k, v in mods.items()} for ph, mods in out.items()}
 
 

@@ -172,18 +172,26 @@ def ranks_per_node(num_gpus: sp.Expr) -> sp.Expr:
     return smin(num_gpus, S.gpus_per_node)
 
 
-def offload_optimizer_time(trainable_local: sp.Expr, num_gpus: sp.Expr) -> sp.Expr:
+def offload_optimizer_time(trainable_local: sp.Expr, num_gpus: sp.Expr,
+                           hide: sp.Expr = sp.Integer(0)) -> sp.Expr:
     """Per-step time (s) of the offloaded optimizer on one GPU: copy the 16-bit gradient
     partition to the host, CPU Adam over the partition (the node's ``cpu_adam_rate`` shared by
     its ranks), copy the 16-bit parameters back; zero without offload.
 
+    With ``dp_overlap`` the copies overlap compute (ZeRO-Offload streams gradients to the host
+    during the backward and parameters back during the next forward; Ren et al. 2021,
+    Sec. 4.2): only the part longer than ``hide`` is exposed. CPU Adam is never hidden (no
+    delayed parameter update).
+
     Args:
         trainable_local: trained parameters this GPU's optimizer partition holds (elements).
         num_gpus: GPUs of the job.
+        hide: compute time (s) the copies can overlap (forward and backward of the step).
     """
     copies = 2 * S.BYTES_PARAM * trainable_local / (S.eff_host * S.host_bw)
+    exposed = S.dp_overlap * smax(copies - hide, 0) + (1 - S.dp_overlap) * copies
     cpu = trainable_local * ranks_per_node(num_gpus) / S.cpu_adam_rate
-    return IS_OFFLOAD * (copies + cpu)
+    return IS_OFFLOAD * (exposed + cpu)
 
 
 def offload_param_fetch_time(weight_bytes_local: sp.Expr, passes: sp.Expr) -> sp.Expr:

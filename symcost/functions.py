@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import sympy as sp
 
 
@@ -47,3 +49,28 @@ def smax(*args: sp.Expr) -> sp.Expr:
 def smin(*args: sp.Expr) -> sp.Expr:
     """``Min`` without SymPy's simplification; see :func:`smax`."""
     return sp.Min(*args, evaluate=False)
+
+
+def replace_symbols(expr: sp.Expr, mapping: Mapping[sp.Basic, sp.Expr],
+                    _memo: dict[sp.Basic, sp.Expr] | None = None) -> sp.Expr:
+    """``expr`` with the symbols of ``mapping`` replaced, rebuilding ``Max``/``Min`` with
+    ``evaluate=False`` (``xreplace`` re-evaluates them, and SymPy's zero-finding on large
+    arguments takes tens of seconds; see :func:`symcost.functions.smax`)."""
+    memo: dict[sp.Basic, sp.Expr] = {} if _memo is None else _memo
+    hit = memo.get(expr)
+    if hit is not None:
+        return hit
+    if expr in mapping:
+        out = mapping[expr]
+    elif not expr.args:
+        out = expr
+    else:
+        args = [replace_symbols(a, mapping, memo) for a in expr.args]
+        if all(x is y for x, y in zip(args, expr.args)):
+            out = expr
+        elif isinstance(expr, (sp.Max, sp.Min)):
+            out = expr.func(*args, evaluate=False)
+        else:
+            out = expr.func(*args)
+    memo[expr] = out
+    return out

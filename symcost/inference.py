@@ -81,12 +81,11 @@ All times are in s, memory in bytes, FLOPs in FLOP, throughputs in tokens/s.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
 
 import sympy as sp
 
 from . import symbols as S
-from .functions import CeilDiv, flag, smax, smin
+from .functions import CeilDiv, flag, replace_symbols, smax, smin
 from .ops import attention as att
 from .ops import collectives as coll
 from .ops import elementwise as ew
@@ -111,31 +110,6 @@ INFERENCE_EFFICIENCIES = {S.eff_hbm: S.eff_hbm_infer, S.eff_attn: S.eff_attn_inf
 STAGE_TERMS = ("gemm", "attention", "memory_ops", "tp_comm", "lm_head", "pp_p2p")
 #: memory terms per GPU; they sum to ``mem_total``.
 MEMORY = ("mem_weights", "mem_activations", "mem_kv_cache", "mem_logits")
-
-
-def replace_symbols(expr: sp.Expr, mapping: Mapping[sp.Basic, sp.Expr],
-                    _memo: dict[sp.Basic, sp.Expr] | None = None) -> sp.Expr:
-    """``expr`` with the symbols of ``mapping`` replaced, rebuilding ``Max``/``Min`` with
-    ``evaluate=False`` (``xreplace`` re-evaluates them, and SymPy's zero-finding on large
-    arguments takes tens of seconds; see :func:`symcost.functions.smax`)."""
-    memo: dict[sp.Basic, sp.Expr] = {} if _memo is None else _memo
-    hit = memo.get(expr)
-    if hit is not None:
-        return hit
-    if expr in mapping:
-        out = mapping[expr]
-    elif not expr.args:
-        out = expr
-    else:
-        args = [replace_symbols(a, mapping, memo) for a in expr.args]
-        if all(x is y for x, y in zip(args, expr.args)):
-            out = expr
-        elif isinstance(expr, (sp.Max, sp.Min)):
-            out = expr.func(*args, evaluate=False)
-        else:
-            out = expr.func(*args)
-    memo[expr] = out
-    return out
 
 
 # ----------------------------------------------------------------------------- shapes

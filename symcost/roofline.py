@@ -33,9 +33,9 @@ from hwspecs import HardwareSpec
 from . import symbols as S
 from .api import as_hardware, as_model, used_symbols
 from .config import InferenceConfig, resolve_inference
-from .functions import CeilDiv
+from .functions import CeilDiv, replace_symbols
 from .inference import (INFERENCE_EFFICIENCIES, attention_decode, attention_prefill,
-                        layer_gemms, lm_head, mean_decode_context, replace_symbols)
+                        layer_gemms, lm_head, mean_decode_context)
 from .ops.attention import CAUSAL_FRACTION
 from .ops.cost import Cost
 from .infer_api import evaluate_inference, inference_inputs

@@ -35,7 +35,7 @@ import sympy as sp
 
 from . import finetune as ft
 from . import symbols as S
-from .functions import CeilDiv, flag, smax, smin
+from .functions import CeilDiv, flag, replace_symbols, smax, smin
 from .ops import attention as att
 from .ops import collectives as coll
 from .ops import elementwise as ew
@@ -613,7 +613,7 @@ def training_expressions() -> dict[str, sp.Expr]:
     # [finetune] Adam over the trained partition, on the GPU or (offload) on the host CPUs
     opt_local = sharded(0.5, train_rep, train_exp)
     t_opt = ((1 - ft.IS_OFFLOAD) * adam_step(opt_local).time
-             + ft.offload_optimizer_time(opt_local, t * c * p * d))
+             + ft.offload_optimizer_time(opt_local, t * c * p * d, m * (t_f + t_b)))
 
     out: dict[str, sp.Expr] = {
         "time_forward": m * t_f + Ls * fp8_weight_cast_bytes_layer() / (S.hbm_bw * S.eff_hbm),
@@ -673,8 +673,9 @@ def training_expressions() -> dict[str, sp.Expr]:
     out["params_total"] = params_total()
     out["num_gpus"] = n_gpus
     # [finetune] the intra-node link of the chosen topology (NVLink, bridges, PCIe/host-staged)
-    link = ft.intra_bandwidth()
-    return {k: sp.sympify(v).subs(S.intra_bw, link) for k, v in out.items()}
+    memo: dict[sp.Basic, sp.Expr] = {}
+    link = {S.intra_bw: ft.intra_bandwidth()}
+    return {k: replace_symbols(sp.sympify(v), link, memo) for k, v in out.items()}
 
 
 #: names of the step-time breakdown terms, in order; they sum to ``step_time``.

@@ -159,3 +159,17 @@ def test_serving_framework_overhead_adds_per_step() -> None:
         r = predict_inference("llama-2-7b", "rtx-4090", InferenceConfig(framework=fw, **req),
                               params=p)
         assert r.values["tpot"] - base.values["tpot"] == pytest.approx(extra, abs=1e-12)
+
+
+def test_offload_copies_hide_under_compute_only_with_overlap() -> None:
+    # 7B ZeRO-2 offload on 8 A800: copies 2 x 2 B x psi/8 over the host link; with dp_overlap
+    # only the part longer than the step's forward + backward stays exposed
+    base = dict(num_gpus=8, zero=2, offload="optimizer", seq_len=350)
+    off = predict_training("llama-2-7b", "a800-sxm4-80gb",
+                           TrainingConfig(dp_overlap=False, **base))
+    on = predict_training("llama-2-7b", "a800-sxm4-80gb", TrainingConfig(**base))
+    v = training_inputs("llama-2-7b", "a800-sxm4-80gb", TrainingConfig(**base))
+    copies = 2 * 2 * 6_738_415_616 / 8 / (v["eff_host"] * v["host_bw"])
+    compute = on.breakdown["forward"] + on.breakdown["backward"]
+    saved = off.breakdown["optimizer"] - on.breakdown["optimizer"]
+    assert saved == pytest.approx(min(copies, compute), rel=1e-6)
