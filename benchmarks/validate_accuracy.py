@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     # per GPU generation and dense vs mixture-of-experts (train rows, in-sample)
     kind = {r.case_id: (r.hardware.generation, "MoE" if r.model.is_moe else "dense")
             for r in rep.prepared}
-    tr = rows[rows["workload"] == "train"].copy()
+    tr = rows[(rows["workload"] == "train") & rows["case_id"].isin(list(kind))].copy()
     tr["generation"] = tr["case_id"].map(lambda c: kind[c][0])
     tr["kind"] = tr["case_id"].map(lambda c: kind[c][1])
     tr["abs_err"] = tr["error_pct"].abs()

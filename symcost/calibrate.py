@@ -62,8 +62,10 @@ __all__ = [
 ]
 
 #: parameters fitted by default (per generation): the achieved fractions of peak of GEMMs
-#: (``eff_gemm``), of attention kernels (``eff_attn``) and of the inter-node network
-#: (``eff_inter``). The others keep their starting values, documented here because each was
+#: (``eff_gemm``), of attention kernels (``eff_attn``), of the inter-node network
+#: (``eff_inter``), of MoE grouped expert GEMMs (``eff_moe``), of the host link
+#: (``eff_host``) and the host's CPU Adam rate (``cpu_adam_rate``); a parameter the rows of a
+#: generation cannot identify (no MoE or offload run) keeps its start value. The others keep their starting values, documented here because each was
 #: tried on the shared measurements: ``eff_hbm`` (training data constrain it only through
 #: small models' elementwise time; the fit pulled hopper's to 0.41, a stand-in for other
 #: small-model overheads that would halve memory-bound inference predictions, and it did not
@@ -71,7 +73,8 @@ __all__ = [
 #: times; fitted they took unphysical values, e.g. 1 ms per layer, and leave-one-source-out
 #: error grew), ``eff_intra`` (NVLink, rarely exposed), ``mem_reserved`` (memory only) and
 #: the inference-only constants.
-DEFAULT_FIT: tuple[str, ...] = ("eff_gemm", "eff_attn", "eff_inter", "eff_moe")
+DEFAULT_FIT: tuple[str, ...] = ("eff_gemm", "eff_attn", "eff_inter", "eff_moe", "eff_host",
+                                 "cpu_adam_rate")
 
 #: generation without data -> generations to copy fitted parameters from, in order of
 #: preference (the nearest architecture first).

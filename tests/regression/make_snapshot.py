@@ -26,7 +26,14 @@ LoRA/QLoRA and ``intra_node_link``): 229 rows that were skipped for their ``offl
 ZHANG23 ZeRO-3 rows on RTX 3090/4090 changed because their stated ``pcie``/``nvlink-bridge``
 link now replaces the spec's intra-node figure, and then all 97 ZHANG23 step-time rows moved
 when that source's gradient reduction became non-overlapped (DeepSpeed ``overlap_comm``
-default); only the validation part was refreshed, after checking that no other row moved. Every other value is as first written.
+default); only the validation part was refreshed, after checking that no other row moved. A
+fifth (issue 11: context and expert parallelism, MoE, MLA, HSDP, mxfp8/nvfp4, and the
+interleaved-schedule rule relaxed from ``layers % (pp*vpp) == 0`` to ``pp*vpp <= layers + 2``
+as Megatron-Core allows): with the previous parameter file, the only training draws that
+changed were the 59 rejected on ``vpp`` (36 now valid, 23 now rejected by a later rule), and
+no inference draw changed; the parameters were then recalibrated (``eff_moe``, ``eff_host``
+and ``cpu_adam_rate`` added, Blackwell fitted on its own rows) and the whole snapshot was
+rewritten. Every other value is as first written.
 
 The draws are described by plain field values (API keywords), so the test can replay them
 through the public API whatever the internals become.
