@@ -102,6 +102,12 @@ def _shown(pg, key: str) -> tuple[float, str]:
     return float(el.get_attribute("data-value")), el.inner_text()
 
 
+def _to_precision(x: float, digits: int) -> str:
+    """JavaScript's ``Number.toPrecision`` for the page's magnitudes: trailing zeros kept
+    (``22.70``), as Python's ``#g`` does, without the bare trailing point (``1234``)."""
+    return f"{x:#.{digits}g}".rstrip(".")
+
+
 def _check_numbers(pg, **config) -> None:
     """The summary shows the API's step time, MFU and memory per GPU, exactly (data-value)
     and as printed (text, rounded as the page rounds)."""
@@ -109,7 +115,7 @@ def _check_numbers(pg, **config) -> None:
     r = predict_training(MODEL, hw, **config)
     step, text = _shown(pg, "step_time_s")
     assert step == r.step_time
-    assert text == f"{r.step_time:.4g} s"
+    assert text == f"{_to_precision(r.step_time, 4)} s"
     mfu, text = _shown(pg, "mfu")
     assert mfu == r.values["mfu"]
     assert text == f"{100 * r.values['mfu']:.2f} %"
