@@ -40,6 +40,7 @@ from hwspecs import HardwareSpec
 from hwspecs.units import GIB, format_bytes
 from symcost.api import as_hardware, as_model, training_model
 from symcost.config import ConfigError
+from symcost.evaluate import Progress
 from symcost.models import ModelSpec
 from symcost.params import Params
 
@@ -428,7 +429,8 @@ def codesign(model: ModelSpec | str, hardware: HardwareSpec | str, num_gpus: int
              dtype: str = "bf16", flash_attention: bool = True, fix: Any = None,
              minimum: Any = None, maximum: Any = None, max_tp: int | None = None,
              max_vpp: int | None = None, seed: int | None = 0, popsize: int = 12,
-             maxiter: int = 40, rounds: int = 3, params: Params | None = None) -> pd.DataFrame:
+             maxiter: int = 40, rounds: int = 3, params: Params | None = None,
+             progress: Progress | None = None) -> pd.DataFrame:
     """Co-design GPU hardware and parallel configuration under cost budgets.
 
     Args:
@@ -448,6 +450,7 @@ def codesign(model: ModelSpec | str, hardware: HardwareSpec | str, num_gpus: int
         seed, popsize, maxiter: differential-evolution settings.
         rounds: alternating refinement rounds (0 disables the gradient refinement).
         params: efficiency parameters (the shipped calibration when None).
+        progress: ``progress(designs done, total)`` after the reference and each budget.
 
     Returns:
         DataFrame, one row per budget plus the reference GPU (``design == "reference"``):
@@ -475,8 +478,12 @@ def codesign(model: ModelSpec | str, hardware: HardwareSpec | str, num_gpus: int
         rows.append(_row("reference", math.nan, problem, ones,
                          {k: v[best_ref_i] for k, v in problem.space.columns.items()}))
     joint = _Joint(problem)
-    for budget in wanted:
+    if progress is not None:
+        progress(1, len(wanted) + 1)
+    for i, budget in enumerate(wanted):
         rows.append(_design(problem, joint, budget, seed, popsize, maxiter, rounds))
+        if progress is not None:
+            progress(i + 2, len(wanted) + 1)
     df = _front(rows)
     df.attrs["seconds"] = time.perf_counter() - t0
     df.attrs["reference"] = hw.name

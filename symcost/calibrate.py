@@ -45,6 +45,7 @@ import numpy.typing as npt
 from .api import training_model
 from .measurements import PreparedRow
 from .params import BOUNDS, PARAM_NAMES, Params, load_params, params_from_dict, save_params
+from .evaluate import Progress
 from .uncertainty import PRIOR_REL_SD, CalibrationError, FloatArray, log_step_time_jacobian
 from .validate import (builtin_measurements, load_measurements, metric_factor, predict_rows,
                        prepare_rows, split_by_params, stack_inputs, summarize)
@@ -297,8 +298,9 @@ def _fit_generation(gen: str, X_inputs: dict[str, np.ndarray], y: np.ndarray,
                          math.sqrt(s2), dof, cost0, cost, int(res.nfev), str(res.message))
 
 
-def calibrate_rows(prepared: Sequence[PreparedRow], start: Params | None = None, fit: Sequence[str] = DEFAULT_FIT,
-                   generations: Sequence[str] | None = None) -> CalibrationResult:
+def calibrate_rows(prepared: Sequence[PreparedRow], start: Params | None = None,
+                   fit: Sequence[str] = DEFAULT_FIT, generations: Sequence[str] | None = None,
+                   progress: Progress | None = None) -> CalibrationResult:
     """Fit efficiency parameters per GPU generation to prepared measurement rows.
 
     Args:
@@ -307,6 +309,7 @@ def calibrate_rows(prepared: Sequence[PreparedRow], start: Params | None = None,
         fit: parameter names to fit (subset of :data:`symcost.params.PARAM_NAMES`), as a
             sequence or one comma-separated string.
         generations: restrict to these generations (default: every generation in the rows).
+        progress: ``progress(generations done, generations)`` after each generation's fit.
 
     Returns:
         :class:`CalibrationResult`; generations with too few runs are listed in
@@ -336,7 +339,9 @@ def calibrate_rows(prepared: Sequence[PreparedRow], start: Params | None = None,
     fits: dict[str, GenerationFit] = {}
     not_fitted: dict[str, str] = {}
     new_gens = {g: dict(v) for g, v in start.generations.items()}
-    for gen in gens:
+    for i, gen in enumerate(gens):
+        if progress is not None:
+            progress(i, len(gens))
         sub = runs[runs["generation"] == gen]
         if gen not in start.generations:
             not_fitted[gen] = f"no starting parameters for generation {gen!r}"
@@ -356,6 +361,8 @@ def calibrate_rows(prepared: Sequence[PreparedRow], start: Params | None = None,
             continue
         fits[gen] = gf
         new_gens[gen] = gf.values
+    if progress is not None:
+        progress(len(gens), len(gens))
     if not fits:
         why = "; ".join(f"{g}: {r}" for g, r in not_fitted.items()) or "no rows"
         raise CalibrationError(f"calibrate: nothing could be fitted ({why})")
@@ -461,7 +468,8 @@ def start_params(params: Params) -> Params:
 # ----------------------------------------------------------------------------- cross-validation
 def cross_validate(prepared: Sequence[PreparedRow], start: Params | None = None,
                    fit: Sequence[str] = DEFAULT_FIT, level: float = 0.9,
-                   group: Callable[[PreparedRow], Any] | None = None) -> pd.DataFrame:
+                   group: Callable[[PreparedRow], Any] | None = None,
+                   progress: Progress | None = None) -> pd.DataFrame:
     """Leave-one-group-out cross-validation (default group: the source).
 
     For each group, fit on every other group starting from ``start`` and predict the held-out
@@ -478,6 +486,7 @@ def cross_validate(prepared: Sequence[PreparedRow], start: Params | None = None,
         fit: parameters to fit.
         level: interval probability.
         group: callable row -> group key; default ``row.source``.
+        progress: ``progress(folds done, folds)`` after each fold.
 
     Returns:
         DataFrame of the held-out predictions (columns of
@@ -491,7 +500,10 @@ def cross_validate(prepared: Sequence[PreparedRow], start: Params | None = None,
     group = group or (lambda r: r.source)
     keys = [group(r) for r in prepared]
     frames = []
-    for key in sorted(set(keys)):
+    folds = sorted(set(keys))
+    for i, key in enumerate(folds):
+        if progress is not None:
+            progress(i, len(folds))
         test = [r for r, k in zip(prepared, keys) if k == key]
         train = [r for r, k in zip(prepared, keys) if k != key]
         test_gens = sorted({r.hardware.generation for r in test})
@@ -511,6 +523,8 @@ def cross_validate(prepared: Sequence[PreparedRow], start: Params | None = None,
         df["transferred"] = [moved.get(g, "") for g in df["generation"]]
         df["fold_error"] = ""
         frames.append(df)
+    if progress is not None:
+        progress(len(folds), len(folds))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
@@ -610,7 +624,8 @@ _HEADER = ("# Efficiency parameters per GPU generation (base units: fractions, s
 def calibrate(path: str | os.PathLike[str] | None = None,
               start: Params | str | os.PathLike[str] | None = None,
               fit: Sequence[str] = DEFAULT_FIT, command: str | None = None,
-              transfer_to: Sequence[str] = ()) -> CalibrationResult:
+              transfer_to: Sequence[str] = (),
+              progress: Progress | None = None) -> CalibrationResult:
     """Calibrate on a measurements file (no file is written; see :func:`write_params`).
 
     Args:
@@ -622,6 +637,7 @@ def calibrate(path: str | os.PathLike[str] | None = None,
         transfer_to: generations without data that should take a related generation's fitted
             values (:func:`transfer_missing`), e.g. ``("blackwell", "cdna3")`` or
             ``"blackwell,cdna3"``.
+        progress: ``progress(generations done, generations)`` (see :func:`calibrate_rows`).
 
     Returns:
         :class:`CalibrationResult` whose ``params.provenance`` records the data path, date,
@@ -648,7 +664,7 @@ def calibrate(path: str | os.PathLike[str] | None = None,
         reasons = sorted({s.reason for s in skipped})
         raise CalibrationError("calibrate: no predictable train rows in "
                                f"{path} ({len(skipped)} skipped: {'; '.join(reasons[:3])})")
-    res = calibrate_rows(prepared, start, fit)
+    res = calibrate_rows(prepared, start, fit, progress=progress)
     params, moved = transfer_missing(res.params, list(res.fits), list(transfer_to))
     before = summarize(predict_rows(prepared, start, intervals=False))
     after = summarize(predict_rows(prepared, params, intervals=False))

@@ -296,9 +296,11 @@ def codesign_cmd(
         check_positive(b, "--budget")
     check_output_path(plot, "--plot", (".png",))
     m, hw, p = load_inputs(model, hardware, params)
-    df = codesign(m, hw, num_gpus, global_batch, budgets=budget, n_budgets=n_budgets,
-                  bounds=parse_bounds(bound), seq_len=seq_len, dtype=dtype, fix=fix,
-                  max_tp=max_tp, seed=seed, maxiter=maxiter, popsize=popsize, params=p)
+    with ProgressBar("codesign", not as_json) as bar:
+        df = codesign(m, hw, num_gpus, global_batch, budgets=budget, n_budgets=n_budgets,
+                      bounds=parse_bounds(bound), seq_len=seq_len, dtype=dtype, fix=fix,
+                      max_tp=max_tp, seed=seed, maxiter=maxiter, popsize=popsize, params=p,
+                      progress=bar)
     if plot is not None:
         plot_pareto(df, plot)
     if as_json:

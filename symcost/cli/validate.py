@@ -255,7 +255,9 @@ def register(app: typer.Typer) -> None:
                        + (["--params", str(params)] if params else [])
                        + (["--fit", ",".join(names)] if fit else [])
                        + (["--transfer", ",".join(moved)] if moved else []))
-        result = calibrate(path, start, names, command=cmd, transfer_to=moved)
+        with ProgressBar("calibrate", not as_json) as bar:
+            result = calibrate(path, start, names, command=cmd, transfer_to=moved,
+                               progress=bar)
         write_params(result.params, output)
         for line in bound_warnings(result):
             warn(line.removeprefix("warning: "))
@@ -266,7 +268,8 @@ def register(app: typer.Typer) -> None:
 
             prepared, _ = prepare_rows(_measurements(path))
             prepared, _ = split_by_params(prepared, start)
-            cv = run_cv(prepared, start_params(start), names)
+            with ProgressBar("cross-validate", not as_json) as bar:
+                cv = run_cv(prepared, start_params(start), names, progress=bar)
         if as_json:
             out = {"output": str(output),
                    "generations": {g: {"values": {p: f.values[p] for p in names},
