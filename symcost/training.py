@@ -556,6 +556,13 @@ def training_expressions() -> dict[str, sp.Expr]:
     t_tp = Ls * tp_layer
     t_cp = Ls * cp_layer
     t_ep = Ls * ep_layer
+    # wall time of a micro-batch's forward and backward passes in which data-parallel
+    # communication can overlap: compute plus the exposed context- and expert-parallel
+    # communication of that pass (the all-to-all split by its passes: 1 forward, 1 + full
+    # recomputation backward), so faster kernels never expose more of it than they save
+    ep_f = t_ep / (2 + IS_FULL)
+    win_f = t_f + Ls * cp_comm_layer_forward().time + ep_f
+    win_b = t_b + t_r + (t_cp - Ls * cp_comm_layer_forward().time) + (t_ep - ep_f)
     c, e = S.cp, S.ep
     intra_pp = t * c * d * p <= S.gpus_per_node
     t_p2p = IS_PP * v * 2 * coll.p2p(n * S.hidden * S.BYTES_ACT / t, intra_pp).time
@@ -590,7 +597,7 @@ def training_expressions() -> dict[str, sp.Expr]:
     rs = Ls * both(coll.reduce_scatter, rep_bytes, exp_bytes, Ls)
     ag_train = Ls * both(coll.all_gather, rep_bytes, exp_bytes, Ls)
     ov = S.dp_overlap
-    z3_exposed = (ov * (smax(ag - t_f, 0) + ag / Ls + smax(ag + rs - t_b - t_r, 0))
+    z3_exposed = (ov * (smax(ag - win_f, 0) + ag / Ls + smax(ag + rs - win_b, 0))
                   + (1 - ov) * (2 * ag + rs))
     # [finetune] parameter offload: the partition comes over the host link in every pass
     t_z3 = IS_ZERO3 * z3_exposed + ft.offload_param_fetch_time(
@@ -599,7 +606,7 @@ def training_expressions() -> dict[str, sp.Expr]:
     is_z0 = flag(z < sp.Rational(1, 2))
     grad_sync = is_z0 * ar + is_z12 * rs + (1 - is_z0) * replica_ar
     param_gather = is_z12 * ag_train
-    dp_step = (ov * (smax(grad_sync - t_b - t_r, 0) + smax(param_gather - t_f, 0))
+    dp_step = (ov * (smax(grad_sync - win_b, 0) + smax(param_gather - win_f, 0))
                + (1 - ov) * (grad_sync + param_gather))
 
     t_mb = t_f + t_b + t_r + t_tp + t_cp + t_ep + t_p2p + t_z3

@@ -33,7 +33,8 @@ as Megatron-Core allows): with the previous parameter file, the only training dr
 changed were the 59 rejected on ``vpp`` (36 now valid, 23 now rejected by a later rule), and
 no inference draw changed; the parameters were then recalibrated (``eff_moe``, ``eff_host``
 and ``cpu_adam_rate`` added, Blackwell fitted on its own rows) and the whole snapshot was
-rewritten. Every other value is as first written.
+rewritten; then once more after the data-parallel overlap window came to include the exposed
+context- and expert-parallel communication of each pass (no dense row without CP moved). Every other value is as first written.
 
 The draws are described by plain field values (API keywords), so the test can replay them
 through the public API whatever the internals become.
