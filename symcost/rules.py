@@ -319,6 +319,7 @@ TRAINING_RULES: tuple[Rule, ...] = (
     SEQ_LEN_POSITIONS, TP_HEADS, TP_FFN, TP_KV_HEADS, PP_LAYERS, GLOBAL_BATCH_NEEDED,
     VPP_NEEDS_PP, VPP_LAYERS, VPP_MICROBATCHES, ZERO_PP, DTYPE_HARDWARE, CP_SEQ, CP_FLASH,
     EP_DP, EP_EXPERTS, MOE_TP_SP, HSDP_DP) + FINETUNE_RULES
+
 MLA_SERVING = Rule(
     "serving_without_mla", "model", ("kv_lora_rank",),
     lambda v, xp: v["kv_lora_rank"] < 0.5,

@@ -1,4 +1,5 @@
-"""Training step of a dense decoder-only transformer under TP/SP/PP/DP/ZeRO, as SymPy expressions.
+"""Training step of a decoder-only transformer (dense or mixture-of-experts, MHA/GQA or MLA)
+under TP/SP/CP/PP/DP/EP/ZeRO/HSDP, as SymPy expressions.
 
 Everything is built once with every quantity a free symbol (:mod:`symcost.symbols`); a
 prediction, a sweep and a gradient are then the same lowered function on different arrays.
@@ -11,6 +12,11 @@ Execution model (per optimizer step, the critical pipeline stage):
   (or SP all-gather/reduce-scatter, equal volume in the ring model), pipeline p2p of the
   boundary activations (scatter/gather optimisation: ``1/t`` of them), and with ZeRO-3 the
   exposed part of the parameter all-gathers and gradient reduce-scatter.
+* Context parallelism divides every per-token cost and activation by ``c`` and adds the
+  exposed part of the ring exchange of K/V blocks; MoE layers (a fraction of the layers) run
+  the router, shared experts and grouped GEMMs over the ``E/e`` local experts with
+  all-to-all dispatch and combine (see :func:`layer_forward_compute`,
+  :func:`cp_comm_layer_forward`, :func:`ep_comm_layer_forward`).
 * ``m = B/(d*b)`` micro-batches per step; 1F1B/interleaved bubble ``(p-1)/v`` micro-batch
   times (Narayanan et al. 2021, Sec. 2.2, bubble fraction ``(p-1)/(v*m)``).
 * ZeRO 0-2 synchronise gradients once per step (all-reduce, or reduce-scatter plus the
