@@ -154,7 +154,9 @@ def params_to_dict(params: Params) -> dict[str, Any]:
 
 
 def load_params(path: str | os.PathLike[str] | None = None) -> Params:
-    """Load efficiency parameters: the shipped defaults when ``path`` is None.
+    """Load efficiency parameters: the shipped defaults when ``path`` is None. A file written
+    before a parameter existed loads: ``eff_moe`` takes the file's ``eff_gemm`` (see
+    :data:`FALLBACK`), other missing parameters the shipped value of the same generation.
 
     Raises:
         ParamsError: unreadable file, malformed YAML or invalid values.
@@ -168,7 +170,23 @@ def load_params(path: str | os.PathLike[str] | None = None) -> Params:
         raise ParamsError(f"params: cannot read {path}: {exc.strerror}") from None
     except yaml.YAMLError as exc:
         raise ParamsError(f"params: {path}: invalid YAML ({exc})") from None
-    return params_from_dict(data, str(path))
+    return params_from_dict(_complete(data), str(path))
+
+
+def _complete(data: Any) -> Any:
+    """A user's parameter file written before a parameter existed: each generation's missing
+    parameters (other than :data:`FALLBACK` ones) take the shipped calibration's value for that
+    generation, so older files keep working unchanged (the file itself is not rewritten)."""
+    if not isinstance(data, Mapping) or not isinstance(data.get("generations"), Mapping):
+        return data
+    shipped = _default_params().generations
+    gens = {}
+    for g, vals in data["generations"].items():
+        if isinstance(vals, Mapping) and g in shipped:
+            vals = {**{k: v for k, v in shipped[g].items()
+                       if k not in vals and k not in FALLBACK}, **vals}
+        gens[g] = vals
+    return {**data, "generations": gens}
 
 
 def save_params(params: Params, path: str | os.PathLike[str]) -> None:

@@ -523,3 +523,30 @@ def test_a_generation_nothing_identifies_is_not_fitted_and_the_others_are(synthe
     res = calibrate_rows(synthetic + single, base, ("eff_inter",))
     assert "ampere" in res.fits
     assert res.not_fitted["hopper"].startswith("none of eff_inter influences")
+
+
+def test_a_parameter_file_from_before_new_parameters_still_loads(tmp_path):
+    """A user's file without eff_moe, eff_host, cpu_adam_rate: eff_moe takes the file's own
+    eff_gemm, the others the shipped value of the same generation; the file is untouched."""
+    import yaml
+
+    from symcost.params import load_params
+
+    shipped = load_params()
+    from importlib import resources
+
+    data = yaml.safe_load(resources.files("symcost").joinpath("data/params.yaml").read_text(
+        encoding="utf-8"))
+    for vals in data["generations"].values():
+        for k in ("eff_moe", "eff_host", "cpu_adam_rate"):
+            vals.pop(k)
+        vals["eff_gemm"] = 0.5
+    path = tmp_path / "old.yaml"
+    text = yaml.safe_dump(data)
+    path.write_text(text)
+    p = load_params(path)
+    assert p.generations["hopper"]["eff_moe"] == 0.5
+    assert p.generations["hopper"]["eff_host"] == shipped.generations["hopper"]["eff_host"]
+    assert p.generations["ampere"]["cpu_adam_rate"] == shipped.generations["ampere"][
+        "cpu_adam_rate"]
+    assert path.read_text() == text
