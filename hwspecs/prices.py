@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+from . import checks
 from .errors import HardwareSpecError
 from .loader import parse_yaml
 from .spec import FrozenMapping
@@ -171,25 +172,15 @@ def _err(msg: str) -> HardwareSpecError:
 
 
 def _positive(e: Mapping[str, Any], key: str, where: str) -> float:
-    v = e.get(key)
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0 \
-            or not math.isfinite(v):
-        raise _err(f"{where}.{key} must be a positive number (got {v!r})")
-    return float(v)
+    return checks.positive_number(e, key, where, _err)
 
 
 def _count(e: Mapping[str, Any], key: str, where: str) -> int:
-    v = e.get(key)
-    if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-        raise _err(f"{where}.{key} must be a positive integer (got {v!r})")
-    return v
+    return checks.positive_int(e, key, where, _err)
 
 
 def _text(e: Mapping[str, Any], key: str, where: str) -> str:
-    v = e.get(key)
-    if not isinstance(v, str) or not v.strip():
-        raise _err(f"{where}.{key} must be a non-empty string (got {v!r})")
-    return " ".join(v.split())
+    return checks.text(e, key, where, _err)
 
 
 @functools.lru_cache(maxsize=1)

@@ -78,6 +78,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+from . import checks
 from .errors import HardwareSpecError
 from .loader import parse_yaml, load_hardware
 from .spec import FrozenMapping, HardwareSpec
@@ -272,17 +273,11 @@ def _num(entry: Mapping[str, Any], key: str, where: str) -> tuple[float, tuple[f
 
 
 def _int(entry: Mapping[str, Any], key: str, where: str) -> int:
-    v = entry.get(key)
-    if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-        raise _err(f"{where}.{key} must be a positive integer (got {v!r})")
-    return v
+    return checks.positive_int(entry, key, where, _err)
 
 
 def _str(entry: Mapping[str, Any], key: str, where: str) -> str:
-    v = entry.get(key)
-    if not isinstance(v, str) or not v.strip():
-        raise _err(f"{where}.{key} must be a non-empty string (got {v!r})")
-    return v
+    return checks.text(entry, key, where, _err)
 
 
 def _sources(entry: Mapping[str, Any], where: str) -> FrozenMapping[str]:
