@@ -205,6 +205,9 @@ TRAINING_FIELDS: dict[str, Field] = _table(
           "activations)", None, choices=TRAIN_DTYPES),
     _bool("flash_attention", "FlashAttention for the attention core", True, "flash_attn"),
     _bool("dp_overlap", "overlap data-parallel communication with compute", True, "dp_overlap"),
+    _bool("tp_overlap", "pipeline tensor-parallel collectives with the GEMMs they feed "
+          "(Transformer Engine userbuffers, Megatron-Core --tp-comm-overlap; needs sp)", False,
+          "tp_overlap"),
     _bool("ep_overlap", "overlap the MoE all-to-all with another micro-batch's compute "
           "(DualPipe, Megatron-Core A2A overlap)", False, "ep_overlap"),
     # --- fine-tuning, offload, topology (issue 13; symcost.finetune) ---
