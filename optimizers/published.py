@@ -182,7 +182,7 @@ def published_ranking(path: str | os.PathLike[str] | None = None, *,
             continue
         fields = {"tp": int(r["tp"]), "pp": int(r["pp"]), "dp": int(r["dp"]),
                   "sp": int(r["sp"]), "recompute": str(r["recompute"])}
-        free = ["dp_overlap"]
+        free = ["dp_overlap", "tp_overlap"]
         for name, col in _OPTIONAL:
             if pd.isna(r[col]):
                 free.append(name)

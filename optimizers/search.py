@@ -9,7 +9,7 @@ the breakdown terms that separate the best from the runner-up.
 :func:`search_scipy` answers the same question without enumerating: integer-coded
 differential evolution (``scipy.optimize.differential_evolution`` with ``integrality``) over
 the layout (GPU count, TP, PP, micro-batch, VPP), each individual taking its best mode
-combination (recompute, SP, ZeRO, DP overlap: at most 48, evaluated together).
+combination (recompute, SP, ZeRO, DP overlap, TP overlap: at most 96, evaluated together).
 
 Objectives (lower score is better):
 
@@ -215,7 +215,7 @@ def _raise_no_fit(cols: Columns, head32: FloatArray, usable: float, ctx: Context
 def _short(cfg: TrainingConfig) -> str:
     return (f"tp={cfg.tp} pp={cfg.pp} dp={cfg.dp} mb={cfg.micro_batch} vpp={cfg.vpp} "
             f"recompute={cfg.recompute} sp={int(cfg.sp)} zero={cfg.zero} "
-            f"overlap={int(cfg.dp_overlap)}")
+            f"overlap={int(cfg.dp_overlap)} tp_overlap={int(cfg.tp_overlap)}")
 
 
 def _finish(cols: Columns, base: Mapping[str, float], top: int,
@@ -486,11 +486,12 @@ def rank_of(result: SearchResult, fields: Mapping[str, object]) -> dict[str, Any
 
 
 # ----------------------------------------------------------------------------- SciPy search
-#: every mode combination (recompute, sp, zero, dp_overlap codes), one per row: 48 x 4.
-MODE_GRID = np.stack(np.meshgrid((0, 1, 2), (0, 1), (0, 1, 2, 3), (0, 1), indexing="ij"),
-                      axis=-1).reshape(-1, 4)
+#: every mode combination (recompute, sp, zero, dp_overlap, tp_overlap codes), one per row:
+#: 96 x 5.
+MODE_GRID = np.stack(np.meshgrid((0, 1, 2), (0, 1), (0, 1, 2, 3), (0, 1), (0, 1),
+                                 indexing="ij"), axis=-1).reshape(-1, 5)
 #: the columns of :data:`MODE_GRID`.
-MODE_NAMES = ("recompute", "sp", "zero", "dp_overlap")
+MODE_NAMES = ("recompute", "sp", "zero", "dp_overlap", "tp_overlap")
 
 
 @dataclass(frozen=True)
@@ -504,7 +505,7 @@ class LayoutCodec:
     Continuous "random keys" in [0, 1): the micro-batch among the divisors of
     ``global_batch / dp`` and VPP among the interleaving-compatible values for that PP (both
     after the user's constraints), so every decoded point has a micro-batch and a VPP that
-    could be valid. Each decoded layout is expanded to all 48 mode combinations.
+    could be valid. Each decoded layout is expanded to all 96 mode combinations.
 
     Attributes:
         bounds: ``(low, high)`` per variable.
@@ -529,7 +530,7 @@ class LayoutCodec:
         return tuple(arr.tolist()) or values[:1]
 
     def decode(self, x: npt.ArrayLike) -> Columns:
-        """Vectors ``(6, S)`` (or ``(5, S)``: CP 1) -> candidate columns of ``S * 48`` rows
+        """Vectors ``(6, S)`` (or ``(5, S)``: CP 1) -> candidate columns of ``S * 96`` rows
         (layout-major)."""
         x = np.atleast_2d(np.asarray(x, dtype=np.float64))
         s = x.shape[1]

@@ -83,7 +83,7 @@ ConstraintSpec = Mapping[str, object] | Iterable[str]
 
 #: configuration fields of a candidate, in column order.
 FIELDS: tuple[str, ...] = ("num_gpus", "tp", "cp", "pp", "dp", "ep", "micro_batch", "vpp",
-                           "recompute", "sp", "zero", "dp_overlap")
+                           "recompute", "sp", "zero", "dp_overlap", "tp_overlap")
 #: recompute mode names by code (the ``recompute`` symbol's value).
 RECOMPUTE_NAMES: tuple[str, ...] = tuple(sorted(RECOMPUTE_MODES, key=RECOMPUTE_MODES.__getitem__))
 #: what each stage's rejection counts count (the ``level`` column of :attr:`Space.rejected`).
@@ -283,7 +283,7 @@ def make_context(model: ModelSpec, hw: HardwareSpec, global_batch: int, seq_len:
 _STAGE_FIELDS = {"tp": ("num_gpus", "tp"), "cp": ("cp",), "pp": ("pp",), "dp": ("dp",),
                  "ep": ("ep",),
                  "micro_batch": ("micro_batch",), "vpp": ("vpp",),
-                 "modes": ("recompute", "sp", "zero", "dp_overlap")}
+                 "modes": ("recompute", "sp", "zero", "dp_overlap", "tp_overlap")}
 STAGES: tuple[str, ...] = tuple(_STAGE_FIELDS)
 
 
@@ -323,6 +323,7 @@ def _duplicate_rules(ctx: Context) -> list[StageRule]:
          lambda c: (c["zero"] == 0) | (c["dp"] * c["cp"] > 1)),
         ("duplicate: dp_overlap off with dp*cp == 1",
          lambda c: (c["dp_overlap"] == 1) | (c["dp"] * c["cp"] > 1)),
+        ("duplicate: tp_overlap with tp == 1", lambda c: (c["tp_overlap"] == 0) | (c["tp"] > 1)),
     ]
     if ctx.flash_attention:
         rules.append(("duplicate: selective recompute with FlashAttention",
@@ -445,7 +446,7 @@ def _take(cols: Columns, mask: BoolArray) -> Columns:
 #: template holds ``dp*cp`` as ``dp`` and ``cp = 1``).
 _MODES_KEYS = ("tp", "pp", "dp")
 _MODE_DOMAINS = (("recompute", (0, 1, 2)), ("sp", (0, 1)), ("zero", (0, 1, 2, 3)),
-                 ("dp_overlap", (0, 1)))
+                 ("dp_overlap", (0, 1)), ("tp_overlap", (0, 1)))
 
 
 def _modes_stage(cols: Columns, ctx: Context, log: list[dict[str, Any]]) -> Columns:
@@ -524,6 +525,7 @@ def columns_frame(columns: Mapping[str, npt.ArrayLike]) -> pd.DataFrame:
     df["recompute"] = np.asarray(RECOMPUTE_NAMES, dtype=object)[df["recompute"].to_numpy()]
     df["sp"] = df["sp"].astype(bool)
     df["dp_overlap"] = df["dp_overlap"].astype(bool)
+    df["tp_overlap"] = df["tp_overlap"].astype(bool)
     return df
 
 
@@ -539,7 +541,8 @@ def row_config(row: Mapping[str, Any] | pd.Series[Any], global_batch: int, seq_l
                           micro_batch=int(row["micro_batch"]), global_batch=int(global_batch),
                           seq_len=int(seq_len), recompute=rc, zero=int(row["zero"]),
                           dtype=dtype, flash_attention=bool(flash_attention),
-                          dp_overlap=bool(row["dp_overlap"]))
+                          dp_overlap=bool(row["dp_overlap"]),
+                          tp_overlap=bool(row.get("tp_overlap", 0)))
 
 
 def positive_ints(name: str, value: int | Sequence[int]) -> list[int]:

@@ -122,12 +122,14 @@ def positive_int(name: str, value: object, error: type[ConfigError] = ConfigErro
 def hardware_facts(hw: "HardwareSpec") -> dict[str, float]:
     """The hardware values the rules read: ``hw_bf16``, ``hw_fp16``, ``hw_fp8``, ``hw_fp4`` (1
     when the GPU has that dense tensor-core peak) and ``hw_mx`` (1 on a GPU with MX block-
-    scaled tensor cores), ``hw_bridge`` (1 with NVLink bridges)."""
+    scaled tensor cores), ``hw_bridge`` (1 with NVLink bridges), ``hw_node`` (GPUs per node /
+    NVLink domain)."""
     out = {f"hw_{d}": float(d in hw.peak_flops) for d in HW_GEMM_DTYPES}
     # block-scaled MX formats (OCP Microscaling: mxfp8) run on Blackwell's fifth-generation
     # tensor cores (NVIDIA Blackwell architecture technical brief, 2024)
     out["hw_mx"] = float(hw.generation == "blackwell")
     out["hw_bridge"] = float(hw.bridge_bandwidth is not None)
+    out["hw_node"] = float(hw.gpus_per_node)
     return out
 
 

@@ -13,7 +13,8 @@ JAX arrays alike (``xp`` is the array module). The same objects serve three uses
 Value names a rule reads: configuration fields (:data:`symcost.fields.TRAINING_FIELDS`,
 :data:`~symcost.fields.INFERENCE_FIELDS`; enums and bools by their codes), model fields
 (:data:`~symcost.fields.MODEL_FIELDS` and ``learned_pos``), hardware facts ``hw_bf16``,
-``hw_fp16``, ``hw_fp8`` (1 when the GPU has that dense tensor-core peak), ``global_batch_given``
+``hw_fp16``, ``hw_fp8`` (1 when the GPU has that dense tensor-core peak), ``hw_node`` (GPUs
+per node), ``global_batch_given``
 (1 when the user gave the global batch), and model outputs for :data:`OUTPUT_RULES`.
 Integer values are integer-valued floats; a remainder test ``floor(a/b)*b != a`` is exact for
 integers below ``2**24`` in float32 (the field range, :data:`symcost.fields.MAX_COUNT`).
@@ -249,6 +250,13 @@ TP_OVERLAP_SP = Rule(
     lambda v: "needs sp when tp > 1 (the overlapped collectives are the sequence-parallel "
               "all-gathers and reduce-scatters; Megatron-Core requires --sequence-parallel "
               "with --tp-comm-overlap)")
+TP_OVERLAP_NODE = Rule(
+    "tp_overlap_inside_node", "tp_overlap", ("tp_overlap", "tp", "hw_node"),
+    lambda v, xp: (v.get("tp_overlap", 0.0) < 0.5) | (v["tp"] <= v["hw_node"]),
+    "needs the TP group inside one node (tp <= gpus_per_node)",
+    lambda v: f"needs the tensor-parallel group inside one NVLink domain (tp = {_i(v['tp'])} > "
+              f"{_i(v['hw_node'])} GPUs per node): Transformer Engine userbuffers exchange "
+              "through CUDA IPC over NVLink")
 EP_EXPERTS = Rule(
     "ep_divides_experts", "ep", ("ep", "experts"),
     lambda v, xp: (v["ep"] < 1.5) | ((v["experts"] > 0.5)
@@ -325,7 +333,7 @@ TRAINING_RULES: tuple[Rule, ...] = (
     HIDDEN_HEADS, HEADS_KV, NUM_GPUS_DIVISIBLE, NUM_GPUS_PRODUCT, GLOBAL_BATCH_DIVISIBLE,
     SEQ_LEN_POSITIONS, TP_HEADS, TP_FFN, TP_KV_HEADS, PP_LAYERS, GLOBAL_BATCH_NEEDED,
     VPP_NEEDS_PP, VPP_LAYERS, VPP_MICROBATCHES, ZERO_PP, DTYPE_HARDWARE, CP_SEQ, CP_FLASH,
-    EP_DP, EP_EXPERTS, MOE_TP_SP, TP_OVERLAP_SP, HSDP_DP) + FINETUNE_RULES
+    EP_DP, EP_EXPERTS, MOE_TP_SP, TP_OVERLAP_SP, TP_OVERLAP_NODE, HSDP_DP) + FINETUNE_RULES
 
 MLA_SERVING = Rule(
     "serving_without_mla", "model", ("kv_lora_rank",),

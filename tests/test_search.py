@@ -60,18 +60,21 @@ def brute_force_space(model, hw, n, B, flash=True) -> set[tuple]:
         dp = n // (tp * cp * pp)
         for ep, mb, vpp in itertools.product(range(1, n + 1), range(1, B + 1),
                                              range(1, model.layers + 3)):
-            for rc, sp_, z, ov in itertools.product(RECOMPUTE_NAMES, (0, 1), range(4), (0, 1)):
+            for rc, sp_, z, ov, tov in itertools.product(RECOMPUTE_NAMES, (0, 1), range(4),
+                                                         (0, 1), (0, 1)):
                 cfg = TrainingConfig(num_gpus=n, tp=tp, cp=cp, pp=pp, ep=ep, sp=bool(sp_),
                                      vpp=vpp, micro_batch=mb, global_batch=B, recompute=rc,
-                                     zero=z, flash_attention=flash, dp_overlap=bool(ov))
+                                     zero=z, flash_attention=flash, dp_overlap=bool(ov),
+                                     tp_overlap=bool(tov))
                 try:
                     resolve(model, hwspec, cfg)
                 except ConfigError:
                     continue
                 if (sp_ and tp == 1) or (z and dp * cp == 1) or (not ov and dp * cp == 1) or \
-                        (flash and rc == "selective"):
+                        (flash and rc == "selective") or (tov and tp == 1):
                     continue
-                out.add((n, tp, cp, pp, dp, ep, mb, vpp, RECOMPUTE_NAMES.index(rc), sp_, z, ov))
+                out.add((n, tp, cp, pp, dp, ep, mb, vpp, RECOMPUTE_NAMES.index(rc), sp_, z, ov,
+                         tov))
     return out
 
 
@@ -144,7 +147,7 @@ def test_constraint_names_are_the_field_names():
                   "virtual_pipeline", "MB", "Micro_Batch"):
         with pytest.raises(ConfigError, match=r"unknown field .*known: num_gpus, tp, cp, pp, "
                                               r"dp, ep, micro_batch, vpp, recompute, sp, zero, "
-                                              r"dp_overlap$"):
+                                              r"dp_overlap, tp_overlap$"):
             make_constraints([f"{alias}=2"])
     # values: the field table's words and checks, the same message as the field table gives
     for text, message in (("sp=maybe", "sp: must be on/off"),
@@ -212,7 +215,7 @@ def test_rank_of_and_objectives():
                           "ep": b.ep,
                           "micro_batch": b.micro_batch, "vpp": b.vpp,
                           "recompute": b.recompute, "sp": int(b.sp), "zero": b.zero,
-                          "dp_overlap": int(b.dp_overlap)})
+                          "dp_overlap": int(b.dp_overlap), "tp_overlap": int(b.tp_overlap)})
     assert where["rank"] == 1 and where["matches"] == 1
     fast = search("gpt-7.5b", HW, [32, 64], 512, objective="step_time", top=1)
     assert fast.table["num_gpus"].iloc[0] == 64
@@ -422,7 +425,7 @@ def test_exhaustive_search_never_imports_scipy(tmp_path):
 
     code = ("import sys, optimizers\n"
             "before = sorted(m for m in ('scipy', 'jax') if m in sys.modules)\n"
-            "r = optimizers.search('gpt-7.5b', 'a100-sxm4-80gb', 64, 256, top=1)\n"
+            "r = optimizers.search('gpt-7.5b', 'a100-sxm4-80gb', 32, 256, top=1)\n"
             "small = sorted(m for m in ('scipy', 'jax') if m in sys.modules)\n"
             "assert len(r.extra['space']) <= sys.modules['optimizers.search'].NUMPY_ROWS\n"
             "optimizers.search('gpt3-175b', 'a100-sxm4-80gb', list(range(8, 4097, 8)), 2048,"

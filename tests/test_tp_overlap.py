@@ -78,3 +78,8 @@ def test_tp_overlap_needs_sequence_parallelism():
     r = predict_training("llama-3-8b", H100, num_gpus=8, tp=1, tp_overlap=True,
                          global_batch=8)
     assert r.values["time_tp_comm"] == 0.0
+    # across nodes the userbuffers exchange is not available
+    with pytest.raises(ConfigError, match=r"^tp_overlap: needs the tensor-parallel group inside "
+                                          r"one NVLink domain \(tp = 16 > 8 GPUs per node\)"):
+        predict_training("llama-3-70b", H100, num_gpus=16, tp=16, sp=True, tp_overlap=True,
+                         global_batch=4)

@@ -91,7 +91,8 @@ def search_tables(result, show_rejected: bool = True) -> list:
              f"{result.fitting:,} fitting ({result.candidates:,} valid) by {result.objective}")
     tab = Table(title=title, title_justify="left")
     cols = ["#"] + (["GPUs"] if multi else []) + ["tp", "cp", "pp", "dp", "ep", "mb", "vpp",
-                                                  "recompute", "sp", "ZeRO", "ovl", "step time",
+                                                  "recompute", "sp", "ZeRO", "ovl", "tp-ovl",
+                                                  "step time",
                                                   "tokens/s", "MFU", "mem/GPU", "headroom"]
     if result.price_per_gpu_hour:
         cols += ["$/step", "tokens/$"]
@@ -102,6 +103,7 @@ def search_tables(result, show_rejected: bool = True) -> list:
             str(r.tp), str(r.cp), str(r.pp), str(r.dp), str(r.ep), str(r.micro_batch),
             str(r.vpp), r.recompute,
             "on" if r.sp else "off", str(r.zero), "on" if r.dp_overlap else "off",
+            "on" if r.tp_overlap else "off",
             fmt_time(r.step_time), f"{r.tokens_per_s:,.0f}", f"{100 * r.mfu:.1f} %",
             format_bytes(r.mem_total, 1), format_bytes(r.mem_headroom, 1)]
         if result.price_per_gpu_hour:
