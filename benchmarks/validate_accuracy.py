@@ -7,11 +7,16 @@ metric, the rows not predicted (counted by reason) and the largest errors with t
 breakdown. Also checks the metric conventions: the llm-foundry MFU/HFU formulas reproduce the
 published MFU from the published tokens/s (both are in the file).
 
-Target: MAPE <= 10% on the train rows.
+Target: MAPE <= 10% on the train rows. With ``--cross-validate`` it also prints the
+leave-one-source-out MAPE (:func:`symcost.calibrate.cross_validate`: each source predicted by
+a calibration fitted on the other sources only, from data-independent start values) per
+source and GPU generation, per generation and dense vs MoE, against issue 11's targets
+(<= 10% per source, <= 6% in-sample).
 
 Usage::
 
     PYTHONPATH=. python benchmarks/validate_accuracy.py [PATH.csv] [--params params.yaml]
+        [--cross-validate]
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("path", nargs="?", default=str(DEFAULT_CSV))
     ap.add_argument("--params", default=None, help="parameter YAML (default: shipped)")
     ap.add_argument("--worst", type=int, default=12)
+    ap.add_argument("--cross-validate", action="store_true",
+                    help="also print leave-one-source-out MAPE (about a minute)")
     args = ap.parse_args(argv)
 
     from symcost.training import BREAKDOWN
@@ -111,7 +118,38 @@ def main(argv: list[str] | None = None) -> int:
     for r in w.itertuples(index=False):
         parts = " ".join(f"{100 * getattr(r, k) / r.step_time:6.1f}" for k in keys)
         print(f"{r.case_id[:58]:58} {r.error_pct:+7.1f} {r.step_time:8.3g} {parts}")
+    if args.cross_validate:
+        leave_one_source_out(rep, kind)
     return 0
+
+
+def leave_one_source_out(rep, kind: dict) -> None:
+    """Print leave-one-source-out MAPE of the step-time rows (one row per run, as
+    ``symcost calibrate --cross-validate`` fits them) by source x generation, by generation
+    and by dense vs MoE."""
+    from symcost.calibrate import cross_validate, start_params
+    from symcost.validate import split_by_params
+
+    t0 = time.perf_counter()
+    prepared, _ = split_by_params(rep.prepared, rep.params)
+    cv = cross_validate(prepared, start_params(rep.params))
+    cv = cv[cv["fold_error"] == ""].copy()
+    cv["kind"] = cv["case_id"].map(lambda c: kind.get(c, ("", "?"))[1])
+    cv["abs_err"] = cv["error_pct"].abs()
+    print(f"\nleave-one-source-out ({time.perf_counter() - t0:.0f} s; each source predicted by "
+          "a calibration of the other sources; target <= 10% per source):")
+    print(f"{'source':12} {'generation':10} {'from':8} {'n':>5} {'MAPE %':>8} {'mean err %':>11}")
+    for (src, gen), g in cv.groupby(["source", "generation"], sort=True):
+        moved = ",".join(sorted(set(g["transferred"]) - {""})) or "-"
+        print(f"{src:12} {gen:10} {moved:8} {len(g):5d} {g['abs_err'].mean():8.2f} "
+              f"{g['error_pct'].mean():+11.2f}")
+    for col in ("generation", "kind"):
+        for name, g in cv.groupby(col, sort=True):
+            print(f"{'by ' + col:12} {str(name):10} {'':8} {len(g):5d} "
+                  f"{g['abs_err'].mean():8.2f}")
+    met = [src for src, g in cv.groupby("source") if g["abs_err"].mean() <= 10.0]
+    print(f"{'ALL':12} {'':10} {'':8} {len(cv):5d} {cv['abs_err'].mean():8.2f}   "
+          f"(<= 10%: {', '.join(met) or 'none'})")
 
 
 if __name__ == "__main__":
