@@ -29,7 +29,7 @@ from symcost.params import load_params, save_params
 from symcost.validate import (fit_agreement, load_measurements, predict_other_rows,
                               predict_rows, prepare_other_rows, prepare_rows, split_by_params)
 
-FIT = (*DEFAULT_FIT, "eff_host", "cpu_adam_rate")
+FIT = tuple(dict.fromkeys((*DEFAULT_FIT, "eff_host", "cpu_adam_rate")))
 DEFAULT_CSV = Path(__file__).resolve().parents[2] / "shared" / "validation" / \
     "published_measurements.csv"
 

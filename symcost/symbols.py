@@ -193,6 +193,16 @@ ep_overlap = _declare("ep_overlap", "parallel", "1",
 dp_overlap = _declare("dp_overlap", "parallel", "1",
                       "1 when data-parallel communication overlaps compute", integer=True,
                       nonneg=True)
+# [memory] data-parallel memory layout (issue 13; symcost.training, memory section)
+zero_impl = _declare("zero_impl", "parallel", "1",
+                     "data-parallel memory layout: 0 Megatron-style mixed precision, 1 Hugging"
+                     " Face Trainer + DeepSpeed (ZeRO-0: PyTorch DDP, torch AdamW on 16-bit"
+                     " weights)", integer=True, nonneg=True)
+#: [memory] DeepSpeed ZeRO-3 ``stage3_max_live_parameters`` default (parameters resident per
+#: GPU before release; DeepSpeed configuration JSON docs, ZeRO optimizations; 1e9 in
+#: deepspeed/runtime/zero/config.py, v0.10-v0.16, also the value of the Hugging Face ZeRO-3
+#: example configs).
+DS_MAX_LIVE_PARAMETERS = sp.Integer(10**9)
 
 # --- fixed byte counts (one place for each) --------------------------------------------
 #: bytes per activation element (bf16/fp16 activations, also in fp8 training).

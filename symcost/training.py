@@ -507,6 +507,68 @@ def microbatches_in_flight() -> sp.Expr:
     return smin(micro_batches(), p) * interleave
 
 
+# ----------------------------------------------------------------------------- [memory]
+#: [memory] 1 with the Hugging Face Trainer + DeepSpeed memory layout (``zero_impl``).
+IS_DS = flag(S.zero_impl > sp.Rational(1, 2))
+#: [memory] 1 at ZeRO stage 0 (no optimizer sharding).
+IS_ZERO0 = flag(S.zero_stage < sp.Rational(1, 2))
+
+
+def optimizer_bytes(opt_params: sp.Expr) -> sp.Expr:
+    """Optimizer-state bytes on one GPU for ``opt_params`` parameters (the local Adam
+    partition: all trained parameters at ZeRO-0, ``1/d`` of them at ZeRO >= 1).
+
+    * Megatron layout (``zero_impl = megatron``): fp32 master copy, momentum and variance,
+      ``BYTES_OPTIMIZER = 12`` per parameter (Rajbhandari et al. 2020, ZeRO, Sec. 3.1).
+    * DeepSpeed layout at ZeRO-0 (the Hugging Face Trainer without a DeepSpeed config runs
+      PyTorch DDP): ``torch.optim.AdamW`` keeps ``exp_avg`` and ``exp_avg_sq`` as
+      ``zeros_like(param)``, i.e. in the 16-bit dtype the model was loaded in, and no master
+      copy: ``2 * BYTES_PARAM = 4`` bytes (torch/optim/adamw.py, ``_init_group``, PyTorch
+      2.0-2.5). At ZeRO >= 1 DeepSpeed keeps the fp32 master partition and runs the optimizer
+      on it (fp32 moments): 12 bytes per local parameter (deepspeed/runtime/zero/
+      stage_1_and_2.py ``single_partition_of_fp32_groups``; stage3.py
+      ``fp32_partitioned_groups_flat``; v0.10-v0.16).
+
+    Units: bytes. ``opt_params`` in parameters.
+    """
+    per = S.BYTES_OPTIMIZER - IS_DS * IS_ZERO0 * (S.BYTES_OPTIMIZER - 2 * S.BYTES_PARAM)
+    return per * opt_params
+
+
+def gradient_bytes(grad_params: sp.Expr, opt_params: sp.Expr) -> sp.Expr:
+    """Gradient bytes on one GPU: 16-bit gradients of the ``grad_params`` parameters whose
+    gradients this GPU keeps (all trained parameters at ZeRO 0-1, ``1/d`` at ZeRO >= 2), plus
+    with the DeepSpeed layout (``zero_impl = deepspeed``)
+
+    * ZeRO-0 (PyTorch DDP): the gradient buckets, a second 16-bit copy of every gradient
+      (``DistributedDataParallel(gradient_as_bucket_view=False)``, the default: "gradients
+      are copied into buckets"; torch.nn.parallel.DistributedDataParallel docs, PyTorch
+      1.7-2.5);
+    * ZeRO >= 1: the fp32 gradient of the local optimizer partition the step converts to
+      (``single_grad_partition``, 4 bytes per parameter of ``opt_params``; deepspeed/runtime/
+      zero/stage_1_and_2.py ``step``; stage3.py ``fp32_partitioned_groups_flat[i].grad``).
+
+    Units: bytes. ``grad_params``, ``opt_params`` in parameters.
+    """
+    ddp_bucket = IS_ZERO0 * S.BYTES_PARAM * grad_params
+    fp32_partition = (1 - IS_ZERO0) * 4 * opt_params
+    return S.BYTES_PARAM * grad_params + IS_DS * (ddp_bucket + fp32_partition)
+
+
+def deepspeed_live_param_bytes(params_gpu: sp.Expr) -> sp.Expr:
+    """DeepSpeed ZeRO-3 gathered 16-bit parameters resident on one GPU at peak: up to
+    ``stage3_max_live_parameters`` (default 1e9, :data:`symcost.symbols.DS_MAX_LIVE_PARAMETERS`)
+    of the model's ``params_gpu`` parameters; with ``stage3_max_reuse_distance`` at its
+    default (1e9) DeepSpeed keeps gathered parameters that are reused within that distance
+    (the last layers of the forward, reused first by the backward) instead of releasing them
+    (DeepSpeed configuration JSON docs, ZeRO optimizations; deepspeed/runtime/zero/
+    partitioned_param_coordinator.py, v0.10-v0.16).
+
+    Units: bytes. ``params_gpu`` in parameters.
+    """
+    return S.BYTES_PARAM * smin(params_gpu, S.DS_MAX_LIVE_PARAMETERS)
+
+
 # ----------------------------------------------------------------------------- the model
 @functools.lru_cache(maxsize=1)
 def training_expressions() -> dict[str, sp.Expr]:
@@ -664,16 +726,23 @@ def training_expressions() -> dict[str, sp.Expr]:
     out["hfu"] = (flops_model + flops_recompute) / (step * n_gpus * peak)
 
     # --- memory per GPU (first pipeline stage)
-    zero3_buffer = IS_ZERO3 * 2 * S.BYTES_PARAM * (params_layer_replicated() / t
-                                                   + params_layer_experts() / e)
+    # [memory] ZeRO-3 gathered parameters: two layers (Megatron/FSDP: the one computing and
+    # the one prefetched) or, with DeepSpeed, up to ``stage3_max_live_parameters``
+    # (:func:`deepspeed_live_param_bytes`)
+    zero3_buffer = IS_ZERO3 * (
+        (1 - IS_DS) * 2 * S.BYTES_PARAM * (params_layer_replicated() / t
+                                           + params_layer_experts() / e)
+        + IS_DS * deepspeed_live_param_bytes(psi_rep + psi_exp))
     # [finetune] frozen/NF4 base weights; gradients and optimizer of the trained parameters;
     # offload moves the optimizer (and gradient) partition, and the parameter partition, to host
     out["mem_weights"] = ((1 - ft.IS_OFFLOAD_PARAMS) * sharded(2.5, weight_rep, weight_exp)
                           + zero3_buffer)
-    out["mem_gradients"] = (1 - ft.IS_OFFLOAD) * S.BYTES_PARAM * sharded(1.5, train_rep,
-                                                                          train_exp)
-    out["mem_optimizer"] = (1 - ft.IS_OFFLOAD) * S.BYTES_OPTIMIZER * sharded(0.5, train_rep,
-                                                                              train_exp)
+    # [memory] layout-specific gradient and optimizer bytes (:func:`gradient_bytes`,
+    # :func:`optimizer_bytes`)
+    out["mem_gradients"] = (1 - ft.IS_OFFLOAD) * gradient_bytes(
+        sharded(1.5, train_rep, train_exp), sharded(0.5, train_rep, train_exp))
+    out["mem_optimizer"] = (1 - ft.IS_OFFLOAD) * optimizer_bytes(
+        sharded(0.5, train_rep, train_exp))
     logits = (1 - IS_PP) * S.BYTES_LOGIT * n * vocab_local
     out["mem_activations"] = (Ls * activation_bytes_layer() * microbatches_in_flight()
                               + IS_FULL * activation_bytes_layer_no_recompute() + logits)

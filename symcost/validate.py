@@ -137,8 +137,16 @@ INFERENCE_REASON = "inference rows: not predicted by the training model"
 #:   reduction not overlapped with the backward, DeepSpeed's documented default
 #:   (DeepSpeed configuration JSON docs, ZeRO optimizations: ``overlap_comm`` "Attempts to
 #:   overlap the reduction of the gradients with backward computation", default ``false``).
+#:   [memory] Its memory layout is the Hugging Face Trainer's (``zero_impl = deepspeed``:
+#:   the llm-toolkit scripts of the paper's authors load the model in bf16 and run the
+#:   baseline without a DeepSpeed config, i.e. PyTorch DDP; AaronZLT/llm-toolkit
+#:   examples/e2e-benchmark/run.sh and llmtoolkit/model.py), and its printed peak memory is
+#:   the device's used memory, ``total - free`` of ``torch.cuda.mem_get_info`` at the end of
+#:   training (llmtoolkit/callbacks.py, ``on_train_end``), so it includes what the CUDA
+#:   context and the caching allocator hold beyond the tensors (``memory_reading = device``:
+#:   predicted as ``mem_total + mem_reserved``).
 SOURCE_DEFAULTS: dict[str, dict[str, Any]] = {
-    "ZHANG23": {"dp_overlap": False},
+    "ZHANG23": {"dp_overlap": False, "zero_impl": "deepspeed", "memory_reading": "device"},
     "NAR21": {"flash_attention": False},
     "MLM22": {"flash_attention": False},
     "MBRIDGE": {"sp_with_tp": True},
@@ -649,6 +657,8 @@ def _prepare_one(row: Row, other_metrics: bool = False) -> PreparedRow:
                          micro_batch=mb, global_batch=gb, seq_len=model.seq_len,
                          recompute=recompute, zero=zero, dtype=dtype, flash_attention=flash,
                          dp_overlap=bool(SOURCE_DEFAULTS.get(source, {}).get("dp_overlap", True)),
+                         zero_impl=str(SOURCE_DEFAULTS.get(source, {}).get("zero_impl",
+                                                                           "megatron")),
                          **finetune_columns(row, defaults))
     try:
         cfg = resolve(model, hw, cfg)
@@ -748,7 +758,8 @@ def predict_other_rows(prepared: Sequence[PreparedRow], params: Params | None = 
     """Predict memory, OOM and scaling-efficiency rows (:data:`OTHER_METRICS`).
 
     * ``peak_memory_gib``: the model's ``mem_total / 2**30`` (weights, gradients, optimizer,
-      activations; no allocator reserve).
+      activations; no allocator reserve); for a source whose reading is the device's used
+      memory (``memory_reading = device`` in :data:`SOURCE_DEFAULTS`) plus ``mem_reserved``.
     * ``oom``: 1 when ``mem_headroom < 0`` (``mem_total`` above ``hbm_cap - mem_reserved``).
     * ``scaling_efficiency_pct``: ``tokens/s(n GPUs) / (n * tokens/s(1 GPU)) * 100`` with the
       same micro-batch per GPU.
@@ -773,11 +784,16 @@ def predict_other_rows(prepared: Sequence[PreparedRow], params: Params | None = 
                 extra.extend([_with_link(r, "pcie"), _single_gpu(_with_link(r, "pcie"))])
     out = evaluate_rows(stack_inputs(evals + extra, params))
     step, total, head = out["step_time"], out["mem_total"], out["mem_headroom"]
+    # [memory] a device-level reading (SOURCE_DEFAULTS memory_reading) adds what the CUDA
+    # context and the caching allocator hold beyond the tensors (mem_reserved)
+    reading = [float(params.for_generation(r.hardware.generation)["mem_reserved"])
+               if SOURCE_DEFAULTS.get(r.source, {}).get("memory_reading") == "device" else 0.0
+               for r in prepared]
     preds: list[float] = []
     k = len(evals)
     for i, r in enumerate(prepared):
         if r.metric == "peak_memory_gib":
-            preds.append(float(total[i]) / 2**30)
+            preds.append((float(total[i]) + reading[i]) / 2**30)
         elif r.metric == "oom":
             preds.append(float(head[i] < 0))
         else:
