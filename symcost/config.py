@@ -62,7 +62,7 @@ class TrainingConfig:
             Blackwell); 16-bit activations and weights in memory.
         flash_attention: FlashAttention for the attention core.
         dp_overlap: overlap data-parallel communication with compute.
-        zero_impl: data-parallel memory layout, ``megatron`` or ``deepspeed`` (memory only).
+        train_framework: ``megatron`` or ``hf`` (Hugging Face Trainer + DeepSpeed); memory only.
         ep_overlap: overlap the MoE all-to-all with another micro-batch's compute (DeepSeek-V3
             DualPipe, arXiv:2412.19437 Sec. 3.2.1; Megatron-Core's 1F1B all-to-all overlap).
         offload: ``none``, ``optimizer`` or ``optimizer+params`` (host memory, DeepSpeed).
@@ -89,7 +89,7 @@ class TrainingConfig:
     dtype: str = "bf16"
     flash_attention: bool = True
     dp_overlap: bool = True
-    zero_impl: str = "megatron"
+    train_framework: str = "megatron"
     ep_overlap: bool = False
     # fine-tuning, offload and topology (issue 13; see symcost.fields / symcost.finetune)
     offload: str = "none"

@@ -193,11 +193,12 @@ ep_overlap = _declare("ep_overlap", "parallel", "1",
 dp_overlap = _declare("dp_overlap", "parallel", "1",
                       "1 when data-parallel communication overlaps compute", integer=True,
                       nonneg=True)
-# [memory] data-parallel memory layout (issue 13; symcost.training, memory section)
-zero_impl = _declare("zero_impl", "parallel", "1",
-                     "data-parallel memory layout: 0 Megatron-style mixed precision, 1 Hugging"
-                     " Face Trainer + DeepSpeed (ZeRO-0: PyTorch DDP, torch AdamW on 16-bit"
-                     " weights)", integer=True, nonneg=True)
+# [memory] training framework (issue 13; symcost.training, memory section)
+train_framework = _declare("train_framework", "parallel", "1",
+                           "training framework, for memory: 0 Megatron-LM (fp32 master weights,"
+                           " fused kernels), 1 Hugging Face Trainer (ZeRO-0: PyTorch DDP with"
+                           " torch AdamW on 16-bit weights; ZeRO 1-3: DeepSpeed; eager modeling"
+                           " code)", integer=True, nonneg=True)
 #: [memory] DeepSpeed ZeRO-3 ``stage3_max_live_parameters`` default (parameters resident per
 #: GPU before release; DeepSpeed configuration JSON docs, ZeRO optimizations; 1e9 in
 #: deepspeed/runtime/zero/config.py, v0.10-v0.16, also the value of the Hugging Face ZeRO-3

@@ -137,7 +137,7 @@ INFERENCE_REASON = "inference rows: not predicted by the training model"
 #:   reduction not overlapped with the backward, DeepSpeed's documented default
 #:   (DeepSpeed configuration JSON docs, ZeRO optimizations: ``overlap_comm`` "Attempts to
 #:   overlap the reduction of the gradients with backward computation", default ``false``).
-#:   [memory] Its memory layout is the Hugging Face Trainer's (``zero_impl = deepspeed``:
+#:   [memory] Its memory layout is the Hugging Face Trainer's (``train_framework = hf``:
 #:   the llm-toolkit scripts of the paper's authors load the model in bf16 and run the
 #:   baseline without a DeepSpeed config, i.e. PyTorch DDP; AaronZLT/llm-toolkit
 #:   examples/e2e-benchmark/run.sh and llmtoolkit/model.py), and its printed peak memory is
@@ -146,7 +146,7 @@ INFERENCE_REASON = "inference rows: not predicted by the training model"
 #:   context and the caching allocator hold beyond the tensors (``memory_reading = device``:
 #:   predicted as ``mem_total + mem_reserved``).
 SOURCE_DEFAULTS: dict[str, dict[str, Any]] = {
-    "ZHANG23": {"dp_overlap": False, "zero_impl": "deepspeed", "memory_reading": "device"},
+    "ZHANG23": {"dp_overlap": False, "train_framework": "hf", "memory_reading": "device"},
     "NAR21": {"flash_attention": False},
     "MLM22": {"flash_attention": False},
     "MBRIDGE": {"sp_with_tp": True},
@@ -657,8 +657,8 @@ def _prepare_one(row: Row, other_metrics: bool = False) -> PreparedRow:
                          micro_batch=mb, global_batch=gb, seq_len=model.seq_len,
                          recompute=recompute, zero=zero, dtype=dtype, flash_attention=flash,
                          dp_overlap=bool(SOURCE_DEFAULTS.get(source, {}).get("dp_overlap", True)),
-                         zero_impl=str(SOURCE_DEFAULTS.get(source, {}).get("zero_impl",
-                                                                           "megatron")),
+                         train_framework=str(SOURCE_DEFAULTS.get(source, {}).get(
+                             "train_framework", "megatron")),
                          **finetune_columns(row, defaults))
     try:
         cfg = resolve(model, hw, cfg)
