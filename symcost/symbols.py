@@ -101,6 +101,13 @@ mem_reserved = _declare("mem_reserved", "efficiency", "bytes",
                         "HBM not available to the model (CUDA context, allocator fragmentation)",
                         nonneg=True)
 
+# [memory] caching-allocator retention (issue 13; symcost.training ``mem_cached``)
+mem_cache_frac = _declare("mem_cache_frac", "efficiency", "1",
+                          "fraction of one 16-bit copy of the trained parameters the PyTorch"
+                          " caching allocator still holds (freed, cached) at the peak of"
+                          " DeepSpeed ZeRO 1-3 training without parameter offload",
+                          nonneg=True)
+
 # --- model shape and architecture flags ------------------------------------------------
 n_layers = _declare("n_layers", "model", "1", "transformer layers L", integer=True)
 hidden = _declare("hidden", "model", "1", "hidden size h", integer=True)

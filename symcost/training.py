@@ -570,6 +570,29 @@ def deepspeed_live_param_bytes(params_gpu: sp.Expr) -> sp.Expr:
     return S.BYTES_PARAM * smin(params_gpu, S.DS_MAX_LIVE_PARAMETERS)
 
 
+def cached_gradient_bytes(trained_params: sp.Expr) -> sp.Expr:
+    """[memory] Bytes the PyTorch caching allocator holds in freed blocks at the peak of a
+    Hugging Face Trainer + DeepSpeed ZeRO 1-3 run without parameter offload:
+    ``mem_cache_frac`` (calibrated, :func:`symcost.calibrate.fit_memory`) times one 16-bit
+    copy of the ``trained_params`` (the model's trained parameters, not sharded).
+
+    Why a copy of the gradients: DeepSpeed copies each 16-bit gradient into its reduction
+    bucket and frees it; with ``overlap_comm`` the reduction runs on a side stream, and blocks
+    used by another stream are not reused until that stream's work completes
+    (``record_stream``), so the allocator grows instead of reusing them (PyTorch CUDA
+    semantics docs, "Memory management"; DeepSpeed ``stage_1_and_2.py``
+    ``reduce_independent_p_g_buckets_and_remove_grads``). These blocks are not needed: on a
+    full GPU the allocator frees its cache and retries before it raises out-of-memory, so
+    they count in a device-level reading (``torch.cuda.mem_get_info``) only when they fit,
+    and never in ``mem_total`` (the fit test). Zero at ZeRO-0, with parameter offload and for
+    ``train_framework = megatron``.
+
+    Units: bytes. ``trained_params`` in parameters.
+    """
+    return (IS_HF * (1 - IS_ZERO0) * (1 - ft.IS_OFFLOAD_PARAMS) * S.mem_cache_frac
+            * S.BYTES_PARAM * trained_params)
+
+
 def hf_activation_bytes_layer() -> sp.Expr:
     """[memory] Activation bytes one decoder layer of the Hugging Face Llama modeling code
     (transformers v4.31-v4.36 ``modeling_llama.py``, 16-bit weights, no recomputation) keeps
@@ -791,6 +814,9 @@ def training_expressions() -> dict[str, sp.Expr]:
     out["mem_total"] = (out["mem_weights"] + out["mem_gradients"] + out["mem_optimizer"]
                         + out["mem_activations"])
     out["mem_usable"] = S.hbm_cap - S.mem_reserved
+    # [memory] freed-but-cached blocks a device-level reading also shows (not in mem_total:
+    # the allocator releases them and retries before failing an allocation)
+    out["mem_cached"] = cached_gradient_bytes(train_rep + train_exp)
     # headroom, not a Piecewise flag: a relational over Piecewise terms makes SymPy fold every
     # branch combination into the condition (exponential blow-up); ``fits`` is headroom >= 0.
     out["mem_headroom"] = out["mem_usable"] - out["mem_total"]

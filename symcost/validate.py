@@ -93,6 +93,7 @@ from .uncertainty import row_intervals
 
 __all__ = [
     "MEMORY_METRICS", "OTHER_METRICS", "SCALING_METRICS", "finetune_columns", "fit_agreement",
+    "memory_reading",
     "predict_other_rows", "prepare_other_rows",
     "FLOPS_CONVENTIONS", "KNOWN_METRICS", "INFERENCE_METRICS", "SOURCE_DEFAULTS", "MeasurementsError", "PreparedRow",
     "SkippedRow", "ValidationReport", "builtin_measurements", "evaluate_rows", "flash_attention_rule",
@@ -753,13 +754,40 @@ def _with_link(row: PreparedRow, link: str) -> PreparedRow:
     return dataclasses.replace(row, config=resolve(row.model, row.hardware, cfg))
 
 
+def memory_reading(prepared: Sequence[PreparedRow], out: Mapping[str, np.ndarray],
+                   params: Params) -> np.ndarray:
+    """[memory] The peak memory a row's source printed, predicted from the model outputs
+    ``out`` (first ``len(prepared)`` entries, one per row), bytes:
+
+    * ``mem_total`` (the tensors: what must fit) for a tensor-level reading
+      (``torch.cuda.max_memory_allocated``, the default);
+    * for a device-level reading (``memory_reading = device`` in :data:`SOURCE_DEFAULTS`:
+      ``total - free`` of ``torch.cuda.mem_get_info``, nvidia-smi) also ``mem_reserved``
+      (CUDA context, allocator) and the freed-but-cached blocks ``mem_cached`` when they fit
+      in ``mem_usable`` (else the allocator has released them before growing further).
+
+    Raises:
+        ParamsError: no parameters for a row's generation.
+    """
+    k = len(prepared)
+    total = np.asarray(out["mem_total"][:k], dtype=float)
+    cached = np.asarray(out["mem_cached"][:k], dtype=float)
+    usable = np.asarray(out["mem_usable"][:k], dtype=float)
+    device = np.array([SOURCE_DEFAULTS.get(r.source, {}).get("memory_reading") == "device"
+                       for r in prepared], dtype=bool)
+    reserved = np.array([float(params.for_generation(r.hardware.generation)["mem_reserved"])
+                         for r in prepared])
+    kept = np.where(total + cached <= usable, cached, 0.0)
+    return np.where(device, total + reserved + kept, total)
+
+
 def predict_other_rows(prepared: Sequence[PreparedRow], params: Params | None = None
                        ) -> pd.DataFrame:
     """Predict memory, OOM and scaling-efficiency rows (:data:`OTHER_METRICS`).
 
     * ``peak_memory_gib``: the model's ``mem_total / 2**30`` (weights, gradients, optimizer,
-      activations; no allocator reserve); for a source whose reading is the device's used
-      memory (``memory_reading = device`` in :data:`SOURCE_DEFAULTS`) plus ``mem_reserved``.
+      activations; no allocator reserve), or the device-level reading of
+      :func:`memory_reading` for a source that printed one.
     * ``oom``: 1 when ``mem_headroom < 0`` (``mem_total`` above ``hbm_cap - mem_reserved``).
     * ``scaling_efficiency_pct``: ``tokens/s(n GPUs) / (n * tokens/s(1 GPU)) * 100`` with the
       same micro-batch per GPU.
@@ -784,16 +812,12 @@ def predict_other_rows(prepared: Sequence[PreparedRow], params: Params | None = 
                 extra.extend([_with_link(r, "pcie"), _single_gpu(_with_link(r, "pcie"))])
     out = evaluate_rows(stack_inputs(evals + extra, params))
     step, total, head = out["step_time"], out["mem_total"], out["mem_headroom"]
-    # [memory] a device-level reading (SOURCE_DEFAULTS memory_reading) adds what the CUDA
-    # context and the caching allocator hold beyond the tensors (mem_reserved)
-    reading = [float(params.for_generation(r.hardware.generation)["mem_reserved"])
-               if SOURCE_DEFAULTS.get(r.source, {}).get("memory_reading") == "device" else 0.0
-               for r in prepared]
+    reading = memory_reading(prepared, out, params)  # [memory]
     preds: list[float] = []
     k = len(evals)
     for i, r in enumerate(prepared):
         if r.metric == "peak_memory_gib":
-            preds.append((float(total[i]) + reading[i]) / 2**30)
+            preds.append(float(reading[i]) / 2**30)
         elif r.metric == "oom":
             preds.append(float(head[i] < 0))
         else:
