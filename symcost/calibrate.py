@@ -48,8 +48,8 @@ from .params import BOUNDS, PARAM_NAMES, Params, load_params, params_from_dict, 
 from .evaluate import Progress
 from .uncertainty import PRIOR_REL_SD, CalibrationError, FloatArray, log_step_time_jacobian
 from .validate import (builtin_measurements, evaluate_rows, load_measurements, memory_reading,
-                       metric_factor, predict_rows, prepare_rows, split_by_params,
-                       stack_inputs, summarize)
+                       metric_factor, predict_rows, prepare_other_rows, prepare_rows,
+                       split_by_params, stack_inputs, summarize)
 
 # pandas and scipy are imported inside the functions that use them, so that importing this
 # module (and ``symcost --help``) loads neither.
@@ -668,6 +668,10 @@ def calibrate(path: str | os.PathLike[str] | None = None,
                                f"{path} ({len(skipped)} skipped: {'; '.join(reasons[:3])})")
     res = calibrate_rows(prepared, start, fit, progress=progress)
     params, moved = transfer_missing(res.params, list(res.fits), list(transfer_to))
+    # [memory] the memory parameters from the file's peak-memory rows (fit_memory)
+    other, _ = prepare_other_rows(df)
+    params, mem_fit = fit_memory([r for r in other if r.hardware.generation
+                                  in params.generations], params)
     before = summarize(predict_rows(prepared, start, intervals=False))
     after = summarize(predict_rows(prepared, params, intervals=False))
     prov: dict[str, Any] = dict(params.provenance)
@@ -688,6 +692,9 @@ def calibrate(path: str | os.PathLike[str] | None = None,
         "start_values_note": "start_values: the data-independent values at the root of this "
                              "calibration chain (the start of cross-validation folds)",
         "not_fitted": dict(res.not_fitted),
+        "memory_fit": {"parameters": list(MEMORY_FIT), "values": mem_fit,
+                       "method": "grid search of the mean absolute percentage error of "
+                                 "peak_memory_gib rows (symcost.calibrate.fit_memory)"},
     })
     root = {g: dict(v) for g, v in
             dict(cast(Mapping[str, Any], start.provenance.get("start_values") or {})).items()}
@@ -765,5 +772,5 @@ def fit_memory(rows: Sequence[PreparedRow], params: Params
         best = float(grid[int(np.argmin(errs))])
         gens[g]["mem_cache_frac"] = best
         fitted[g] = best
-    prov = {**params.provenance, "memory_fit": {g: v for g, v in fitted.items()}}
-    return Params(gens, prov, params.stderr, params.covariance, params.fitted), fitted
+    return Params(gens, params.provenance, params.stderr, params.covariance,
+                  params.fitted), fitted
