@@ -35,6 +35,7 @@ tp, pp             both blank: unpredictable ("parallel config not stated"), unl
                    from ``n_gpus / (stated * dp)`` when dp is stated, else unpredictable
 global_batch       ``micro_batch * dp``
 dp_overlap         on; off for ZHANG23 (:data:`SOURCE_DEFAULTS`)
+train_framework    ``megatron``; ``hf`` for ZHANG23 (:data:`SOURCE_DEFAULTS`; memory only)
 flash_attention    the column when stated (0/1); else see :data:`SOURCE_DEFAULTS` and
                    :func:`flash_attention_rule`
 gated_mlp          the column when stated (1: SwiGLU, 0: GELU MLP); else the preset's flag
