@@ -62,6 +62,9 @@ class TrainingConfig:
             Blackwell); 16-bit activations and weights in memory.
         flash_attention: FlashAttention for the attention core.
         dp_overlap: overlap data-parallel communication with compute.
+        tp_overlap: pipeline the tensor-parallel all-gathers/reduce-scatters with the GEMMs
+            they feed (Transformer Engine userbuffers, Megatron-Core ``--tp-comm-overlap``;
+            needs ``sp``).
         train_framework: ``megatron`` or ``hf`` (Hugging Face Trainer + DeepSpeed); memory only.
         ep_overlap: overlap the MoE all-to-all with another micro-batch's compute (DeepSeek-V3
             DualPipe, arXiv:2412.19437 Sec. 3.2.1; Megatron-Core's 1F1B all-to-all overlap).
@@ -89,6 +92,7 @@ class TrainingConfig:
     dtype: str = "bf16"
     flash_attention: bool = True
     dp_overlap: bool = True
+    tp_overlap: bool = False
     train_framework: str = "megatron"
     ep_overlap: bool = False
     # fine-tuning, offload and topology (issue 13; see symcost.fields / symcost.finetune)

@@ -212,6 +212,9 @@ TRAINING_FIELDS: dict[str, Field] = _table(
           "activations)", None, choices=TRAIN_DTYPES),
     _bool("flash_attention", "FlashAttention for the attention core", True, "flash_attn"),
     _bool("dp_overlap", "overlap data-parallel communication with compute", True, "dp_overlap"),
+    _bool("tp_overlap", "pipeline tensor-parallel collectives with the GEMMs they feed "
+          "(Transformer Engine userbuffers, Megatron-Core --tp-comm-overlap; needs sp)", False,
+          "tp_overlap"),
     Field("train_framework", "enum", "1", "megatron", "training framework, for memory: "
           "megatron (fp32 master + Adam, fused kernels) or hf (Hugging Face Trainer: DDP with "
           "16-bit AdamW at ZeRO-0, DeepSpeed at ZeRO 1-3, eager modeling code)",

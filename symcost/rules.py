@@ -242,6 +242,13 @@ MOE_TP_SP = Rule(
     lambda v: "must be on for a mixture-of-experts model with tp > 1 (each TP rank dispatches "
               "its own 1/tp of the tokens to the experts; Megatron-Core requires "
               "--sequence-parallel with MoE and tensor parallelism)")
+TP_OVERLAP_SP = Rule(
+    "tp_overlap_needs_sp", "tp_overlap", ("tp_overlap", "tp", "sp"),
+    lambda v, xp: (v.get("tp_overlap", 0.0) < 0.5) | (v["tp"] < 1.5) | (v["sp"] > 0.5),
+    "needs sequence parallelism when tp > 1",
+    lambda v: "needs sp when tp > 1 (the overlapped collectives are the sequence-parallel "
+              "all-gathers and reduce-scatters; Megatron-Core requires --sequence-parallel "
+              "with --tp-comm-overlap)")
 EP_EXPERTS = Rule(
     "ep_divides_experts", "ep", ("ep", "experts"),
     lambda v, xp: (v["ep"] < 1.5) | ((v["experts"] > 0.5)
@@ -318,7 +325,7 @@ TRAINING_RULES: tuple[Rule, ...] = (
     HIDDEN_HEADS, HEADS_KV, NUM_GPUS_DIVISIBLE, NUM_GPUS_PRODUCT, GLOBAL_BATCH_DIVISIBLE,
     SEQ_LEN_POSITIONS, TP_HEADS, TP_FFN, TP_KV_HEADS, PP_LAYERS, GLOBAL_BATCH_NEEDED,
     VPP_NEEDS_PP, VPP_LAYERS, VPP_MICROBATCHES, ZERO_PP, DTYPE_HARDWARE, CP_SEQ, CP_FLASH,
-    EP_DP, EP_EXPERTS, MOE_TP_SP, HSDP_DP) + FINETUNE_RULES
+    EP_DP, EP_EXPERTS, MOE_TP_SP, TP_OVERLAP_SP, HSDP_DP) + FINETUNE_RULES
 
 MLA_SERVING = Rule(
     "serving_without_mla", "model", ("kv_lora_rank",),

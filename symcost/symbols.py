@@ -197,6 +197,10 @@ ep_overlap = _declare("ep_overlap", "parallel", "1",
                       "1 when the expert-parallel all-to-all overlaps compute of another "
                       "micro-batch (DualPipe, Megatron-Core 1F1B all-to-all overlap)",
                       integer=True, nonneg=True)
+tp_overlap = _declare("tp_overlap", "parallel", "1",
+                      "1 when tensor-parallel collectives are pipelined with the GEMMs they "
+                      "feed (Transformer Engine userbuffers, Megatron-Core --tp-comm-overlap)",
+                      integer=True, nonneg=True)
 dp_overlap = _declare("dp_overlap", "parallel", "1",
                       "1 when data-parallel communication overlaps compute", integer=True,
                       nonneg=True)

@@ -411,6 +411,42 @@ def tp_comm_layer_forward() -> Cost:
     return coll.all_reduce(tokens_micro() * S.hidden * S.BYTES_ACT, S.tp).scale(2)
 
 
+def tp_comm_layer_exposed(passes: sp.Expr) -> sp.Expr:
+    """Exposed tensor-parallel communication of one layer's forward and backward, s.
+
+    Without overlap (``tp_overlap = 0``) the four collectives of each pass (all-gather before
+    the QKV and MLP-up GEMMs, reduce-scatter after the output and MLP-down GEMMs, each half an
+    all-reduce of :func:`tp_comm_layer_forward`) are exposed, in the forward, the backward and
+    ``passes - 2`` recomputed forwards. With overlap (Megatron-Core/Transformer Engine
+    ``tp_comm_overlap``: userbuffers split each GEMM into ``t`` chunks pipelined with the ring
+    exchange of the next chunk) a collective is hidden behind the GEMM it feeds or drains
+    except for the chunk that cannot overlap: exposed ``max(C - G*(t-1)/t, 0)`` per pair, with
+    ``G`` the GEMM's forward time and twice that (data- and weight-gradient GEMMs) in the
+    backward. The routed experts' GEMMs are not Transformer Engine userbuffer layers: a MoE
+    layer's MLP-side collectives overlap only its dense/shared part (weighted GEMM times).
+
+    Args:
+        passes: forward-type passes per micro-batch (2 + 1 with full recomputation).
+
+    References:
+        Wang et al. 2022, "Overlap communication with dependent computation via decomposition
+        in large deep learning models" (ASPLOS'23), Sec. 3; NVIDIA Transformer Engine
+        userbuffers / Megatron-Core ``--tp-comm-overlap`` (requires sequence parallelism).
+    """
+    t = S.tp
+    whole = tp_comm_layer_forward().time
+    one = whole / 4
+    fwd = layer_forward_compute()
+    chunks = (t - 1) / t
+    gemms = (fwd["qkv_proj"].time, fwd["out_proj"].time,
+             fwd["mlp_up"].time + fwd["shared_experts"].time / 2,
+             fwd["mlp_down"].time + fwd["shared_experts"].time / 2)
+    exposed_f = sp.Add(*(smax(one - g * chunks, 0) for g in gemms))
+    exposed_b = sp.Add(*(smax(one - 2 * g * chunks, 0) for g in gemms))
+    overlapped = exposed_f * (passes - 1) + exposed_b
+    return (1 - S.tp_overlap) * whole * passes + S.tp_overlap * overlapped
+
+
 def cp_comm_layer_forward() -> Cost:
     """Context-parallel ring exchange of one layer's forward (exposed part).
 
@@ -668,7 +704,7 @@ def training_expressions() -> dict[str, sp.Expr]:
     bwd_layer += (2 * ft.adapter_compute_layer(n, peak).time + ft.dequant_time_layer()
                   - ft.frozen_wgrad_time(layer_forward_compute()))
     rec_layer += IS_FULL * ft_fwd
-    tp_layer = tp_comm_layer_forward().time * (2 + IS_FULL)
+    tp_layer = tp_comm_layer_exposed(2 + IS_FULL)
     cp_layer = cp_comm_layer_forward().time * (1 + IS_FULL) + cp_comm_layer_backward()
     # all-to-all exposed, or (ep_overlap) hidden behind the other micro-batch's layer compute
     a2a = ep_comm_layer_forward().time * (2 + IS_FULL)

@@ -23,9 +23,11 @@ field              default
 =================  =====================================================================
 micro_batch        1
 vpp                1 (plain 1F1B)
-sp                 0 (no sequence parallelism)
+sp                 0 (no sequence parallelism); on with tp > 1 for the sources whose
+                   recipes set it (:data:`SOURCE_DEFAULTS`)
 cp, ep             1 (no context or expert parallelism)
-zero_stage         0
+zero_stage         0; 1 for MLM24 (:data:`SOURCE_DEFAULTS`)
+tp_overlap         off; on with sp for MBRIDGE, MBRIDGE2511, NEMO2407, MLM24
 recompute          ``none``
 dtype              canonical ``dtype``; else ``bf16``
 dp                 derived ``n_gpus / (tp * cp * pp)`` (a stated dp must agree)
@@ -135,6 +137,13 @@ INFERENCE_REASON = "inference rows: not predicted by the training model"
 #:   on whenever ``tp > 1`` when the table does not say (``sp_with_tp``: the recipes set
 #:   ``sequence_parallel = tensor_model_parallel_size > 1``, and Megatron-Core requires it for
 #:   MoE with TP).
+#: * MBRIDGE, MBRIDGE2511, NEMO2407, MLM24: tensor-parallel communication overlap
+#:   (``tp_overlap_with_sp``: on whenever sequence parallelism is; the NeMo/Megatron-Bridge
+#:   performance recipes enable Transformer Engine's ``tp_comm_overlap`` for TP > 1, and the
+#:   MLM24 table's notes state "TP comm overlap"). MLM24 also gets sequence parallelism with
+#:   TP (Megatron-Core requires it for ``--tp-comm-overlap``) and the distributed optimizer
+#:   (``zero_stage`` 1: its notes state overlapped "param-gather", which only the distributed
+#:   optimizer does).
 #: * ZHANG23 (DeepSpeed data parallelism through the Hugging Face Trainer): gradient
 #:   reduction not overlapped with the backward, DeepSpeed's documented default
 #:   (DeepSpeed configuration JSON docs, ZeRO optimizations: ``overlap_comm`` "Attempts to
@@ -151,9 +160,10 @@ SOURCE_DEFAULTS: dict[str, dict[str, Any]] = {
     "ZHANG23": {"dp_overlap": False, "train_framework": "hf", "memory_reading": "device"},
     "NAR21": {"flash_attention": False},
     "MLM22": {"flash_attention": False},
-    "MBRIDGE": {"sp_with_tp": True},
-    "MBRIDGE2511": {"sp_with_tp": True},
-    "NEMO2407": {"sp_with_tp": True},
+    "MBRIDGE": {"sp_with_tp": True, "tp_overlap_with_sp": True},
+    "MBRIDGE2511": {"sp_with_tp": True, "tp_overlap_with_sp": True},
+    "NEMO2407": {"sp_with_tp": True, "tp_overlap_with_sp": True},
+    "MLM24": {"sp_with_tp": True, "tp_overlap_with_sp": True, "zero_stage": 1},
     "MPT": {"flash_attention": True, "arch": {"position": "learned", "bias": True},
             "max_seq_len_is_seq_len": True},
 }
@@ -629,7 +639,7 @@ def _prepare_one(row: Row, other_metrics: bool = False) -> PreparedRow:
                           and (cell_int(row, "tp") or 1) > 1))
     if str(cell(row, "zero_stage") or "").strip().upper() in ZERO_NAMES:
         row = {**row, "zero_stage": ZERO_NAMES[str(cell(row, "zero_stage")).strip().upper()]}
-    zero = opt("zero_stage", 0)
+    zero = opt("zero_stage", int(SOURCE_DEFAULTS.get(source, {}).get("zero_stage", 0)))
     recompute = (cell(row, "recompute") or "").lower()
     if not recompute:
         recompute = "none"
@@ -654,11 +664,15 @@ def _prepare_one(row: Row, other_metrics: bool = False) -> PreparedRow:
         defaults["global_batch"] = "micro_batch*dp"
     if sp_on not in (0, 1):
         raise RowError(f"sp: must be 0 or 1 (got {sp_on})")
+    tp_overlap = bool(SOURCE_DEFAULTS.get(source, {}).get("tp_overlap_with_sp")) and sp_on == 1
+    if tp_overlap:
+        defaults["tp_overlap"] = f"on (default for source {source} with sp)"
     cfg = TrainingConfig(num_gpus=n_gpus, tp=tp, pp=pp, cp=cp, dp=dp, ep=ep, sp=bool(sp_on),
                          vpp=vpp,
                          micro_batch=mb, global_batch=gb, seq_len=model.seq_len,
                          recompute=recompute, zero=zero, dtype=dtype, flash_attention=flash,
                          dp_overlap=bool(SOURCE_DEFAULTS.get(source, {}).get("dp_overlap", True)),
+                         tp_overlap=tp_overlap,
                          train_framework=str(SOURCE_DEFAULTS.get(source, {}).get(
                              "train_framework", "megatron")),
                          **finetune_columns(row, defaults))

@@ -193,13 +193,14 @@ _SPACE = st.fixed_dictionaries({
     "hw": st.sampled_from(["a100-sxm4-80gb", "h100-sxm5-80gb", "b200"]),
     "cp": st.sampled_from([1, 2, 4]), "ep": st.sampled_from([1, 2, 8]),
     "ep_overlap": st.booleans(), "dp_replicate": st.sampled_from([1, 2]),
+    "tp_overlap": st.booleans(),
 })
 
 
 def _inputs(c):
     """A valid configuration from a draw: the rules' conditions on the new dimensions are met
     by construction (ep only for MoE and dividing tp*cp*dp and the experts, SP for MoE with
-    TP, FlashAttention with CP, HSDP replicas dividing dp*cp)."""
+    TP, FlashAttention with CP, HSDP replicas dividing dp*cp, TP overlap only with SP)."""
     experts = get_model(c["model"]).experts
     ep = c["ep"] if experts and experts % c["ep"] == 0 and (
         c["tp"] * c["cp"] * c["dp"]) % c["ep"] == 0 else 1
@@ -208,6 +209,8 @@ def _inputs(c):
                          zero=c["zero"], sp=c["sp"] or (experts > 0 and c["tp"] > 1),
                          flash_attention=c["flash"] or c["cp"] > 1, seq_len=2048,
                          cp=c["cp"], ep=ep, ep_overlap=c["ep_overlap"],
+                         tp_overlap=c["tp_overlap"] and (c["sp"] or c["tp"] == 1
+                                                         or (experts > 0 and c["tp"] > 1)),
                          dp_replicate=c["dp_replicate"] if (c["dp"] * c["cp"]) % 2 == 0 else 1)
     return training_inputs(c["model"], c["hw"], cfg)
 
