@@ -7,31 +7,76 @@ reports, for the ZHANG23 rows:
 * tokens/s MAPE in sample and leave-one-platform-out (the platform's rows are held out of the
   fit: A800, RTX 4090, RTX 3090; a held-out generation without data takes a related one's
   values, :func:`symcost.calibrate.transfer_missing`);
-* peak-memory MAPE and fit-vs-OOM agreement (no memory constant is fitted: the same in and
-  out of sample);
+* peak-memory MAPE per platform and overall, and fit-vs-OOM agreement: with the documented
+  framework rules only (``mem_cache_frac = 0``), with ``mem_cache_frac`` fitted in sample
+  (:func:`symcost.calibrate.fit_memory`), and leave-one-platform-out (the platform's memory
+  rows held out of the memory fit; a generation the remaining rows cannot identify keeps the
+  fallback 0, and both RTX 3090 link variants are one platform);
 * the predicted 1 -> 8 GPU scaling efficiencies and the RTX 3090 NVLink gain next to the
   paper's figures.
 
 Usage::
 
     python benchmarks/zhang23_accuracy.py [measurements.csv] [--write-params out.yaml]
+        [--memory-only]
+
+``--memory-only`` skips the step-time fits (minutes) and prints the memory figures.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
-from symcost.calibrate import DEFAULT_FIT, calibrate_rows, start_params, transfer_missing
-from symcost.params import load_params, save_params
+from symcost.calibrate import (DEFAULT_FIT, calibrate_rows, fit_memory, start_params,
+                               transfer_missing)
+from symcost.params import Params, load_params, save_params
 from symcost.validate import (fit_agreement, load_measurements, predict_other_rows,
                               predict_rows, prepare_other_rows, prepare_rows, split_by_params)
 
-FIT = (*DEFAULT_FIT, "eff_host", "cpu_adam_rate")
+FIT = tuple(dict.fromkeys((*DEFAULT_FIT, "eff_host", "cpu_adam_rate")))
 DEFAULT_CSV = Path(__file__).resolve().parents[2] / "shared" / "validation" / \
     "published_measurements.csv"
+
+
+def _memory_table(label: str, o: pd.DataFrame) -> None:
+    """Print the peak-memory MAPE per platform and overall and the OOM agreement of ``o``."""
+    mem = o[o.metric == "peak_memory_gib"]
+    per = ", ".join(f"{hw} {np.abs(g.error_pct).mean():.1f}% ({len(g)})"
+                    for hw, g in mem.groupby("hardware"))
+    agree = fit_agreement(o)
+    pct = f"{agree['agreement_pct']:.1f}%" if agree else "n/a"
+    print(f"peak memory MAPE, {label}: {np.abs(mem.error_pct).mean():.1f}% over {len(mem)} rows "
+          f"(signed {mem.error_pct.mean():+.1f}%); {per}; OOM agreement {pct}")
+
+
+def memory_report(df: pd.DataFrame, params: Params) -> None:
+    """Peak memory and OOM of the ZHANG23 rows: documented rules only, memory constants
+    fitted in sample, and leave-one-platform-out."""
+    other, _ = prepare_other_rows(df)
+    other = [r for r in other if r.source == "ZHANG23"]
+    zero = dataclasses.replace(params, generations={
+        g: {**v, "mem_cache_frac": 0.0} for g, v in params.generations.items()})
+    _memory_table("documented rules only (mem_cache_frac = 0)", predict_other_rows(other, zero))
+    fitted, values = fit_memory(other, zero)
+    print(f"  mem_cache_frac fitted in sample: {values}")
+    _memory_table("mem_cache_frac in sample", predict_other_rows(other, fitted))
+    platform = {r.case_id: r.hardware.name for r in other}
+    held = []
+    for hw in sorted(set(platform.values())):
+        train = [r for r in other if r.hardware.name != hw]
+        test = [r for r in other if r.hardware.name == hw]
+        fold, vals = fit_memory(train, zero)
+        p = predict_other_rows(test, fold)
+        held.append(p)
+        m = p[p.metric == "peak_memory_gib"]
+        print(f"  held out {hw}: peak memory MAPE {np.abs(m.error_pct).mean():.1f}% over "
+              f"{len(m)} rows (mem_cache_frac from the others: {vals})")
+    _memory_table("leave-one-platform-out", pd.concat(held))
 
 
 def main(argv: list[str]) -> None:
@@ -40,6 +85,9 @@ def main(argv: list[str]) -> None:
     path = args[0] if args else str(DEFAULT_CSV)
     df = load_measurements(path)
     start = start_params(load_params())
+    memory_report(df, load_params())
+    if "--memory-only" in argv:
+        return
     prepared, _ = prepare_rows(df)
     prepared, _ = split_by_params(prepared, start)
     zhang = [r for r in prepared if r.source == "ZHANG23"]
@@ -75,11 +123,6 @@ def main(argv: list[str]) -> None:
     other, _ = prepare_other_rows(df)
     other = [r for r in other if r.source == "ZHANG23"]
     o = predict_other_rows(other, res.params)
-    mem = o[o.metric == "peak_memory_gib"]
-    print(f"peak memory MAPE: {np.abs(mem.error_pct).mean():.1f}% over {len(mem)} rows "
-          f"(mean signed {mem.error_pct.mean():+.1f}%)")
-    agree = fit_agreement(o)
-    print(f"fit vs OOM agreement: {agree}")
     for _, row in o[o.metric.str.startswith("scaling")].iterrows():
         print(f"  {row.case_id}: predicted {row.predicted:.1f}, paper {row.measured:.1f}")
 

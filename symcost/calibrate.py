@@ -47,8 +47,9 @@ from .measurements import PreparedRow
 from .params import BOUNDS, PARAM_NAMES, Params, load_params, params_from_dict, save_params
 from .evaluate import Progress
 from .uncertainty import PRIOR_REL_SD, CalibrationError, FloatArray, log_step_time_jacobian
-from .validate import (builtin_measurements, load_measurements, metric_factor, predict_rows,
-                       prepare_rows, split_by_params, stack_inputs, summarize)
+from .validate import (builtin_measurements, evaluate_rows, load_measurements, memory_reading,
+                       metric_factor, predict_rows, prepare_other_rows, prepare_rows,
+                       split_by_params, stack_inputs, summarize)
 
 # pandas and scipy are imported inside the functions that use them, so that importing this
 # module (and ``symcost --help``) loads neither.
@@ -60,6 +61,7 @@ __all__ = [
     "DEFAULT_FIT", "TRANSFER_FROM", "CalibrationError", "CalibrationResult", "GenerationFit",
     "bound_warnings", "calibrate", "calibrate_rows", "check_output_path", "cross_validate",
     "run_table", "start_params", "transfer_missing", "write_params",
+    "MEMORY_FIT", "fit_memory",
 ]
 
 #: parameters fitted by default (per generation): the achieved fractions of peak of GEMMs
@@ -666,6 +668,10 @@ def calibrate(path: str | os.PathLike[str] | None = None,
                                f"{path} ({len(skipped)} skipped: {'; '.join(reasons[:3])})")
     res = calibrate_rows(prepared, start, fit, progress=progress)
     params, moved = transfer_missing(res.params, list(res.fits), list(transfer_to))
+    # [memory] the memory parameters from the file's peak-memory rows (fit_memory)
+    other, _ = prepare_other_rows(df)
+    params, mem_fit = fit_memory([r for r in other if r.hardware.generation
+                                  in params.generations], params)
     before = summarize(predict_rows(prepared, start, intervals=False))
     after = summarize(predict_rows(prepared, params, intervals=False))
     prov: dict[str, Any] = dict(params.provenance)
@@ -686,6 +692,9 @@ def calibrate(path: str | os.PathLike[str] | None = None,
         "start_values_note": "start_values: the data-independent values at the root of this "
                              "calibration chain (the start of cross-validation folds)",
         "not_fitted": dict(res.not_fitted),
+        "memory_fit": {"parameters": list(MEMORY_FIT), "values": mem_fit,
+                       "method": "grid search of the mean absolute percentage error of "
+                                 "peak_memory_gib rows (symcost.calibrate.fit_memory)"},
     })
     root = {g: dict(v) for g, v in
             dict(cast(Mapping[str, Any], start.provenance.get("start_values") or {})).items()}
@@ -712,3 +721,56 @@ def _mape_dict(summary: dict[str, Any]) -> dict[str, float]:
         out[s["source"]] = round(float(s["mape_pct"]), 3)
     return out
 
+
+
+# ----------------------------------------------------------------------------- [memory]
+#: [memory] memory parameters :func:`fit_memory` fits (per generation).
+MEMORY_FIT: tuple[str, ...] = ("mem_cache_frac",)
+#: [memory] candidate values of ``mem_cache_frac`` (its :data:`~symcost.params.BOUNDS`, step
+#: 0.01): the device-level reading is piecewise in it (the cached blocks count only while they
+#: fit), so a grid search rather than a gradient fit.
+MEMORY_GRID_STEP = 0.01
+
+
+def fit_memory(rows: Sequence[PreparedRow], params: Params
+               ) -> tuple[Params, dict[str, float | None]]:
+    """[memory] Fit ``mem_cache_frac`` per generation to the ``peak_memory_gib`` rows of
+    ``rows`` (prepared by :func:`symcost.validate.prepare_other_rows`): the grid value (step
+    :data:`MEMORY_GRID_STEP` over its bounds) with the least mean absolute percentage error of
+    :func:`symcost.validate.memory_reading`; the smallest such value on ties.
+
+    Args:
+        rows: prepared rows; rows of other metrics are ignored.
+        params: starting parameters (every row's generation must be present).
+
+    Returns:
+        ``(params, fitted)``: the parameters with the fitted values, and generation -> fitted
+        value, or None where no row depends on it (the generation keeps its value).
+
+    Raises:
+        ParamsError: no parameters for a row's generation.
+    """
+    mem = [r for r in rows if r.metric == "peak_memory_gib"]
+    lo, hi = BOUNDS["mem_cache_frac"]
+    grid = np.arange(lo, hi + MEMORY_GRID_STEP / 2, MEMORY_GRID_STEP)
+    gens = {g: dict(v) for g, v in params.generations.items()}
+    fitted: dict[str, float | None] = {}
+    for g in sorted({r.hardware.generation for r in mem}):
+        sub = [r for r in mem if r.hardware.generation == g]
+        unit = Params({**gens, g: {**gens[g], "mem_cache_frac": 1.0}}, params.provenance)
+        out = evaluate_rows(stack_inputs(sub, unit))
+        per_unit = np.asarray(out["mem_cached"], dtype=float)
+        if not np.any(per_unit > 0):
+            fitted[g] = None
+            continue
+        meas = np.array([r.measured for r in sub]) * 2**30
+        errs = []
+        for v in grid:
+            trial = {**out, "mem_cached": per_unit * v}
+            pred = memory_reading(sub, trial, unit)
+            errs.append(float(np.mean(np.abs(pred - meas) / meas)))
+        best = float(grid[int(np.argmin(errs))])
+        gens[g]["mem_cache_frac"] = best
+        fitted[g] = best
+    return Params(gens, params.provenance, params.stderr, params.covariance,
+                  params.fitted), fitted

@@ -65,6 +65,7 @@ class TrainingConfig:
         tp_overlap: pipeline the tensor-parallel all-gathers/reduce-scatters with the GEMMs
             they feed (Transformer Engine userbuffers, Megatron-Core ``--tp-comm-overlap``;
             needs ``sp``).
+        train_framework: ``megatron`` or ``hf`` (Hugging Face Trainer + DeepSpeed); memory only.
         ep_overlap: overlap the MoE all-to-all with another micro-batch's compute (DeepSeek-V3
             DualPipe, arXiv:2412.19437 Sec. 3.2.1; Megatron-Core's 1F1B all-to-all overlap).
         offload: ``none``, ``optimizer`` or ``optimizer+params`` (host memory, DeepSpeed).
@@ -92,6 +93,7 @@ class TrainingConfig:
     flash_attention: bool = True
     dp_overlap: bool = True
     tp_overlap: bool = False
+    train_framework: str = "megatron"
     ep_overlap: bool = False
     # fine-tuning, offload and topology (issue 13; see symcost.fields / symcost.finetune)
     offload: str = "none"

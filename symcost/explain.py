@@ -123,7 +123,7 @@ _OUTPUT_UNITS = {"tokens_per_s": "tokens/s", "mfu": "1", "hfu": "1", "flops_mode
                  "flops_hardware": "FLOP", "params_total": "parameters", "num_gpus": "GPUs",
                  "mem_weights": "bytes", "mem_gradients": "bytes", "mem_optimizer": "bytes",
                  "mem_activations": "bytes", "mem_total": "bytes", "mem_usable": "bytes",
-                 "mem_headroom": "bytes"}
+                 "mem_headroom": "bytes", "mem_cached": "bytes"}
 
 
 def explain(name: str, model: ModelSpec | str | os.PathLike[str],

@@ -61,6 +61,13 @@ KV_DTYPES = ("bf16", "fp16", "fp8", "int8")
 #: offload modes -> code of the ``offload`` symbol (Ren et al. 2021, ZeRO-Offload;
 #: Rajbhandari et al. 2021, ZeRO-Infinity).
 OFFLOAD_MODES: dict[str, int] = {"none": 0, "optimizer": 1, "optimizer+params": 2}
+#: [memory] training frameworks -> code of the ``train_framework`` symbol (memory layout and
+#: activation bookkeeping only; symcost.training, memory section): ``megatron`` (Megatron-LM /
+#: NeMo: fp32 master weights and Adam moments, 16 bytes per parameter, Rajbhandari et al. 2020;
+#: fused kernels, Korthikanti et al. 2022 activations) and ``hf`` (Hugging Face Transformers
+#: modeling code and Trainer: ZeRO-0 is PyTorch DDP with torch AdamW on the 16-bit weights,
+#: ZeRO 1-3 DeepSpeed's partitioned fp32 optimizer; eager attention and fp32 upcasts).
+TRAIN_FRAMEWORKS: dict[str, int] = {"megatron": 0, "hf": 1}
 #: intra-node link names -> code of the ``intra_link`` symbol (``default``: the hardware's own).
 INTRA_LINKS: dict[str, int] = {"default": 0, "nvlink": 1, "nvlink-bridge": 2, "pcie": 3}
 #: fine-tuning modes -> code of the ``finetune`` symbol (Hu et al. 2021, LoRA; Dettmers et al.
@@ -208,6 +215,10 @@ TRAINING_FIELDS: dict[str, Field] = _table(
     _bool("tp_overlap", "pipeline tensor-parallel collectives with the GEMMs they feed "
           "(Transformer Engine userbuffers, Megatron-Core --tp-comm-overlap; needs sp)", False,
           "tp_overlap"),
+    Field("train_framework", "enum", "1", "megatron", "training framework, for memory: "
+          "megatron (fp32 master + Adam, fused kernels) or hf (Hugging Face Trainer: DDP with "
+          "16-bit AdamW at ZeRO-0, DeepSpeed at ZeRO 1-3, eager modeling code)",
+          "train_framework", choices=TRAIN_FRAMEWORKS),
     _bool("ep_overlap", "overlap the MoE all-to-all with another micro-batch's compute "
           "(DualPipe, Megatron-Core A2A overlap)", False, "ep_overlap"),
     # --- fine-tuning, offload, topology (issue 13; symcost.finetune) ---

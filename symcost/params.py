@@ -34,6 +34,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "t_layer_overhead": (0.0, 1e-2),
     "t_step_overhead": (0.0, 60.0),
     "mem_reserved": (0.0, 64e9),
+    "mem_cache_frac": (0.0, 2.0),
     "eff_hbm_infer": (0.05, 1.0),
     "eff_attn_infer": (0.05, 1.0),
     "eff_dequant": (0.05, 1.0),
@@ -50,8 +51,9 @@ PARAM_NAMES: tuple[str, ...] = tuple(s.name for s in S.by_kind("efficiency"))
 assert set(PARAM_NAMES) == set(BOUNDS), "every efficiency symbol needs bounds"
 #: a parameter added after parameter files were written takes, where a file lacks it, the
 #: value of the parameter it refines (so files written before it keep working, unchanged):
-#: the MoE grouped-GEMM efficiency starts as the dense GEMM efficiency.
-FALLBACK: dict[str, str | float] = {"eff_moe": "eff_gemm"}
+#: the MoE grouped-GEMM efficiency starts as the dense GEMM efficiency; the caching-allocator
+#: retention (``mem_cache_frac``, fitted by :func:`symcost.calibrate.fit_memory`) starts at 0.
+FALLBACK: dict[str, str | float] = {"eff_moe": "eff_gemm", "mem_cache_frac": 0.0}
 
 
 class ParamsError(ValueError):

@@ -57,6 +57,7 @@ OUTPUT_KEYS: dict[str, str] = {
     "mem_usable": "memory_usable_bytes",
     "mem_kv_budget": "memory_kv_budget_bytes",
     "mem_headroom": "memory_headroom_bytes",
+    "mem_cached": "memory_cached_bytes",  # [memory] freed blocks the allocator still holds
     # inference
     "ttft": "ttft_s",
     "tpot": "tpot_s",

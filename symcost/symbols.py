@@ -101,6 +101,13 @@ mem_reserved = _declare("mem_reserved", "efficiency", "bytes",
                         "HBM not available to the model (CUDA context, allocator fragmentation)",
                         nonneg=True)
 
+# [memory] caching-allocator retention (issue 13; symcost.training ``mem_cached``)
+mem_cache_frac = _declare("mem_cache_frac", "efficiency", "1",
+                          "fraction of one 16-bit copy of the trained parameters the PyTorch"
+                          " caching allocator still holds (freed, cached) at the peak of"
+                          " DeepSpeed ZeRO 1-3 training without parameter offload",
+                          nonneg=True)
+
 # --- model shape and architecture flags ------------------------------------------------
 n_layers = _declare("n_layers", "model", "1", "transformer layers L", integer=True)
 hidden = _declare("hidden", "model", "1", "hidden size h", integer=True)
@@ -197,6 +204,17 @@ tp_overlap = _declare("tp_overlap", "parallel", "1",
 dp_overlap = _declare("dp_overlap", "parallel", "1",
                       "1 when data-parallel communication overlaps compute", integer=True,
                       nonneg=True)
+# [memory] training framework (issue 13; symcost.training, memory section)
+train_framework = _declare("train_framework", "parallel", "1",
+                           "training framework, for memory: 0 Megatron-LM (fp32 master weights,"
+                           " fused kernels), 1 Hugging Face Trainer (ZeRO-0: PyTorch DDP with"
+                           " torch AdamW on 16-bit weights; ZeRO 1-3: DeepSpeed; eager modeling"
+                           " code)", integer=True, nonneg=True)
+#: [memory] DeepSpeed ZeRO-3 ``stage3_max_live_parameters`` default (parameters resident per
+#: GPU before release; DeepSpeed configuration JSON docs, ZeRO optimizations; 1e9 in
+#: deepspeed/runtime/zero/config.py, v0.10-v0.16, also the value of the Hugging Face ZeRO-3
+#: example configs).
+DS_MAX_LIVE_PARAMETERS = sp.Integer(10**9)
 
 # --- fixed byte counts (one place for each) --------------------------------------------
 #: bytes per activation element (bf16/fp16 activations, also in fp8 training).

@@ -524,8 +524,9 @@ def activation_bytes_layer() -> sp.Expr:
     lse = 4 * a * n / t
     score_mem = sp.Piecewise((lse, S.flash_attn > sp.Rational(1, 2)), (scores * IS_NONE, True))
     full = 2 * tokens_sp() * h
-    return sp.Piecewise((full, S.recompute > sp.Rational(3, 2)),
-                        (replicated + split + score_mem, True))
+    # [memory] the Hugging Face modeling code keeps more (hf_activation_bytes_layer)
+    kept = (1 - IS_HF) * (replicated + split + score_mem) + IS_HF * hf_activation_bytes_layer()
+    return sp.Piecewise((full, S.recompute > sp.Rational(3, 2)), (kept, True))
 
 
 def activation_bytes_layer_no_recompute() -> sp.Expr:
@@ -541,6 +542,131 @@ def microbatches_in_flight() -> sp.Expr:
     p, v = S.pp, S.vpp
     interleave = 1 + IS_INTERLEAVED * (p - 1) / (p * v)
     return smin(micro_batches(), p) * interleave
+
+
+# ----------------------------------------------------------------------------- [memory]
+#: [memory] 1 with the Hugging Face Trainer's memory layout (``train_framework = hf``).
+IS_HF = flag(S.train_framework > sp.Rational(1, 2))
+#: [memory] 1 at ZeRO stage 0 (no optimizer sharding).
+IS_ZERO0 = flag(S.zero_stage < sp.Rational(1, 2))
+
+
+def optimizer_bytes(opt_params: sp.Expr) -> sp.Expr:
+    """Optimizer-state bytes on one GPU for ``opt_params`` parameters (the local Adam
+    partition: all trained parameters at ZeRO-0, ``1/d`` of them at ZeRO >= 1).
+
+    * ``train_framework = megatron``: fp32 master copy, momentum and variance,
+      ``BYTES_OPTIMIZER = 12`` per parameter (Rajbhandari et al. 2020, ZeRO, Sec. 3.1).
+    * ``train_framework = hf`` at ZeRO-0 (the Hugging Face Trainer without a DeepSpeed
+      config runs PyTorch DDP): ``torch.optim.AdamW`` keeps ``exp_avg`` and ``exp_avg_sq``
+      as ``zeros_like(param)``, in the 16-bit dtype the model was loaded in, and no master
+      copy: ``2 * BYTES_PARAM = 4`` bytes (torch/optim/adamw.py ``_init_group``, PyTorch
+      2.0-2.5). At ZeRO >= 1 DeepSpeed keeps the fp32 master partition and runs the
+      optimizer on it (fp32 moments): 12 bytes per local parameter (deepspeed/runtime/zero/
+      stage_1_and_2.py ``single_partition_of_fp32_groups``; stage3.py
+      ``fp32_partitioned_groups_flat``; DeepSpeed v0.10-v0.16).
+
+    Units: bytes. ``opt_params`` in parameters.
+    """
+    per = S.BYTES_OPTIMIZER - IS_HF * IS_ZERO0 * (S.BYTES_OPTIMIZER - 2 * S.BYTES_PARAM)
+    return per * opt_params
+
+
+def gradient_bytes(grad_params: sp.Expr, opt_params: sp.Expr) -> sp.Expr:
+    """Gradient bytes on one GPU: 16-bit gradients of the ``grad_params`` parameters whose
+    gradients this GPU keeps (all trained parameters at ZeRO 0-1, ``1/d`` at ZeRO >= 2), plus
+    with the Hugging Face Trainer layout (``train_framework = hf``)
+
+    * ZeRO-0 (PyTorch DDP): the gradient buckets, a second 16-bit copy of every gradient
+      (``DistributedDataParallel(gradient_as_bucket_view=False)``, the default: "gradients
+      are copied into buckets"; torch.nn.parallel.DistributedDataParallel docs, PyTorch
+      1.7-2.5);
+    * ZeRO >= 1: the fp32 gradient of the local optimizer partition the step converts to
+      (``single_grad_partition``, 4 bytes per parameter of ``opt_params``; deepspeed/runtime/
+      zero/stage_1_and_2.py ``step``; stage3.py ``fp32_partitioned_groups_flat[i].grad``).
+
+    Units: bytes. ``grad_params``, ``opt_params`` in parameters.
+    """
+    ddp_bucket = IS_ZERO0 * S.BYTES_PARAM * grad_params
+    fp32_partition = (1 - IS_ZERO0) * 4 * opt_params
+    return S.BYTES_PARAM * grad_params + IS_HF * (ddp_bucket + fp32_partition)
+
+
+def deepspeed_live_param_bytes(params_gpu: sp.Expr) -> sp.Expr:
+    """DeepSpeed ZeRO-3 gathered 16-bit parameters resident on one GPU at peak: up to
+    ``stage3_max_live_parameters`` (default 1e9, :data:`symcost.symbols.DS_MAX_LIVE_PARAMETERS`)
+    of the model's ``params_gpu`` parameters; with ``stage3_max_reuse_distance`` at its
+    default (1e9) DeepSpeed keeps gathered parameters that are reused within that distance
+    (the last layers of the forward, reused first by the backward) instead of releasing them
+    (DeepSpeed configuration JSON docs, ZeRO optimizations; deepspeed/runtime/zero/
+    partitioned_param_coordinator.py, v0.10-v0.16).
+
+    Units: bytes. ``params_gpu`` in parameters.
+    """
+    return S.BYTES_PARAM * smin(params_gpu, S.DS_MAX_LIVE_PARAMETERS)
+
+
+def cached_gradient_bytes(trained_params: sp.Expr) -> sp.Expr:
+    """[memory] Bytes the PyTorch caching allocator holds in freed blocks at the peak of a
+    Hugging Face Trainer + DeepSpeed ZeRO 1-3 run without parameter offload:
+    ``mem_cache_frac`` (calibrated, :func:`symcost.calibrate.fit_memory`) times one 16-bit
+    copy of the ``trained_params`` (the model's trained parameters, not sharded).
+
+    Why a copy of the gradients: DeepSpeed copies each 16-bit gradient into its reduction
+    bucket and frees it; with ``overlap_comm`` the reduction runs on a side stream, and blocks
+    used by another stream are not reused until that stream's work completes
+    (``record_stream``), so the allocator grows instead of reusing them (PyTorch CUDA
+    semantics docs, "Memory management"; DeepSpeed ``stage_1_and_2.py``
+    ``reduce_independent_p_g_buckets_and_remove_grads``). These blocks are not needed: on a
+    full GPU the allocator frees its cache and retries before it raises out-of-memory, so
+    they count in a device-level reading (``torch.cuda.mem_get_info``) only when they fit,
+    and never in ``mem_total`` (the fit test). Zero at ZeRO-0, with parameter offload and for
+    ``train_framework = megatron``.
+
+    Units: bytes. ``trained_params`` in parameters.
+    """
+    return (IS_HF * (1 - IS_ZERO0) * (1 - ft.IS_OFFLOAD_PARAMS) * S.mem_cache_frac
+            * S.BYTES_PARAM * trained_params)
+
+
+def hf_activation_bytes_layer() -> sp.Expr:
+    """[memory] Activation bytes one decoder layer of the Hugging Face Llama modeling code
+    (transformers v4.31-v4.36 ``modeling_llama.py``, 16-bit weights, no recomputation) keeps
+    for one micro-batch of ``n = b*s`` tokens, counted from the tensors autograd saves:
+
+    * two ``LlamaRMSNorm``: the fp32 upcast of the input (saved by ``pow`` and the
+      normalising ``mul``, 4 bytes) and the 16-bit normalised tensor (saved by the weight
+      ``mul``, 2 bytes): ``2 * 6 * n*h``;
+    * attention projections: the shared 16-bit input of q/k/v (``2*n*h``), the rotated query
+      and key and the value (``2*n*a*d/t + 2 * 2*n*k*d/t``; the rotary ``mul`` by cos/sin
+      saves only the buffers), the output projection's input (``2*n*h/t``);
+    * eager attention: the fp32 softmax output (``softmax(..., dtype=float32)`` saves its
+      output, 4 bytes) and its 16-bit copy multiplied by V (2 bytes): ``6*a*s*n/t``;
+      FlashAttention-2 instead its output (``2*n*h/t``) and fp32 log-sum-exp (``4*a*n/t``);
+    * SwiGLU MLP (``g = 1``): the 16-bit input (``2*n*h``), the gate and up outputs, the
+      SiLU output and their product (``4 * 2*n*f/t``); a plain MLP (``g = 0``) the up and
+      activation outputs (``2 * 2*n*f/t``).
+
+    Units: bytes. References: Korthikanti et al. 2022, Sec. 4 (the counting method);
+    transformers ``LlamaRMSNorm.forward``, ``LlamaAttention.forward``, ``LlamaMLP.forward``.
+    """
+    t, h, f, g = S.tp, S.hidden, S.ffn_hidden, S.gated_mlp
+    a, s, d = S.n_heads, S.seq_len, head_dim()
+    n = tokens_micro()
+    norms = 2 * 6 * n * h
+    proj = 2 * n * h + (2 * n * a * d + 2 * n * h) / t + 4 * n * kv_heads_local() * d
+    eager = 6 * a * s * n / t
+    flash = (2 * n * h + 4 * a * n) / t
+    core = sp.Piecewise((flash, S.flash_attn > sp.Rational(1, 2)), (eager, True))
+    mlp = 2 * n * h + 2 * n * f * (2 + 2 * g) / t
+    return norms + proj + core + mlp
+
+
+#: [memory] bytes per logit element the Hugging Face causal-LM loss keeps: the 16-bit
+#: ``lm_head`` output, its fp32 upcast (``logits.float()``), the shifted contiguous fp32 copy
+#: and the fp32 ``log_softmax`` output of the cross-entropy (transformers v4.31-v4.36
+#: ``LlamaForCausalLM.forward``): 2 + 3*4.
+HF_BYTES_LOGIT = S.BYTES_ACT + 3 * S.BYTES_LOGIT
 
 
 # ----------------------------------------------------------------------------- the model
@@ -700,22 +826,33 @@ def training_expressions() -> dict[str, sp.Expr]:
     out["hfu"] = (flops_model + flops_recompute) / (step * n_gpus * peak)
 
     # --- memory per GPU (first pipeline stage)
-    zero3_buffer = IS_ZERO3 * 2 * S.BYTES_PARAM * (params_layer_replicated() / t
-                                                   + params_layer_experts() / e)
+    # [memory] ZeRO-3 gathered parameters: two layers (Megatron/FSDP: the one computing and
+    # the one prefetched) or, with DeepSpeed, up to ``stage3_max_live_parameters``
+    # (:func:`deepspeed_live_param_bytes`)
+    zero3_buffer = IS_ZERO3 * (
+        (1 - IS_HF) * 2 * S.BYTES_PARAM * (params_layer_replicated() / t
+                                           + params_layer_experts() / e)
+        + IS_HF * deepspeed_live_param_bytes(psi_rep + psi_exp))
     # [finetune] frozen/NF4 base weights; gradients and optimizer of the trained parameters;
     # offload moves the optimizer (and gradient) partition, and the parameter partition, to host
     out["mem_weights"] = ((1 - ft.IS_OFFLOAD_PARAMS) * sharded(2.5, weight_rep, weight_exp)
                           + zero3_buffer)
-    out["mem_gradients"] = (1 - ft.IS_OFFLOAD) * S.BYTES_PARAM * sharded(1.5, train_rep,
-                                                                          train_exp)
-    out["mem_optimizer"] = (1 - ft.IS_OFFLOAD) * S.BYTES_OPTIMIZER * sharded(0.5, train_rep,
-                                                                              train_exp)
-    logits = (1 - IS_PP) * S.BYTES_LOGIT * n * vocab_local
+    # [memory] layout-specific gradient and optimizer bytes (:func:`gradient_bytes`,
+    # :func:`optimizer_bytes`)
+    out["mem_gradients"] = (1 - ft.IS_OFFLOAD) * gradient_bytes(
+        sharded(1.5, train_rep, train_exp), sharded(0.5, train_rep, train_exp))
+    out["mem_optimizer"] = (1 - ft.IS_OFFLOAD) * optimizer_bytes(
+        sharded(0.5, train_rep, train_exp))
+    logit_bytes = S.BYTES_LOGIT + IS_HF * (HF_BYTES_LOGIT - S.BYTES_LOGIT)  # [memory]
+    logits = (1 - IS_PP) * logit_bytes * n * vocab_local
     out["mem_activations"] = (Ls * activation_bytes_layer() * microbatches_in_flight()
                               + IS_FULL * activation_bytes_layer_no_recompute() + logits)
     out["mem_total"] = (out["mem_weights"] + out["mem_gradients"] + out["mem_optimizer"]
                         + out["mem_activations"])
     out["mem_usable"] = S.hbm_cap - S.mem_reserved
+    # [memory] freed-but-cached blocks a device-level reading also shows (not in mem_total:
+    # the allocator releases them and retries before failing an allocation)
+    out["mem_cached"] = cached_gradient_bytes(train_rep + train_exp)
     # headroom, not a Piecewise flag: a relational over Piecewise terms makes SymPy fold every
     # branch combination into the condition (exponential blow-up); ``fits`` is headroom >= 0.
     out["mem_headroom"] = out["mem_usable"] - out["mem_total"]

@@ -37,6 +37,7 @@ tp, pp             both blank: unpredictable ("parallel config not stated"), unl
                    from ``n_gpus / (stated * dp)`` when dp is stated, else unpredictable
 global_batch       ``micro_batch * dp``
 dp_overlap         on; off for ZHANG23 (:data:`SOURCE_DEFAULTS`)
+train_framework    ``megatron``; ``hf`` for ZHANG23 (:data:`SOURCE_DEFAULTS`; memory only)
 flash_attention    the column when stated (0/1); else see :data:`SOURCE_DEFAULTS` and
                    :func:`flash_attention_rule`
 gated_mlp          the column when stated (1: SwiGLU, 0: GELU MLP); else the preset's flag
@@ -95,6 +96,7 @@ from .uncertainty import row_intervals
 
 __all__ = [
     "MEMORY_METRICS", "OTHER_METRICS", "SCALING_METRICS", "finetune_columns", "fit_agreement",
+    "memory_reading",
     "predict_other_rows", "prepare_other_rows",
     "FLOPS_CONVENTIONS", "KNOWN_METRICS", "INFERENCE_METRICS", "SOURCE_DEFAULTS", "MeasurementsError", "PreparedRow",
     "SkippedRow", "ValidationReport", "builtin_measurements", "evaluate_rows", "flash_attention_rule",
@@ -146,8 +148,16 @@ INFERENCE_REASON = "inference rows: not predicted by the training model"
 #:   reduction not overlapped with the backward, DeepSpeed's documented default
 #:   (DeepSpeed configuration JSON docs, ZeRO optimizations: ``overlap_comm`` "Attempts to
 #:   overlap the reduction of the gradients with backward computation", default ``false``).
+#:   [memory] Its memory layout is the Hugging Face Trainer's (``train_framework = hf``:
+#:   the llm-toolkit scripts of the paper's authors load the model in bf16 and run the
+#:   baseline without a DeepSpeed config, i.e. PyTorch DDP; AaronZLT/llm-toolkit
+#:   examples/e2e-benchmark/run.sh and llmtoolkit/model.py), and its printed peak memory is
+#:   the device's used memory, ``total - free`` of ``torch.cuda.mem_get_info`` at the end of
+#:   training (llmtoolkit/callbacks.py, ``on_train_end``), so it includes what the CUDA
+#:   context and the caching allocator hold beyond the tensors (``memory_reading = device``:
+#:   predicted as ``mem_total + mem_reserved``).
 SOURCE_DEFAULTS: dict[str, dict[str, Any]] = {
-    "ZHANG23": {"dp_overlap": False},
+    "ZHANG23": {"dp_overlap": False, "train_framework": "hf", "memory_reading": "device"},
     "NAR21": {"flash_attention": False},
     "MLM22": {"flash_attention": False},
     "MBRIDGE": {"sp_with_tp": True, "tp_overlap_with_sp": True},
@@ -663,6 +673,8 @@ def _prepare_one(row: Row, other_metrics: bool = False) -> PreparedRow:
                          recompute=recompute, zero=zero, dtype=dtype, flash_attention=flash,
                          dp_overlap=bool(SOURCE_DEFAULTS.get(source, {}).get("dp_overlap", True)),
                          tp_overlap=tp_overlap,
+                         train_framework=str(SOURCE_DEFAULTS.get(source, {}).get(
+                             "train_framework", "megatron")),
                          **finetune_columns(row, defaults))
     try:
         cfg = resolve(model, hw, cfg)
@@ -757,12 +769,40 @@ def _with_link(row: PreparedRow, link: str) -> PreparedRow:
     return dataclasses.replace(row, config=resolve(row.model, row.hardware, cfg))
 
 
+def memory_reading(prepared: Sequence[PreparedRow], out: Mapping[str, np.ndarray],
+                   params: Params) -> np.ndarray:
+    """[memory] The peak memory a row's source printed, predicted from the model outputs
+    ``out`` (first ``len(prepared)`` entries, one per row), bytes:
+
+    * ``mem_total`` (the tensors: what must fit) for a tensor-level reading
+      (``torch.cuda.max_memory_allocated``, the default);
+    * for a device-level reading (``memory_reading = device`` in :data:`SOURCE_DEFAULTS`:
+      ``total - free`` of ``torch.cuda.mem_get_info``, nvidia-smi) also ``mem_reserved``
+      (CUDA context, allocator) and the freed-but-cached blocks ``mem_cached`` when they fit
+      in ``mem_usable`` (else the allocator has released them before growing further).
+
+    Raises:
+        ParamsError: no parameters for a row's generation.
+    """
+    k = len(prepared)
+    total = np.asarray(out["mem_total"][:k], dtype=float)
+    cached = np.asarray(out["mem_cached"][:k], dtype=float)
+    usable = np.asarray(out["mem_usable"][:k], dtype=float)
+    device = np.array([SOURCE_DEFAULTS.get(r.source, {}).get("memory_reading") == "device"
+                       for r in prepared], dtype=bool)
+    reserved = np.array([float(params.for_generation(r.hardware.generation)["mem_reserved"])
+                         for r in prepared])
+    kept = np.where(total + cached <= usable, cached, 0.0)
+    return np.where(device, total + reserved + kept, total)
+
+
 def predict_other_rows(prepared: Sequence[PreparedRow], params: Params | None = None
                        ) -> pd.DataFrame:
     """Predict memory, OOM and scaling-efficiency rows (:data:`OTHER_METRICS`).
 
     * ``peak_memory_gib``: the model's ``mem_total / 2**30`` (weights, gradients, optimizer,
-      activations; no allocator reserve).
+      activations; no allocator reserve), or the device-level reading of
+      :func:`memory_reading` for a source that printed one.
     * ``oom``: 1 when ``mem_headroom < 0`` (``mem_total`` above ``hbm_cap - mem_reserved``).
     * ``scaling_efficiency_pct``: ``tokens/s(n GPUs) / (n * tokens/s(1 GPU)) * 100`` with the
       same micro-batch per GPU.
@@ -787,11 +827,12 @@ def predict_other_rows(prepared: Sequence[PreparedRow], params: Params | None = 
                 extra.extend([_with_link(r, "pcie"), _single_gpu(_with_link(r, "pcie"))])
     out = evaluate_rows(stack_inputs(evals + extra, params))
     step, total, head = out["step_time"], out["mem_total"], out["mem_headroom"]
+    reading = memory_reading(prepared, out, params)  # [memory]
     preds: list[float] = []
     k = len(evals)
     for i, r in enumerate(prepared):
         if r.metric == "peak_memory_gib":
-            preds.append(float(total[i]) / 2**30)
+            preds.append(float(reading[i]) / 2**30)
         elif r.metric == "oom":
             preds.append(float(head[i] < 0))
         else:

@@ -160,7 +160,8 @@ def test_options_reach_the_config():
                    "dp_replicate": 1, "sp": True, "vpp": 1, "micro_batch": 2,
                    "global_batch": 8, "seq_len": 1024, "recompute": "none", "zero": 1,
                    "dtype": "fp8", "flash_attention": False, "dp_overlap": False,
-                   "tp_overlap": False, "ep_overlap": False, "offload": "none",
+                   "tp_overlap": False, "ep_overlap": False, "train_framework": "megatron",
+                   "offload": "none",
                    "intra_node_link": "default",
                    "finetune": "full", "lora_rank": 16, "lora_targets": "q,k,v,o,gate,up,down"}
 

@@ -1,0 +1,146 @@
+"""[memory] Hugging Face Trainer + DeepSpeed memory layout (``train_framework = hf``):
+hand-computed bytes from the documented PyTorch/DeepSpeed/transformers rules, the
+device-level reading of the ZHANG23 rows against published values, and the memory fit."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+import sympy as sp
+
+from symcost import symbols as S
+from symcost import training as T
+from symcost.api import predict_training, training_inputs
+from symcost.calibrate import fit_memory
+from symcost.config import TrainingConfig
+from symcost.params import load_params
+from symcost.validate import (load_measurements, predict_other_rows, prepare_other_rows)
+
+# Llama-2-7B: per layer 4*4096^2 attention + 3*4096*11008 MLP weights (+ 2 norms), plus the
+# embedding, LM head and final norm: 6,738,415,616 parameters (the published 6.74B)
+LIN_LAYER = 4 * 4096**2 + 3 * 4096 * 11008
+P7 = 32 * (LIN_LAYER + 2 * 4096) + 2 * 32000 * 4096 + 4096
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "validation" / \
+    "published_measurements.csv"
+BASE = dict(num_gpus=8, micro_batch=1, seq_len=350, train_framework="hf",
+            flash_attention=False)
+
+
+def _mem(**cfg: object) -> dict[str, float]:
+    return predict_training("llama-2-7b", "a800-sxm4-80gb",
+                            TrainingConfig(**{**BASE, **cfg})).memory  # type: ignore[arg-type]
+
+
+def test_llama2_7b_parameter_count() -> None:
+    assert P7 == 6_738_415_616
+
+
+def test_hf_zero0_is_ddp_with_16bit_adamw() -> None:
+    # weights 2 B; gradients 2 B + DDP bucket copy 2 B; torch AdamW m, v in bf16: 4 B
+    m = _mem(zero=0)
+    assert m["weights"] == pytest.approx(2 * P7, rel=1e-12)
+    assert m["gradients"] == pytest.approx(4 * P7, rel=1e-12)
+    assert m["optimizer"] == pytest.approx(4 * P7, rel=1e-12)
+    # the Megatron layout keeps 12 B of fp32 master + Adam and no bucket copy
+    meg = _mem(zero=0, train_framework="megatron")
+    assert meg["optimizer"] == pytest.approx(12 * P7, rel=1e-12)
+    assert meg["gradients"] == pytest.approx(2 * P7, rel=1e-12)
+
+
+def test_hf_zero2_deepspeed_partitions() -> None:
+    # d = 8: full bf16 weights; bf16 gradient partition 2/8 + fp32 gradient partition 4/8;
+    # fp32 master + Adam 12/8
+    m = _mem(zero=2)
+    assert m["weights"] == pytest.approx(2 * P7, rel=1e-12)
+    assert m["gradients"] == pytest.approx(6 * P7 / 8, rel=1e-12)
+    assert m["optimizer"] == pytest.approx(12 * P7 / 8, rel=1e-12)
+    o = _mem(zero=2, offload="optimizer")
+    assert o["gradients"] == 0 and o["optimizer"] == 0
+
+
+def test_hf_zero3_live_parameters() -> None:
+    # partition 2*P/8 plus stage3_max_live_parameters = 1e9 gathered bf16 parameters
+    m = _mem(zero=3)
+    assert m["weights"] == pytest.approx(2 * P7 / 8 + 2 * 10**9, rel=1e-12)
+    o = _mem(zero=3, offload="optimizer+params")
+    assert o["weights"] == pytest.approx(2 * 10**9, rel=1e-12)
+    # a model smaller than 1e9 parameters is gathered whole: 2 bytes per parameter
+    v = {**training_inputs("llama-2-7b", "a800-sxm4-80gb",
+                           TrainingConfig(**{**BASE, "zero": 3})), }
+    expr = T.deepspeed_live_param_bytes(sp.Integer(123_456))
+    subs = {S.REGISTRY[k].symbol: x for k, x in v.items() if k in S.REGISTRY}
+    assert float(expr.xreplace(subs)) == 2 * 123_456
+
+
+def test_hf_llama_activations_by_hand() -> None:
+    # per layer, s = 350, b = 1, h = 4096, f = 11008, a = 32 heads:
+    # eager: norms 12sh, projections 10sh (qkv input, q, k, v, o_proj input), fp32 + bf16
+    # softmax 6*a*s^2, MLP 2sh + 8sf; logits 14 bytes x s x V (bf16, fp32, shifted, log_softmax)
+    s, h, f, a, V = 350, 4096, 11008, 32, 32000
+    eager = 24 * s * h + 8 * s * f + 6 * a * s * s
+    m = _mem(zero=0)
+    assert m["activations"] == pytest.approx(32 * eager + 14 * s * V, rel=1e-12)
+    # FlashAttention-2: output 2sh + fp32 log-sum-exp 4*a*s instead of the scores
+    flash = 26 * s * h + 8 * s * f + 4 * a * s
+    mf = _mem(zero=0, flash_attention=True)
+    assert mf["activations"] == pytest.approx(32 * flash + 14 * s * V, rel=1e-12)
+    # full recomputation: the layer inputs 2sh per layer + one layer's working set + logits
+    mr = _mem(zero=0, recompute="full")
+    assert mr["activations"] == pytest.approx(32 * 2 * s * h + eager + 14 * s * V, rel=1e-12)
+
+
+def test_cached_gradient_bytes_only_for_hf_zero123_without_param_offload() -> None:
+    cached = T.cached_gradient_bytes(sp.Integer(P7))
+
+    def at(**v: float) -> float:
+        vals = {"train_framework": 1, "zero_stage": 2, "offload": 0, "mem_cache_frac": 0.5,
+                **v}
+        return float(cached.xreplace({S.REGISTRY[k].symbol: x for k, x in vals.items()}))
+
+    assert at() == pytest.approx(0.5 * 2 * P7)            # half a bf16 copy
+    assert at(offload=1) == pytest.approx(0.5 * 2 * P7)   # optimizer offload keeps it
+    assert at(offload=2, zero_stage=3) == 0               # parameter offload: none
+    assert at(zero_stage=0) == 0                          # DDP: none
+    assert at(train_framework=0) == 0                     # Megatron layout: none
+
+
+@pytest.fixture(scope="module")
+def zhang_rows() -> list:
+    if not SHARED.exists():
+        pytest.skip("shared measurements not available")
+    other, _ = prepare_other_rows(load_measurements(SHARED))
+    return [r for r in other if r.source == "ZHANG23" and r.metric == "peak_memory_gib"]
+
+
+def test_zhang23_documented_rules_match_published_peaks(zhang_rows: list) -> None:
+    # rows no fitted memory constant touches (DDP ZeRO-0 on A800; QLoRA; ZeRO-3 on a 24 GB
+    # GPU where the cached blocks cannot fit): within 6% of the printed peak
+    params = load_params()
+    params = dataclasses.replace(params, generations={
+        g: {**v, "mem_cache_frac": 0.0} for g, v in params.generations.items()})
+    want = {"ZHANG23-III-7B-A800-naive-mem": 66.7, "ZHANG23-II-7B-A800-deepspeed-bs4-mem": 72.64,
+            "ZHANG23-III-7B-A800-q-mem": 9.8, "ZHANG23-III-7B-4090-z3-mem": 22.6}
+    rows = [r for r in zhang_rows if r.case_id in want]
+    assert len(rows) == len(want)
+    out = predict_other_rows(rows, params).set_index("case_id")
+    for cid, gib in want.items():
+        assert out.loc[cid, "measured"] == gib
+        assert out.loc[cid, "predicted"] == pytest.approx(gib, rel=0.06), cid
+
+
+def test_fit_memory_recovers_a_known_cache_fraction(zhang_rows: list) -> None:
+    # synthetic measurements made with mem_cache_frac = 0.6 are fitted back to 0.6
+    params = load_params()
+    truth = dataclasses.replace(params, generations={
+        g: {**v, "mem_cache_frac": 0.6} for g, v in params.generations.items()})
+    rows = [r for r in zhang_rows if r.hardware.generation == "ampere"]
+    pred = predict_other_rows(rows, truth).predicted.to_numpy()
+    synth = [dataclasses.replace(r, measured=float(p)) for r, p in zip(rows, pred)]
+    fitted, values = fit_memory(synth, params)
+    assert values["ampere"] == pytest.approx(0.6, abs=1e-9)
+    assert fitted.generations["ampere"]["mem_cache_frac"] == pytest.approx(0.6, abs=1e-9)
+    again = predict_other_rows(synth, fitted)
+    assert np.abs(again.error_pct).max() < 1e-6
