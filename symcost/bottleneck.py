@@ -89,6 +89,8 @@ DESCRIPTIONS = {
     "expert_down": "routed experts' down projections (grouped GEMM)",
     "expert_activation": "routed experts' GeLU / SwiGLU",
     "shared_experts": "shared experts (GEMMs and activation)",
+    "moe_permute": "MoE token permutation and unpermutation",  # [moe]
+    "moe_overhead": "fixed time per MoE layer (launches, dispatcher sync)",  # [moe]
     "fp8_cast": "fp8/fp4 casts of GEMM inputs",
     "optimizer": "Adam step",
     "pp_bubble": "pipeline fill and drain",
