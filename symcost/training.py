@@ -336,8 +336,9 @@ def layer_forward_compute() -> dict[str, Cost]:
         "moe_permute": ew.token_permutation(n / t, k, h).scale(fm),
         "moe_overhead": Cost(sp.Integer(0), sp.Integer(0), S.t_moe_layer).scale(fm),
         "expert_activation": ew.activation(routed * fe, g).scale(fm),
+        # [moe] zero without shared experts (a GEMM of width 0 would still read its input)
         "shared_experts": (gemm(n, (1 + g) * shared, h, peak) + gemm(n, h, shared, peak)
-                           + ew.activation(n * shared, g)).scale(fm),
+                           + ew.activation(n * shared, g)).scale(fm * smin(S.shared_experts, 1)),
         "norms": ew.norm(tokens_sp() * h).scale(2),
         "residual_dropout": ew.residual_dropout(tokens_sp() * h, S.has_dropout).scale(2),
         "fp8_cast": fp8_cast_layer(),

@@ -115,3 +115,14 @@ def test_parameter_file_without_moe_terms_loads_with_zero():
     p = params_from_dict({"generations": {"hopper": vals}})
     g = p.generations["hopper"]
     assert g["moe_m_half"] == 0.0 and g["t_moe_layer"] == 0.0 and g["eff_moe"] == 0.6
+
+
+def test_no_shared_expert_costs_nothing():
+    """shared_experts = 0: the shared-expert entry is exactly 0 (before, its two width-0
+    GEMMs still read their 16 x 8 input: 2 * 16 * 8 * 2 bytes); with one shared expert of
+    width 4 its up-projection is 2 * 16 * (2*4) * 8 = 2048 FLOP, down 2 * 16 * 8 * 4 = 1024,
+    its activation 8 FLOP per element * 16 * 4 = 512, times the MoE fraction 0.75: 2688."""
+    fwd = T.layer_forward_compute()
+    assert _bind(fwd["shared_experts"].bytes, TINY) == 0.0
+    assert _bind(fwd["shared_experts"].flops, {**TINY, "shared_experts": 1}) == pytest.approx(
+        (2048 + 1024 + 512) * 0.75)
