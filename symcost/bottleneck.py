@@ -84,11 +84,13 @@ DESCRIPTIONS = {
     "ep_comm": "expert-parallel all-to-all dispatch and combine",
     "pp_p2p": "pipeline send/receive",
     "dp_comm": "data-parallel gradient/parameter sync (exposed part)",
-    "router": "MoE router GEMM",
+    "router": "MoE router GEMM, score function and top-k",
     "expert_up": "routed experts' up (and gate) projections (grouped GEMM)",
     "expert_down": "routed experts' down projections (grouped GEMM)",
     "expert_activation": "routed experts' GeLU / SwiGLU",
     "shared_experts": "shared experts (GEMMs and activation)",
+    "moe_permute": "MoE token permutation and unpermutation",  # [moe]
+    "moe_overhead": "fixed time per MoE layer (launches, dispatcher sync)",  # [moe]
     "fp8_cast": "fp8/fp4 casts of GEMM inputs",
     "optimizer": "Adam step",
     "pp_bubble": "pipeline fill and drain",
@@ -161,7 +163,7 @@ def operator_times() -> dict[str, tuple[sp.Expr, str | None]]:
         t = cost.time * (1 + T.IS_FULL) + bwd[op].time
         if op == "attention":
             t = t + T.IS_SELECTIVE * selective
-        out[op] = (m * Ls * t, None)
+        out[op] = (m * Ls * t, "overhead" if op == "moe_overhead" else None)  # [moe] fixed time
     out["layer_overhead"] = (m * Ls * (3 + T.IS_FULL) * S.t_layer_overhead, "overhead")
     n = T.tokens_micro()
     vocab_local = S.vocab / S.tp

@@ -66,8 +66,9 @@ __all__ = [
 
 #: parameters fitted by default (per generation): the achieved fractions of peak of GEMMs
 #: (``eff_gemm``), of attention kernels (``eff_attn``), of the inter-node network
-#: (``eff_inter``), of MoE grouped expert GEMMs (``eff_moe``), of the host link
-#: (``eff_host``) and the host's CPU Adam rate (``cpu_adam_rate``); a parameter the rows of a
+#: (``eff_inter``), of MoE grouped expert GEMMs (``eff_moe``, with its tokens-per-expert
+#: half-point ``moe_m_half``) and the fixed time per MoE layer pass (``t_moe_layer``), of the
+#: host link (``eff_host``) and the host's CPU Adam rate (``cpu_adam_rate``); a parameter the rows of a
 #: generation cannot identify (no MoE or offload run) keeps its start value. The others keep their starting values, documented here because each was
 #: tried on the shared measurements: ``eff_hbm`` (training data constrain it only through
 #: small models' elementwise time; the fit pulled hopper's to 0.41, a stand-in for other
@@ -77,7 +78,9 @@ __all__ = [
 #: error grew), ``eff_intra`` (NVLink, rarely exposed), ``mem_reserved`` (memory only) and
 #: the inference-only constants.
 DEFAULT_FIT: tuple[str, ...] = ("eff_gemm", "eff_attn", "eff_inter", "eff_moe", "eff_host",
-                                 "cpu_adam_rate")
+                                 "cpu_adam_rate",
+                                 # [moe] grouped-GEMM size penalty, fixed time per MoE layer
+                                 "moe_m_half", "t_moe_layer")
 
 #: generation without data -> generations to copy fitted parameters from, in order of
 #: preference (the nearest architecture first).

@@ -46,14 +46,20 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "t_sched_lightllm": (0.0, 0.1),
     "t_sched_tgi": (0.0, 0.1),
     "t_sched_trtllm": (0.0, 0.1),
+    # [moe] grouped-GEMM half-efficiency tokens per expert; fixed time per MoE layer pass
+    "moe_m_half": (0.0, 65536.0),
+    "t_moe_layer": (0.0, 1e-2),
 }
 PARAM_NAMES: tuple[str, ...] = tuple(s.name for s in S.by_kind("efficiency"))
 assert set(PARAM_NAMES) == set(BOUNDS), "every efficiency symbol needs bounds"
 #: a parameter added after parameter files were written takes, where a file lacks it, the
 #: value of the parameter it refines (so files written before it keep working, unchanged):
 #: the MoE grouped-GEMM efficiency starts as the dense GEMM efficiency; the caching-allocator
-#: retention (``mem_cache_frac``, fitted by :func:`symcost.calibrate.fit_memory`) starts at 0.
-FALLBACK: dict[str, str | float] = {"eff_moe": "eff_gemm", "mem_cache_frac": 0.0}
+#: retention (``mem_cache_frac``, fitted by :func:`symcost.calibrate.fit_memory`) starts at 0;
+#: [moe] the grouped-GEMM size penalty and the fixed MoE layer time start at 0 (the model
+#: before they existed).
+FALLBACK: dict[str, str | float] = {"eff_moe": "eff_gemm", "mem_cache_frac": 0.0,
+                                    "moe_m_half": 0.0, "t_moe_layer": 0.0}
 
 
 class ParamsError(ValueError):

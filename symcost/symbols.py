@@ -375,6 +375,15 @@ t_sched_trtllm = _declare("t_sched_trtllm", "efficiency", "s",
                           "TensorRT-LLM's own time per forward step beyond t_infer_step",
                           nonneg=True)
 # --- end of fine-tuning block -----------------------------------------------------------
+# --- [moe] mixture-of-experts layer costs (issue 11; symcost.training.layer_forward_compute)
+moe_m_half = _declare("moe_m_half", "efficiency", "1",
+                      "tokens per local expert at which the grouped expert GEMMs reach half of "
+                      "eff_moe (small per-expert M: tile and wave quantization)", nonneg=True)
+t_moe_layer = _declare("t_moe_layer", "efficiency", "s",
+                       "fixed time per MoE layer per forward pass (router, permutation and "
+                       "dispatcher kernel launches, host sync of the per-expert token counts); "
+                       "backward counts it twice", nonneg=True)
+# --- [moe] end ---------------------------------------------------------------------------
 
 
 ALL_SYMBOLS: tuple[sp.Symbol, ...] = tuple(info.symbol for info in REGISTRY.values())

@@ -291,6 +291,13 @@ def layer_forward_compute() -> dict[str, Cost]:
     :func:`moe_layer_fraction`. With balanced routing each GPU receives the ``n*k/t`` routed
     tokens it dispatches (``n/t`` tokens per TP rank with SP, top-``k``), ``n*k*e/(t*E)`` per
     local expert, and runs whole experts (expert TP = 1, see :func:`params_gpu_experts`).
+    [moe] The grouped GEMMs run at :func:`grouped_gemm_efficiency` of that per-expert size;
+    the router adds its score function and top-k (:func:`~symcost.ops.elementwise.router_scores`);
+    ``moe_permute`` is the token permutation and probability-weighted unpermutation around the
+    dispatch (:func:`~symcost.ops.elementwise.token_permutation`), and ``moe_overhead`` the
+    calibrated fixed time ``t_moe_layer`` of a MoE layer pass (its many small kernels and the
+    dispatcher's host synchronisation on the per-expert token counts, which CUDA graphs of the
+    router and preprocessing remove; Megatron-Core MoE documentation, "CPU overhead").
 
     Returns:
         Mapping operator name -> :class:`Cost` (FLOP, bytes, s).
@@ -309,6 +316,8 @@ def layer_forward_compute() -> dict[str, Cost]:
     routed = n * k / t
     per_expert = routed / experts_local()
     shared = S.shared_experts * fe / t
+    # [moe] grouped-GEMM efficiency falls with the tokens per local expert (M of each GEMM)
+    eff_grouped = grouped_gemm_efficiency(per_expert)
     return {
         "qkv_proj": qkv_projection(n, peak),
         "attention": attention_core_forward(),
@@ -316,18 +325,44 @@ def layer_forward_compute() -> dict[str, Cost]:
         "mlp_up": gemm(n, (1 + g) * f / t, h, peak).scale(1 - fm),
         "mlp_down": gemm(n, h, f / t, peak).scale(1 - fm),
         "activation": ew.activation(n * f / t, g).scale(1 - fm),
-        "router": gemm(n, S.n_experts, h, S.peak_flops_16).scale(fm),
+        # [moe] router GEMM (16-bit, replicated over TP), score function and top-k
+        "router": (gemm(n, S.n_experts, h, S.peak_flops_16)
+                   + ew.router_scores(n, S.n_experts)).scale(fm),
         "expert_up": gemm(per_expert, (1 + g) * fe, h, peak, experts_local(), weight=False,
-                          eff=S.eff_moe).scale(fm),
+                          eff=eff_grouped).scale(fm),
         "expert_down": gemm(per_expert, h, fe, peak, experts_local(), weight=False,
-                            eff=S.eff_moe).scale(fm),
+                            eff=eff_grouped).scale(fm),
+        # [moe] token permutation around the dispatch, fixed time per MoE layer
+        "moe_permute": ew.token_permutation(n / t, k, h).scale(fm),
+        "moe_overhead": Cost(sp.Integer(0), sp.Integer(0), S.t_moe_layer).scale(fm),
         "expert_activation": ew.activation(routed * fe, g).scale(fm),
+        # [moe] zero without shared experts (a GEMM of width 0 would still read its input)
         "shared_experts": (gemm(n, (1 + g) * shared, h, peak) + gemm(n, h, shared, peak)
-                           + ew.activation(n * shared, g)).scale(fm),
+                           + ew.activation(n * shared, g)).scale(fm * smin(S.shared_experts, 1)),
         "norms": ew.norm(tokens_sp() * h).scale(2),
         "residual_dropout": ew.residual_dropout(tokens_sp() * h, S.has_dropout).scale(2),
         "fp8_cast": fp8_cast_layer(),
     }
+
+
+def grouped_gemm_efficiency(per_expert: sp.Expr) -> sp.Expr:
+    """[moe] Achieved fraction of peak of the grouped expert GEMMs with ``M`` tokens per local
+    expert: ``eff_moe * M/(M + M_half)`` (``M_half = moe_m_half``, calibrated; ``M`` at least
+    1 so a dense model, whose MoE terms are multiplied by 0, stays finite).
+
+    Each expert's GEMM is tiled into ``ceil(M/tile)`` row blocks; the last block of every
+    expert is partly empty and the kernel's fixed prologue/epilogue is paid per expert, so the
+    useful fraction of the work rises with ``M`` and saturates (the hyperbolic form is the
+    simplest such curve with one constant: the half-efficiency size).
+
+    References:
+        Gale et al. 2023, "MegaBlocks: Efficient Sparse Training with Mixture-of-Experts"
+        (MLSys), Sec. 3 and 5.1 (padding and small per-expert batches in grouped/batched
+        GEMMs); NVIDIA CUTLASS documentation, "Efficient GEMM in CUDA" (threadblock tiles,
+        wave quantization).
+    """
+    m = smax(per_expert, 1)
+    return S.eff_moe * m / (m + S.moe_m_half)
 
 
 def fp8_cast_layer() -> Cost:
@@ -337,7 +372,10 @@ def fp8_cast_layer() -> Cost:
     before the GEMM (read 2 bytes, write 1 byte per element, amax fused); the backward casts
     the output gradients the same way (counted by :func:`layer_backward_compute` as twice the
     forward). Weights are cast once per step, see :func:`fp8_weight_cast_bytes_layer`.
-    Memory-bound at achieved HBM bandwidth.
+    Memory-bound at achieved HBM bandwidth. [moe] In MoE layers the MLP inputs are the
+    ``n*k/t`` routed tokens entering each grouped expert GEMM (``h``, then ``f_e`` wide) and
+    the shared experts' inputs (Megatron-Core MoE documentation: GroupedGEMM with FP8/MXFP8;
+    Transformer Engine ``GroupedLinear`` quantizes each expert's input).
 
     References:
         Micikevicius et al. 2022, "FP8 formats for deep learning" (arXiv:2209.05433), Sec. 4
@@ -346,7 +384,12 @@ def fp8_cast_layer() -> Cost:
     """
     t, h, f = S.tp, S.hidden, S.ffn_hidden
     n = tokens_micro()
-    activations = n * (h + S.n_heads / t * head_dim() + h + f / t)
+    # [moe] MoE layers cast the routed tokens into each expert GEMM (k copies of h, then fe)
+    # and the shared experts' inputs, instead of the dense MLP's two inputs
+    fm, k, fe = moe_layer_fraction(), S.top_k, S.moe_ffn_hidden
+    mlp = ((1 - fm) * (h + f / t)
+           + fm * (k / t * (h + fe) + smin(S.shared_experts, 1) * h + S.shared_experts * fe / t))
+    activations = n * (h + S.n_heads / t * head_dim() + mlp)
     nbytes = (S.fp8 + S.fp4) * 3 * activations
     return Cost(sp.Integer(0), nbytes, nbytes / (S.hbm_bw * S.eff_hbm))
 
@@ -375,6 +418,10 @@ def layer_backward_compute() -> dict[str, Cost]:
                                            kv_heads_local(), attention_head_dim(),
                                            S.peak_flops_16)
     out = {k: v.scale(2) for k, v in fwd.items() if k != "attention"}
+    # [moe] the permutation's backward is a scatter-add of the same size plus the probability
+    # gradients (ops.elementwise.token_permutation_backward), not twice the forward
+    out["moe_permute"] = ew.token_permutation_backward(tokens_micro() / t, S.top_k,
+                                                       S.hidden).scale(moe_layer_fraction())
     out["attention"] = select(S.flash_attn > sp.Rational(1, 2), flash_b,
                                att.attention_unfused_backward(unfused_attention_forward())
                                ).scale(1 / S.cp)

@@ -58,3 +58,70 @@ def backward(cost: Cost) -> Cost:
     """Backward of a memory-bound op: about twice the traffic of the forward (reads the saved
     input and the output gradient, writes the input gradient and parameter-gradient partials)."""
     return cost.scale(2)
+
+
+# [moe] token permutation of mixture-of-experts layers (issue 11)
+#: bytes per routing probability (Megatron-Core keeps router probabilities in fp32).
+BYTES_PROB = sp.Integer(4)
+
+
+def token_permutation(tokens: sp.Expr, top_k: sp.Expr, width: sp.Expr) -> Cost:
+    """Forward token permutation and unpermutation of one MoE layer: the permute gathers each
+    of ``tokens`` vectors of ``width`` elements into ``top_k`` copies sorted by expert (read
+    ``tokens*width``, write ``tokens*top_k*width``); the unpermute weights the ``top_k`` expert
+    outputs by their fp32 routing probabilities and scatter-adds them back (read
+    ``tokens*top_k*width`` and ``tokens*top_k`` probabilities, write ``tokens*width``).
+    Memory-bound at achieved HBM bandwidth (one fused kernel each, ``--moe-permute-fusion``).
+
+    Args:
+        tokens: token vectors the GPU dispatches (its tokens outside the TP region).
+        top_k: experts per token.
+        width: elements per token vector (the hidden size ``h``).
+
+    Returns:
+        :class:`Cost`: FLOP ``tokens*top_k*width`` (the probability weighting), bytes
+        ``BYTES_ACT*2*tokens*width*(1 + top_k) + BYTES_PROB*tokens*top_k``, time s.
+
+    References:
+        NVIDIA Megatron-Core MoE documentation (``megatron/core/transformer/moe/README.md``:
+        token (un)permutation fusion, probabilities applied at unpermutation); Gale et al.
+        2023, "MegaBlocks" (MLSys), Sec. 5 (permutation as gather/scatter around grouped GEMMs).
+    """
+    nbytes = (S.BYTES_ACT * 2 * tokens * width * (1 + top_k)
+              + BYTES_PROB * tokens * top_k)
+    return Cost(tokens * top_k * width, nbytes, time_memory_bound(nbytes, S.hbm_bw, S.eff_hbm))
+
+
+def token_permutation_backward(tokens: sp.Expr, top_k: sp.Expr, width: sp.Expr) -> Cost:
+    """Backward of :func:`token_permutation`: the unpermute's backward reads the output
+    gradient (``tokens*width``) and the saved expert outputs (``tokens*top_k*width``, for the
+    probability gradients) and writes ``top_k`` gradient copies; the permute's backward reads
+    those copies and writes their sum per token. Bytes ``BYTES_ACT*tokens*width*(2 + 3*top_k)
+    + BYTES_PROB*tokens*top_k`` (about 1.5 times the forward for ``top_k = 8``).
+
+    References:
+        As :func:`token_permutation` (the backward of a gather is a scatter-add of the same
+        size; the probability gradient is a row-wise dot product with the saved outputs).
+    """
+    nbytes = (S.BYTES_ACT * tokens * width * (2 + 3 * top_k)
+              + BYTES_PROB * tokens * top_k)
+    return Cost(2 * tokens * top_k * width, nbytes,
+                time_memory_bound(nbytes, S.hbm_bw, S.eff_hbm))
+
+
+def router_scores(tokens: sp.Expr, experts: sp.Expr) -> Cost:
+    """Router score function and top-k of one MoE layer forward (after the router GEMM):
+    read the fp32 logits, write the probabilities, read them for the top-k selection and the
+    auxiliary load-balancing loss (three passes over ``tokens*experts`` fp32 values;
+    ``--moe-router-fusion`` fuses them into one kernel that still streams the scores).
+
+    Returns:
+        :class:`Cost`: FLOP ``5*tokens*experts`` (exp, sum, divide, compare), bytes
+        ``3*BYTES_PROB*tokens*experts``, time s.
+
+    References:
+        Fedus et al. 2022, "Switch Transformers" (JMLR), Sec. 2.1-2.2 (softmax router, top-k,
+        auxiliary loss); Megatron-Core MoE documentation (router fusion).
+    """
+    nbytes = 3 * BYTES_PROB * tokens * experts
+    return Cost(5 * tokens * experts, nbytes, time_memory_bound(nbytes, S.hbm_bw, S.eff_hbm))

@@ -1,0 +1,128 @@
+"""MoE layer cost terms (issue 11): token permutation, router scores, grouped-GEMM efficiency
+by tokens per expert, the fixed time per MoE layer and the fp8 casts of routed tokens.
+
+Every expected value is computed by hand in the test (arithmetic shown) for a tiny MoE
+configuration: 16 tokens, hidden 8, 4 experts, top-2, expert FFN 4, SwiGLU.
+"""
+
+from __future__ import annotations
+
+import pytest
+import sympy as sp
+
+from symcost import symbols as S
+from symcost import training as T
+from symcost.ops import elementwise as ew
+from symcost.params import FALLBACK, params_from_dict
+
+#: tiny MoE: 4 layers (1 leading dense), every other symbol set to a round number
+TINY = {
+    "tp": 1, "cp": 1, "ep": 2, "pp": 1, "sp_on": 0, "micro_batch": 1, "seq_len": 16,
+    "hidden": 8, "n_heads": 2, "n_kv_heads": 2, "head_dim_given": 0, "ffn_hidden": 32,
+    "gated_mlp": 1, "n_experts": 4, "top_k": 2, "shared_experts": 0, "moe_ffn_hidden": 4,
+    "n_layers": 4, "dense_layers": 1, "moe_layer_step": 1, "kv_lora_rank": 0,
+    "q_lora_rank": 0, "rope_head_dim": 0, "fp8": 0, "fp4": 0,
+    "peak_flops_16": 1e12, "peak_flops_8": 2e12, "peak_flops_4": 4e12,
+    "hbm_bw": 1e12, "eff_hbm": 0.5, "eff_gemm": 0.8, "eff_moe": 0.5, "moe_m_half": 16,
+    "t_moe_layer": 1e-3,
+}
+
+
+def _bind(expr: sp.Expr, values: dict[str, float]) -> float:
+    return float(sp.sympify(expr).xreplace({S.lookup(k): v for k, v in values.items()}))
+
+
+def test_token_permutation_bytes_by_hand():
+    """4 tokens, top-2, width 8: permute reads 4*8 and writes 4*2*8 bf16 values, unpermute
+    reads 4*2*8 values and 4*2 fp32 probabilities and writes 4*8 values:
+    2*(32 + 64 + 64 + 32) + 4*8 = 384 + 32 = 416 bytes; at 1e12 B/s * 0.5: 8.32e-10 s."""
+    c = ew.token_permutation(sp.Integer(4), sp.Integer(2), sp.Integer(8))
+    assert _bind(c.bytes, {}) == 416
+    assert _bind(c.time, {"hbm_bw": 1e12, "eff_hbm": 0.5}) == pytest.approx(416 / 5e11)
+    # backward: read dy (4*8), saved outputs (64), write 2 copies (64), read them (64), write
+    # the sum (32): 2*4*8*(2 + 3*2) = 512 bytes, plus the 32 bytes of probabilities
+    b = ew.token_permutation_backward(sp.Integer(4), sp.Integer(2), sp.Integer(8))
+    assert _bind(b.bytes, {}) == 544
+
+
+def test_router_scores_bytes_by_hand():
+    """16 tokens x 4 experts fp32 scores, three passes: 3 * 4 * 16 * 4 = 768 bytes."""
+    c = ew.router_scores(sp.Integer(16), sp.Integer(4))
+    assert _bind(c.bytes, {}) == 768
+
+
+def test_grouped_gemm_efficiency_halves_at_m_half():
+    """eff_moe * M/(M + M_half): 0.5 * 16/(16 + 16) = 0.25; 0.5 * 48/64 = 0.375; M_half = 0
+    gives eff_moe; an M below 1 (dense model, top_k = 0) is held at 1: 0.5 * 1/17."""
+    f = T.grouped_gemm_efficiency
+    assert _bind(f(sp.Integer(16)), TINY) == pytest.approx(0.25)
+    assert _bind(f(sp.Integer(48)), TINY) == pytest.approx(0.375)
+    assert _bind(f(sp.Integer(48)), {**TINY, "moe_m_half": 0}) == pytest.approx(0.5)
+    assert _bind(f(sp.Integer(0)), TINY) == pytest.approx(0.5 / 17)
+
+
+def test_layer_terms_of_a_tiny_moe_by_hand():
+    """MoE fraction (4 - 1)/(1*4) = 0.75; n = 16 tokens; 16*2 = 32 routed tokens over
+    E/e = 2 local experts: 16 per expert, efficiency 0.5*16/32 = 0.25.
+
+    * expert_up: 2 experts x 2*16*(2*4)*8 = 4096 FLOP at 1e12*0.25 -> 1.6384e-8 s (compute
+      bound: bytes 2*(16*8 + 8*8 + 16*8)*2 = 1280 at 5e11 B/s = 2.56e-9 s), x 0.75 = 1.2288e-8.
+    * moe_permute: 2*2*16*8*(1 + 2) + 4*16*2 = 1536 + 128 = 1664 bytes at 5e11 -> 3.328e-9 s,
+      x 0.75 = 2.496e-9 s; backward 2*16*8*(2 + 6) + 128 = 2176 bytes -> 4.352e-9 * 0.75.
+    * moe_overhead: 1e-3 s x 0.75 = 7.5e-4 s forward, twice that backward.
+    """
+    fwd = T.layer_forward_compute()
+    bwd = T.layer_backward_compute()
+    assert _bind(fwd["expert_up"].flops, TINY) == pytest.approx(4096 * 0.75)
+    assert _bind(fwd["expert_up"].time, TINY) == pytest.approx(4096 / 0.25e12 * 0.75)
+    assert _bind(fwd["moe_permute"].bytes, TINY) == pytest.approx(1664 * 0.75)
+    assert _bind(fwd["moe_permute"].time, TINY) == pytest.approx(1664 / 5e11 * 0.75)
+    assert _bind(bwd["moe_permute"].time, TINY) == pytest.approx(2176 / 5e11 * 0.75)
+    assert _bind(fwd["moe_overhead"].time, TINY) == pytest.approx(7.5e-4)
+    assert _bind(bwd["moe_overhead"].time, TINY) == pytest.approx(1.5e-3)
+
+
+def test_dense_model_has_no_moe_terms():
+    """n_experts = 0 (dense): every MoE term is zero and stays finite."""
+    dense = {**TINY, "n_experts": 0, "top_k": 0, "dense_layers": 0}
+    fwd = T.layer_forward_compute()
+    for name in ("router", "expert_up", "expert_down", "moe_permute", "moe_overhead"):
+        assert _bind(fwd[name].time, dense) == 0.0
+
+
+def test_fp8_casts_count_routed_expert_inputs():
+    """fp8 on, tp = 1: per token the casts read 2 and write 1 byte of the QKV input (h = 8),
+    the output-projection input (a*d = 8) and the MLP inputs: dense layers h + f = 8 + 32,
+    MoE layers k*(h + f_e) = 2*(8 + 4) = 24 (no shared expert). Average layer (MoE fraction
+    0.75): 16 + 0.25*40 + 0.75*24 = 44 elements per token; 16 tokens * 44 * 3 = 2112 bytes."""
+    c = T.fp8_cast_layer()
+    assert _bind(c.bytes, {**TINY, "fp8": 1}) == pytest.approx(2112)
+    # a shared expert adds its input h = 8 and its down-projection input f_e = 4 per token
+    assert _bind(c.bytes, {**TINY, "fp8": 1, "shared_experts": 1}) == pytest.approx(
+        2112 + 16 * 0.75 * 12 * 3)
+
+
+def test_parameter_file_without_moe_terms_loads_with_zero():
+    """A parameter file from before moe_m_half and t_moe_layer existed loads with both 0
+    (the model before these terms: no size penalty, no fixed MoE time)."""
+    assert FALLBACK["moe_m_half"] == 0.0 and FALLBACK["t_moe_layer"] == 0.0
+    vals = {"eff_gemm": 0.6, "eff_attn": 0.3, "eff_hbm": 0.8, "eff_intra": 0.7,
+            "eff_inter": 0.9, "t_layer_overhead": 2e-5, "t_step_overhead": 0.1,
+            "mem_reserved": 2e9, "eff_hbm_infer": 0.9, "eff_attn_infer": 0.75,
+            "eff_dequant": 0.8, "gemm_overlap": 0.3, "t_infer_step": 0.003, "eff_host": 0.8,
+            "cpu_adam_rate": 1e9, "t_sched_vllm": 0.0, "t_sched_lightllm": 0.0,
+            "t_sched_tgi": 0.0, "t_sched_trtllm": 0.0}
+    p = params_from_dict({"generations": {"hopper": vals}})
+    g = p.generations["hopper"]
+    assert g["moe_m_half"] == 0.0 and g["t_moe_layer"] == 0.0 and g["eff_moe"] == 0.6
+
+
+def test_no_shared_expert_costs_nothing():
+    """shared_experts = 0: the shared-expert entry is exactly 0 (before, its two width-0
+    GEMMs still read their 16 x 8 input: 2 * 16 * 8 * 2 bytes); with one shared expert of
+    width 4 its up-projection is 2 * 16 * (2*4) * 8 = 2048 FLOP, down 2 * 16 * 8 * 4 = 1024,
+    its activation 8 FLOP per element * 16 * 4 = 512, times the MoE fraction 0.75: 2688."""
+    fwd = T.layer_forward_compute()
+    assert _bind(fwd["shared_experts"].bytes, TINY) == 0.0
+    assert _bind(fwd["shared_experts"].flops, {**TINY, "shared_experts": 1}) == pytest.approx(
+        (2048 + 1024 + 512) * 0.75)
