@@ -60,11 +60,12 @@ def test_bottleneck_moves_from_compute_as_logic_scales(tmp_path: Path) -> None:
     res = _load("bottleneck_shift").run(tmp_path, quick=True)
     train, serve = res["train"], res["serve"]
     assert list(train["node"]) == ["12", "5", "1"]
-    # fixed HBM2e and HDR network: training leaves compute for memory or communication (at
-    # 1 nm the two are within a few per cent of each other: 40 % and 38 % of the step)
-    bounds = list(train["bound"])
-    _shifts(bounds, bounds[-1])
-    assert bounds[-1] in ("communication", "memory")
+    # fixed HBM2e and HDR network: in training the fixed network takes a growing share (about
+    # a third of the step at 1 nm, from nothing at 12 nm) while compute falls below half; with
+    # the TP collectives overlapped with their GEMMs compute stays the largest single term
+    assert train["compute_share"].iloc[0] > 0.9 and train["compute_share"].iloc[-1] < 0.5
+    assert train["communication_share"].is_monotonic_increasing
+    assert train["communication_share"].iloc[-1] > 0.25
     _shifts(list(serve["bound"]), "memory")          # fixed HBM2e
     for df in (train, serve):
         assert df["speedup"].is_monotonic_increasing
