@@ -34,7 +34,17 @@ changed were the 59 rejected on ``vpp`` (36 now valid, 23 now rejected by a late
 no inference draw changed; the parameters were then recalibrated (``eff_moe``, ``eff_host``
 and ``cpu_adam_rate`` added, Blackwell fitted on its own rows) and the whole snapshot was
 rewritten; then once more after the data-parallel overlap window came to include the exposed
-context- and expert-parallel communication of each pass (no dense row without CP moved). Every other value is as first written.
+context- and expert-parallel communication of each pass (no dense row without CP moved). A
+sixth (issues 11 and 13, evening of 2026-11-23): with the previous parameter file, (a)
+``tp_overlap`` (validate turns it on with SP for MBRIDGE, MBRIDGE2511, NEMO2407 and MLM24; MLM24
+also gets SP and the distributed optimizer from its notes) moved only the 186 validation rows
+of those four sources and no training or inference draw; (b) the HF/DeepSpeed memory model
+(``train_framework = hf`` for ZHANG23, device-level readings) moved only the 94 ZHANG23
+``peak_memory_gib`` rows; (c) the MoE cost terms (token permutation, router, grouped-GEMM size
+efficiency, fixed MoE layer time) moved only the 275 MoE rows (every dense prediction
+identical). The parameters were then recalibrated (``moe_m_half`` and ``t_moe_layer`` added,
+``mem_cache_frac`` fitted on the memory rows) and the whole snapshot was rewritten. Every
+other value is as first written.
 
 The draws are described by plain field values (API keywords), so the test can replay them
 through the public API whatever the internals become.
