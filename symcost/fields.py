@@ -289,6 +289,12 @@ MODEL_FIELDS: dict[str, Field] = _table(
     _int("q_lora_rank", "MLA latent query rank", 0, symbol=S.q_lora_rank.name, minimum=0),
     _int("rope_head_dim", "MLA decoupled RoPE width per head", 0,
          symbol=S.rope_head_dim.name, minimum=0),
+    _int("sliding_window", "sliding-window attention width W (0: full attention)", 0,
+         unit="tokens", symbol=S.sliding_window.name, minimum=0),
+    _int("full_attention_step", "with a window, every n-th layer full (0: none)", 0,
+         symbol=S.full_attention_step.name, minimum=0),
+    _int("mtp_layers", "multi-token-prediction modules (DeepSeek-V3: 1)", 0,
+         symbol=S.mtp_layers.name, minimum=0),
 )
 
 

@@ -79,7 +79,8 @@ _SIZE_FIELDS: tuple[str, ...] = (
 #: ``head_dim`` are sizes (>= 1).
 _COUNT_FIELDS: tuple[str, ...] = ("experts", "top_k", "shared_experts", "moe_ffn_hidden",
                                   "dense_layers", "kv_lora_rank", "q_lora_rank",
-                                  "rope_head_dim")
+                                  "rope_head_dim", "sliding_window", "full_attention_step",
+                                  "mtp_layers")
 _BOOL_FIELDS: tuple[str, ...] = ("bias", "tied_embeddings", "dropout")
 _ENUM_FIELDS: dict[str, tuple[str, ...]] = {
     "mlp": MLP_KINDS,
@@ -143,6 +144,17 @@ class ModelSpec:
             width.
         q_lora_rank: Latent query rank of MLA (0: a full-rank query projection).
         rope_head_dim: Decoupled RoPE query/key width per head of MLA.
+        sliding_window: Sliding-window attention width W in tokens (0: every layer attends
+            to the whole causal context). A token attends to itself and the ``W - 1``
+            tokens before it (Mistral 7B, arXiv:2310.06825, Sec. 2; HF ``sliding_window``).
+        full_attention_step: With a sliding window, every ``full_attention_step``-th layer
+            (1-indexed) keeps full causal attention (gpt-oss and Gemma-2: 2, alternating;
+            Gemma-3: 6); 0: every layer is windowed. Megatron-Core ``window_attn_skip_freq``.
+        mtp_layers: Multi-token-prediction modules trained with the model (DeepSeek-V3,
+            arXiv:2412.19437, Sec. 2.2: one module, a transformer block of the last layer's
+            kind plus a ``2h -> h`` projection, sharing the embedding and output head;
+            HF ``num_nextn_predict_layers``). Not counted in :meth:`num_params` (the
+            published 671B excludes the 14B MTP module).
 
     Raises:
         ModelSpecError: On construction (and :meth:`replace`) if a size is not
@@ -178,6 +190,9 @@ class ModelSpec:
     kv_lora_rank: int = 0
     q_lora_rank: int = 0
     rope_head_dim: int = 0
+    sliding_window: int = 0
+    full_attention_step: int = 0
+    mtp_layers: int = 0
 
     def __post_init__(self) -> None:
         if self.head_dim is None and isinstance(self.heads, int) and self.heads > 0 \
@@ -196,6 +211,15 @@ class ModelSpec:
         if not self.is_moe:
             return 0
         return -(-(self.layers - self.dense_layers) // self.moe_layer_step)
+
+    @property
+    def swa_layers(self) -> int:
+        """Layers with sliding-window attention: 0 without a window, else ``L - floor(L/n)``
+        with ``n = full_attention_step`` (every n-th layer full), or ``L`` when ``n = 0``."""
+        if not self.sliding_window:
+            return 0
+        step = self.full_attention_step
+        return self.layers - (self.layers // step if step else 0)
 
     def active_params(self) -> int:
         """Parameters one token uses (elements): :meth:`num_params` with only ``top_k`` of the
@@ -675,6 +699,8 @@ def _from_hf_mapping(
         fields = _llama_fields(cfg, label)
         fields.update(_moe_fields(cfg, label, fields["ffn_hidden"]))
         fields.update(_mla_fields(cfg, label))
+        fields.update(_window_fields(cfg, label, fields["layers"]))
+        fields["mtp_layers"] = _first_int(cfg, ("num_nextn_predict_layers",), label) or 0
         if fields.get("kv_lora_rank"):
             fields["kv_heads"] = fields["heads"]
     try:
@@ -719,6 +745,25 @@ def _moe_fields(cfg: Mapping[str, Any], label: str, ffn_hidden: int) -> dict[str
     return dict(experts=experts, top_k=top_k, moe_ffn_hidden=width, shared_experts=shared,
                 dense_layers=_first_int(cfg, ("first_k_dense_replace",), label) or 0,
                 moe_layer_step=_first_int(cfg, _MOE_STEP_KEYS, label) or 1)
+
+
+def _window_fields(cfg: Mapping[str, Any], label: str, layers: int) -> dict[str, Any]:
+    """Sliding-window attention: ``sliding_window`` (Mistral, Qwen2 only with
+    ``use_sliding_window``, gpt-oss, Gemma) and which layers keep full attention: HF
+    ``layer_types`` (``"full_attention"`` every n-th layer gives ``full_attention_step = n``;
+    an irregular list takes the nearest step ``round(L / full layers)``), Gemma-3
+    ``sliding_window_pattern``, else every layer windowed (``full_attention_step = 0``)."""
+    window = _first_int(cfg, ("sliding_window",), label) or 0
+    if not window or cfg.get("use_sliding_window") is False:
+        return {}
+    step = _first_int(cfg, ("sliding_window_pattern",), label) or 0
+    types = cfg.get("layer_types")
+    if isinstance(types, list) and types:
+        full = sum(1 for t in types if t == "full_attention")
+        if full == len(types):
+            return {}
+        step = round(layers / full) if full else 0
+    return dict(sliding_window=window, full_attention_step=step)
 
 
 def _mla_fields(cfg: Mapping[str, Any], label: str) -> dict[str, Any]:

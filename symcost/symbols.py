@@ -159,6 +159,15 @@ q_lora_rank = _declare("q_lora_rank", "model", "1",
 rope_head_dim = _declare("rope_head_dim", "model", "1",
                          "decoupled RoPE key/query width per head of MLA", integer=True,
                          nonneg=True)
+sliding_window = _declare("sliding_window", "model", "1",
+                          "sliding-window attention width W, tokens (0: full causal attention)",
+                          integer=True, nonneg=True)
+full_attention_step = _declare("full_attention_step", "model", "1",
+                               "with a window, every n-th layer keeps full attention (0: none)",
+                               integer=True, nonneg=True)
+mtp_layers = _declare("mtp_layers", "model", "1",
+                      "multi-token-prediction modules trained with the model (DeepSeek-V3)",
+                      integer=True, nonneg=True)
 
 # --- parallelism, batch and modes ------------------------------------------------------
 tp = _declare("tp", "parallel", "1", "tensor-parallel degree t", integer=True)

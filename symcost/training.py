@@ -90,6 +90,37 @@ def moe_layer_fraction() -> sp.Expr:
     return IS_MOE * (S.n_layers - S.dense_layers) / (S.moe_layer_step * S.n_layers)
 
 
+def swa_layer_fraction() -> sp.Expr:
+    """Fraction of the layers with sliding-window attention: ``(L - floor(L/n))/L`` with
+    ``n = full_attention_step`` (every n-th layer full), 1 when ``n = 0``, 0 without a window
+    (Megatron-Core ``window_attn_skip_freq``; gpt-oss alternates, n = 2)."""
+    step = S.full_attention_step
+    full = sp.Piecewise((sp.floor(S.n_layers / smax(step, 1)), step > sp.Rational(1, 2)),
+                        (0, True))
+    return flag(S.sliding_window > sp.Rational(1, 2)) * (S.n_layers - full) / S.n_layers
+
+
+def attention_context_factor() -> sp.Expr:
+    """Attention-core work of the average layer relative to full causal attention.
+
+    A windowed layer's token attends to ``min(W, position)`` tokens: on average
+    ``W - W(W-1)/(2s)`` for ``W < s`` against ``(s+1)/2 ~ s/2`` with full causal attention
+    (the exact count Megatron-Bridge's ``flop_utils`` uses), so its score work is
+    ``min(1, (2W - W(W-1)/s)/s)`` of a causal layer's; FlashAttention skips the blocks
+    outside the band. Returns ``1 - f_swa * (1 - that)`` (1 without a window).
+
+    References:
+        Beltagy et al. 2020, Longformer (arXiv:2004.05150), Sec. 3.1 (sliding window,
+        O(s*W)); Jiang et al. 2023, Mistral 7B (arXiv:2310.06825), Sec. 2; NVIDIA-NeMo/
+        Megatron-Bridge ``src/megatron/bridge/training/utils/flop_utils.py`` (average causal
+        sliding-window context).
+    """
+    s = S.seq_len
+    w = smin(S.sliding_window, s)  # a window as long as the sequence is full attention
+    banded = smin(1, (2 * w - w * (w - 1) / s) / s)
+    return 1 - swa_layer_fraction() * (1 - banded)
+
+
 def experts_safe() -> sp.Expr:
     """``max(E, 1)``: the expert count as a divisor that stays finite for dense models (whose
     MoE terms are multiplied by 0)."""
@@ -258,7 +289,8 @@ def attention_core_forward() -> Cost:
     """
     t, b, s = S.tp, S.micro_batch, S.seq_len
     d, kv = attention_head_dim(), kv_heads_local()
-    flash = att.attention_flash(b, s, S.n_heads / t, kv, d, S.peak_flops_16)
+    flash = att.attention_flash(b, s, S.n_heads / t, kv, d, S.peak_flops_16).scale(
+        attention_context_factor())  # sliding-window layers: FlashAttention skips the blocks
     unfused = att.attention_unfused(b, s, S.n_heads / t, kv, d, S.peak_flops_16, S.has_dropout)
     return select(S.flash_attn > sp.Rational(1, 2), flash, unfused).scale(1 / S.cp)
 
@@ -416,7 +448,7 @@ def layer_backward_compute() -> dict[str, Cost]:
     t = S.tp
     flash_b = att.attention_flash_backward(S.micro_batch, S.seq_len, S.n_heads / t,
                                            kv_heads_local(), attention_head_dim(),
-                                           S.peak_flops_16)
+                                           S.peak_flops_16).scale(attention_context_factor())
     out = {k: v.scale(2) for k, v in fwd.items() if k != "attention"}
     # [moe] the permutation's backward is a scatter-add of the same size plus the probability
     # gradients (ops.elementwise.token_permutation_backward), not twice the forward
@@ -765,19 +797,24 @@ def training_expressions() -> dict[str, sp.Expr]:
     head_bwd = ((2 - ft.IS_ADAPTER) * emb.lm_head(n, S.hidden, vocab_local, peak).time  # [finetune]
                 + emb.embedding_lookup(n, S.hidden).time)
 
-    t_f = Ls * fwd_layer + head_fwd
-    t_b = Ls * bwd_layer + head_bwd
-    t_r = Ls * rec_layer
-    t_tp = Ls * tp_layer
-    t_cp = Ls * cp_layer
-    t_ep = Ls * ep_layer
+    # multi-token prediction (DeepSeek-V3 Sec. 2.2): each MTP module is one more layer and
+    # one more pass through the output head; pipeline layouts balance it as a layer
+    # (Megatron-Core ``pipeline_model_parallel_layout``), 1/p of it per stage
+    Lc = Ls + S.mtp_layers / p
+    mtp_head = 1 + S.mtp_layers / p
+    t_f = Lc * fwd_layer + mtp_head * head_fwd
+    t_b = Lc * bwd_layer + mtp_head * head_bwd
+    t_r = Lc * rec_layer
+    t_tp = Lc * tp_layer
+    t_cp = Lc * cp_layer
+    t_ep = Lc * ep_layer
     # wall time of a micro-batch's forward and backward passes in which data-parallel
     # communication can overlap: compute plus the exposed context- and expert-parallel
     # communication of that pass (the all-to-all split by its passes: 1 forward, 1 + full
     # recomputation backward), so faster kernels never expose more of it than they save
     ep_f = t_ep / (2 + IS_FULL)
-    win_f = t_f + Ls * cp_comm_layer_forward().time + ep_f
-    win_b = t_b + t_r + (t_cp - Ls * cp_comm_layer_forward().time) + (t_ep - ep_f)
+    win_f = t_f + Lc * cp_comm_layer_forward().time + ep_f
+    win_b = t_b + t_r + (t_cp - Lc * cp_comm_layer_forward().time) + (t_ep - ep_f)
     c, e = S.cp, S.ep
     intra_pp = t * c * d * p <= S.gpus_per_node
     t_p2p = IS_PP * v * 2 * coll.p2p(n * S.hidden * S.BYTES_ACT / t, intra_pp).time
@@ -859,12 +896,14 @@ def training_expressions() -> dict[str, sp.Expr]:
     mlp_active = ((1 - fm) * (2 + g) * h * f
                   + fm * ((S.top_k + S.shared_experts) * params_expert() + h * S.n_experts))
     layer_matmul = 2 * s * (attention_linear_params() + mlp_active)
-    layer_attn = 4 * s**2 * a * attention_head_dim()
+    layer_attn = 4 * s**2 * a * attention_head_dim() * attention_context_factor()
     head_flops = 2 * s * h * S.vocab
     B = S.global_batch
-    flops_model = 3 * B * (S.n_layers * (layer_matmul + layer_attn) + head_flops)
-    flops_recompute = B * S.n_layers * (IS_FULL * (layer_matmul + layer_attn)
-                                        + IS_SELECTIVE * (1 - S.flash_attn) * layer_attn)
+    # MTP module: a layer, the 2h -> h projection and the output head (DeepSeek-V3 Sec. 2.2)
+    mtp_flops = S.mtp_layers * (layer_matmul + layer_attn + 2 * s * 2 * h**2 + head_flops)
+    flops_model = 3 * B * (S.n_layers * (layer_matmul + layer_attn) + head_flops + mtp_flops)
+    flops_recompute = B * (S.n_layers + S.mtp_layers) * (
+        IS_FULL * (layer_matmul + layer_attn) + IS_SELECTIVE * (1 - S.flash_attn) * layer_attn)
     n_gpus = t * c * p * d
     out["flops_model"] = flops_model
     out["flops_hardware"] = flops_model + flops_recompute

@@ -100,7 +100,8 @@ __all__ = [
     "predict_other_rows", "prepare_other_rows",
     "FLOPS_CONVENTIONS", "KNOWN_METRICS", "INFERENCE_METRICS", "SOURCE_DEFAULTS", "MeasurementsError", "PreparedRow",
     "SkippedRow", "ValidationReport", "builtin_measurements", "evaluate_rows", "flash_attention_rule",
-    "llm_foundry_flops_per_token", "load_measurements", "mape", "metric_factor", "nar21_flops",
+    "llm_foundry_flops_per_token", "megatron_flops_per_token", "model_flops_per_token",
+    "FLOPS_COUNTERS", "load_measurements", "mape", "metric_factor", "nar21_flops",
     "predict_rows", "prepare_rows", "preset_for_name", "source_of", "split_by_params",
     "unmodelled_reason",
     "predict_inference_hook", "stack_inputs", "summarize", "validate_file", "validate_frame",
@@ -182,8 +183,10 @@ _GPT_DEFAULTS = {"kv_heads": ("heads", 1), "ffn_hidden": ("hidden", 4)}
 #: mixture-of-experts columns of the format (:class:`~symcost.models.ModelSpec` fields).
 _MOE_COLUMNS = ("experts", "top_k", "shared_experts", "moe_ffn_hidden", "dense_layers",
                 "moe_layer_step")
-#: attention details no column gives, taken from a preset of the same width and heads.
-_ATTENTION_FROM_PRESET = ("head_dim", "kv_lora_rank", "q_lora_rank", "rope_head_dim")
+#: attention details no column gives (head width, MLA ranks, sliding window, multi-token
+#: prediction), taken from a preset of the same width and heads.
+_ATTENTION_FROM_PRESET = ("head_dim", "kv_lora_rank", "q_lora_rank", "rope_head_dim",
+                          "sliding_window", "full_attention_step", "mtp_layers")
 #: percent metrics: a published value above 100 is a data error.
 PERCENT_METRICS = ("MFU", "HFU", "pct_of_peak")
 #: plausible range of the measured step time a row implies (s): below a microsecond (a kernel
@@ -266,6 +269,98 @@ def llm_foundry_flops_per_token(n_params: npt.ArrayLike, layers: npt.ArrayLike,
     return base
 
 
+def megatron_flops_per_token(model: ModelSpec, seq: float, *, bridge: bool,
+                             tp: int = 1) -> tuple[float, float]:
+    """Model FLOPs per token as Megatron-LM/NeMo or Megatron-Bridge count them.
+
+    Per token, forward plus backward (``3 x`` the forward's ``2`` FLOP per multiply-add), no
+    recomputation, input embedding not counted::
+
+        6 * ( h*f*m * L_dense + h*f_e*(k + S)*m * L_moe            MLP (m = 3 gated, else 2)
+              + sum over layers of [ h*(q + 2*kv) + q*h              Q, K, V, O projections
+                                     + c * q * ctx ]                  attention core
+              + h*V )                                                 logits
+
+    with ``q = a*d``, ``kv = k*d`` (MLA: the latent down/up projections, as written in
+    ``flop_utils``). Megatron-LM 2024 and NeMo 24.07 count the whole score matrix
+    (``c*ctx = 2*s``); Megatron-Bridge counts causal attention halved (``c*ctx = s``), a
+    sliding-window layer's average causal context ``W - W(W-1)/(2s)`` (times 2), each
+    multi-token-prediction module as one more layer, its ``2h -> h`` projection and one more
+    pass through the output head, and the vocabulary padded to a multiple of ``128*tp``.
+
+    Args:
+        model: the row's model; seq: sequence length (tokens); bridge: the Megatron-Bridge
+            count (else Megatron-LM/NeMo); tp: tensor-parallel degree (vocabulary padding).
+
+    Returns:
+        ``(total, attention)``: model FLOP per token and its attention-core part (FLOP).
+
+    References:
+        NVIDIA-NeMo/Megatron-Bridge ``src/megatron/bridge/training/utils/flop_utils.py``
+        (``transformer_flops``; @067f987 reproduces the published model TFLOP/s over
+        tokens/s of every MBRIDGE run to 0.1%); Megatron-LM ``megatron/training/training.py``
+        ``num_floating_point_operations`` and NeMo ``utils/flops_formulas.py`` (the NEMO2407
+        and MLM24 counts; NEMO2407 reproduced to 0.1%); Narayanan et al. 2021 (SC'21), App.
+    """
+    h, a, k, d, L = model.hidden, model.heads, model.kv_heads, model.head_dim or 0, model.layers
+    m = 3 if model.mlp == "swiglu" else 2
+    n_moe = model.moe_layers
+    mtp = model.mtp_layers if bridge else 0
+    expert = model.moe_ffn_hidden * (model.top_k + model.shared_experts) * m
+    last_is_moe = n_moe > 0
+    mlp = h * (model.ffn_hidden * m * (L - n_moe) + expert * n_moe
+               + mtp * (expert if last_is_moe else model.ffn_hidden * m))
+    core = 1.0 if bridge else 2.0  # multiply-adds per (query element, context token)
+    if model.kv_lora_rank:
+        dq, r, rq = d + model.rope_head_dim, model.kv_lora_rank, model.q_lora_rank
+        query = rq * (h + a * dq + 1) if rq else h * a * dq
+        proj = query + r * (h + a * 2 * d + 1) + h * model.rope_head_dim + a * d * h
+        attn_core = core * seq * a * (dq + d) / 2
+        attn = (L + mtp) * attn_core
+        proj_total = (L + mtp) * proj
+    else:
+        q, kv = a * d, k * d
+        proj_total = (L + mtp) * (h * (q + 2 * kv) + q * h)
+        full = core * q * seq
+        n_swa = model.swa_layers if bridge else 0
+        w = model.sliding_window
+        swa = (2 * q * (w - w * (w - 1) / (2 * seq)) if w < seq else full) if n_swa else 0.0
+        attn = (L + mtp - n_swa) * full + n_swa * swa
+    vocab = model.vocab
+    if bridge:
+        multiple = 128 * tp
+        vocab = -(-vocab // multiple) * multiple
+    extra = mtp * (3 * h + 2 * h * h) if bridge else 0
+    total = 6.0 * (mlp + proj_total + attn + h * vocab * (mtp + 1) + extra)
+    return total, 6.0 * attn
+
+
+#: how a source counts the FLOPs of its ``model``/``hardware`` FLOP-rate metrics (the row's
+#: ``flops_convention`` says which FLOPs; this says with whose formula): ``megatron_bridge``
+#: and ``megatron`` (:func:`megatron_flops_per_token`; the MBRIDGE notes name
+#: ``flop_utils.py``, NEMO2407 is NeMo 24.07, MLM24 the Megatron-Core README), else the
+#: PaLM/llm-foundry count (:func:`llm_foundry_flops_per_token`).
+FLOPS_COUNTERS: dict[str, str] = {"MBRIDGE": "megatron_bridge", "MBRIDGE2511": "megatron_bridge",
+                                  "NEMO2407": "megatron", "MLM24": "megatron"}
+
+
+def model_flops_per_token(row: PreparedRow, n_params: float, recompute: str) -> float:
+    """Model FLOPs per token of ``row`` by its source's formula (:data:`FLOPS_COUNTERS`),
+    with the row's recomputation counted for ``recompute`` ``selective``/``full`` (the
+    ``hardware`` convention: full recomputes the forward, a third of the total; selective
+    the attention core's forward). ``n_params``: the PaLM/llm-foundry count's N."""
+    cfg, m = row.config, row.model
+    assert cfg.seq_len is not None
+    s = float(cfg.seq_len)
+    counter = FLOPS_COUNTERS.get(row.source)
+    if counter is None:
+        return float(llm_foundry_flops_per_token(n_params, m.layers, m.hidden, s, recompute))
+    total, attn = megatron_flops_per_token(m, s, bridge=counter == "megatron_bridge",
+                                           tp=int(cfg.tp))
+    return total * (4.0 / 3.0 if recompute == "full" else 1.0) + (
+        attn / 3.0 if recompute == "selective" else 0.0)
+
+
 def metric_factor(row: PreparedRow) -> tuple[float, float]:
     """The row's metric as ``value = coef * step_time ** power`` (step time in s).
 
@@ -275,14 +370,16 @@ def metric_factor(row: PreparedRow) -> tuple[float, float]:
     * ``achieved_tflops_per_gpu``: F / (step time * GPUs) / 1e12, where F, the FLOPs per
       step, follows the row's ``flops_convention``: ``megatron_sc21`` or blank (NAR21,
       MLM22): :func:`nar21_flops`; ``model`` (e.g. MLM24, whose TFLOP/s equal MFU x 989 TFLOP/s):
-      :func:`llm_foundry_flops_per_token` without recomputation times tokens per step, the
-      count of the ``MFU`` metric, so every metric of one run implies the same step time;
-      ``hardware``: the same with the row's recomputation counted (the ``HFU`` count).
+      :func:`model_flops_per_token` without recomputation times tokens per step, the
+      count of the ``MFU`` metric, so every metric of one run implies the same step time
+      (the source's own formula, :data:`FLOPS_COUNTERS`: Megatron-Bridge, Megatron-LM/NeMo,
+      else PaLM/llm-foundry); ``hardware``: the same with the row's recomputation counted
+      (the ``HFU`` count).
     * ``pct_of_peak``: the same over the dense peak of the row's dtype (312 TFLOP/s on A100),
       in percent.
     * ``aggregate_pflops``: F / step time / 1e15.
     * ``MFU`` / ``HFU`` (percent), ``model_tflops_per_gpu``:
-      :func:`llm_foundry_flops_per_token` * tokens per step / (step time * GPUs) over the dense
+      :func:`model_flops_per_token` * tokens per step / (step time * GPUs) over the dense
       peak of the row's dtype (fp8 rows: the fp8 peak) / over 1e12. ``N`` is the published
       ``n_params_b``, else the model's exact parameter count; for a mixture-of-experts model
       the active parameters (:meth:`~symcost.models.ModelSpec.active_params`).
@@ -314,7 +411,7 @@ def metric_factor(row: PreparedRow) -> tuple[float, float]:
     if metric in ("achieved_tflops_per_gpu", "pct_of_peak", "aggregate_pflops"):
         if row.flops_convention in ("model", "hardware"):
             mode = cfg.recompute if row.flops_convention == "hardware" else "none"
-            F = float(llm_foundry_flops_per_token(N, m.layers, m.hidden, s, mode)) * tokens
+            F = model_flops_per_token(row, N, mode) * tokens
         else:
             F = float(nar21_flops(B, s, m.layers, m.hidden, m.vocab))
         scale = {"achieved_tflops_per_gpu": 1.0 / (n * 1e12), "pct_of_peak": 100.0 / (n * peak),
@@ -322,7 +419,7 @@ def metric_factor(row: PreparedRow) -> tuple[float, float]:
         return F * scale, -1.0
     if metric in ("MFU", "model_tflops_per_gpu", "HFU"):
         mode = cfg.recompute if metric == "HFU" else "none"
-        per_token = float(llm_foundry_flops_per_token(N, m.layers, m.hidden, s, mode))
+        per_token = model_flops_per_token(row, N, mode)
         denom = n * (1e12 if metric == "model_tflops_per_gpu" else peak / 100.0)
         return per_token * tokens / denom, -1.0
     if metric == "tokens_per_s_per_gpu":
