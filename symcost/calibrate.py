@@ -68,7 +68,10 @@ __all__ = [
 #: (``eff_gemm``), of attention kernels (``eff_attn``), of the inter-node network
 #: (``eff_inter``), of MoE grouped expert GEMMs (``eff_moe``, with its tokens-per-expert
 #: half-point ``moe_m_half``) and the fixed time per MoE layer pass (``t_moe_layer``), of the
-#: host link (``eff_host``) and the host's CPU Adam rate (``cpu_adam_rate``); a parameter the rows of a
+#: host link (``eff_host``) and the host's CPU Adam rate (``cpu_adam_rate``), the speed of
+#: FlashAttention-2 kernels relative to native ones (``fa2_ratio``: identified only where a
+#: generation has runs with both, Hopper; on Ampere every FlashAttention run is FA2 and the
+#: ratio is not separable from ``eff_attn``, so it keeps its start value 1); a parameter the rows of a
 #: generation cannot identify (no MoE or offload run) keeps its start value. The others keep their starting values, documented here because each was
 #: tried on the shared measurements: ``eff_hbm`` (training data constrain it only through
 #: small models' elementwise time; the fit pulled hopper's to 0.41, a stand-in for other
@@ -78,7 +81,7 @@ __all__ = [
 #: error grew), ``eff_intra`` (NVLink, rarely exposed), ``mem_reserved`` (memory only) and
 #: the inference-only constants.
 DEFAULT_FIT: tuple[str, ...] = ("eff_gemm", "eff_attn", "eff_inter", "eff_moe", "eff_host",
-                                 "cpu_adam_rate",
+                                 "cpu_adam_rate", "fa2_ratio",
                                  # [moe] grouped-GEMM size penalty, fixed time per MoE layer
                                  "moe_m_half", "t_moe_layer")
 
@@ -232,7 +235,9 @@ def _fit_generation(gen: str, X_inputs: dict[str, np.ndarray], y: np.ndarray,
     sens = np.max(np.abs(J0 * np.where(theta0 != 0, theta0, hi)), axis=0)
     active = sens > 1e-6
     # drop parameters the rows cannot tell apart from the others (rank-deficient scaled
-    # Jacobian at the start), weakest column first; they stay at their start values
+    # Jacobian at the start), weakest column first, and among columns of equal weight (e.g.
+    # eff_attn and fa2_ratio when every attention run uses FlashAttention-2) the one listed
+    # last in ``fit`` (a refinement of an earlier one); they stay at their start values
     scaled0 = J0 * np.where(theta0 != 0, theta0, hi)
     while True:
         cols = np.flatnonzero(active)
@@ -241,7 +246,17 @@ def _fit_generation(gen: str, X_inputs: dict[str, np.ndarray], y: np.ndarray,
         sub = scaled0[:, cols]
         if np.linalg.matrix_rank(sub, tol=1e-6 * np.abs(sub).max()) == len(cols):
             break
-        active[cols[np.argmin(np.linalg.norm(sub, axis=0))]] = False
+        norms = np.linalg.norm(sub, axis=0)
+        weakest = np.flatnonzero(norms <= norms.min() * (1 + 1e-6))
+        active[cols[weakest[-1]]] = False
+    # and a column (nearly) parallel to an earlier one (cosine > 1 - 1e-4: the rows move both
+    # parameters the same way, so the fit could trade one for the other along a flat valley)
+    cols = np.flatnonzero(active)
+    unit = scaled0[:, cols] / np.maximum(np.linalg.norm(scaled0[:, cols], axis=0), 1e-300)
+    for a in range(len(cols)):
+        for b in range(a):
+            if active[cols[a]] and active[cols[b]] and abs(unit[:, a] @ unit[:, b]) > 1 - 1e-4:
+                active[cols[a]] = False
     dead = tuple(p for p, a in zip(fit, active) if not a)
     free = tuple(p for p, a in zip(fit, active) if a)
     if not free:

@@ -66,6 +66,8 @@ class TrainingConfig:
             they feed (Transformer Engine userbuffers, Megatron-Core ``--tp-comm-overlap``;
             needs ``sp``).
         train_framework: ``megatron`` or ``hf`` (Hugging Face Trainer + DeepSpeed); memory only.
+        attention_backend: ``native`` (cuDNN / Transformer Engine fused attention,
+            FlashAttention-3) or ``fa2`` (the flash-attn 2 library), with FlashAttention.
         ep_overlap: overlap the MoE all-to-all with another micro-batch's compute (DeepSeek-V3
             DualPipe, arXiv:2412.19437 Sec. 3.2.1; Megatron-Core's 1F1B all-to-all overlap).
         offload: ``none``, ``optimizer`` or ``optimizer+params`` (host memory, DeepSpeed).
@@ -94,6 +96,7 @@ class TrainingConfig:
     dp_overlap: bool = True
     tp_overlap: bool = False
     train_framework: str = "megatron"
+    attention_backend: str = "native"
     ep_overlap: bool = False
     # fine-tuning, offload and topology (issue 13; see symcost.fields / symcost.finetune)
     offload: str = "none"

@@ -68,6 +68,12 @@ OFFLOAD_MODES: dict[str, int] = {"none": 0, "optimizer": 1, "optimizer+params": 
 #: modeling code and Trainer: ZeRO-0 is PyTorch DDP with torch AdamW on the 16-bit weights,
 #: ZeRO 1-3 DeepSpeed's partitioned fp32 optimizer; eager attention and fp32 upcasts).
 TRAIN_FRAMEWORKS: dict[str, int] = {"megatron": 0, "hf": 1}
+#: attention kernel libraries -> code of the ``attention_backend`` symbol: ``native`` (the
+#: generation's own fused kernels: cuDNN fused attention through Transformer Engine,
+#: FlashAttention-3 on Hopper; FlashAttention-2 on Ampere/Ada, where it is the native one) and
+#: ``fa2`` (the flash-attn 2 library, written for Ampere; on Hopper it reaches about 35% of peak
+#: against 75% for FlashAttention-3, Shah et al. 2024, arXiv:2407.08608, Sec. 1 and 4.1).
+ATTENTION_BACKENDS: dict[str, int] = {"native": 0, "fa2": 1}
 #: intra-node link names -> code of the ``intra_link`` symbol (``default``: the hardware's own).
 INTRA_LINKS: dict[str, int] = {"default": 0, "nvlink": 1, "nvlink-bridge": 2, "pcie": 3}
 #: fine-tuning modes -> code of the ``finetune`` symbol (Hu et al. 2021, LoRA; Dettmers et al.
@@ -219,6 +225,10 @@ TRAINING_FIELDS: dict[str, Field] = _table(
           "megatron (fp32 master + Adam, fused kernels) or hf (Hugging Face Trainer: DDP with "
           "16-bit AdamW at ZeRO-0, DeepSpeed at ZeRO 1-3, eager modeling code)",
           "train_framework", choices=TRAIN_FRAMEWORKS),
+    Field("attention_backend", "enum", "1", "native", "attention kernels with FlashAttention:"
+          " native (cuDNN/Transformer Engine, FlashAttention-3 on Hopper) or fa2 (the "
+          "flash-attn 2 library: Hugging Face, llm-foundry), at fa2_ratio of native speed",
+          "attention_backend", choices=ATTENTION_BACKENDS),
     _bool("ep_overlap", "overlap the MoE all-to-all with another micro-batch's compute "
           "(DualPipe, Megatron-Core A2A overlap)", False, "ep_overlap"),
     # --- fine-tuning, offload, topology (issue 13; symcost.finetune) ---

@@ -49,6 +49,8 @@ BOUNDS: dict[str, tuple[float, float]] = {
     # [moe] grouped-GEMM half-efficiency tokens per expert; fixed time per MoE layer pass
     "moe_m_half": (0.0, 65536.0),
     "t_moe_layer": (0.0, 1e-2),
+    # FlashAttention-2 relative to native attention kernels
+    "fa2_ratio": (0.05, 1.0),
 }
 PARAM_NAMES: tuple[str, ...] = tuple(s.name for s in S.by_kind("efficiency"))
 assert set(PARAM_NAMES) == set(BOUNDS), "every efficiency symbol needs bounds"
@@ -57,9 +59,9 @@ assert set(PARAM_NAMES) == set(BOUNDS), "every efficiency symbol needs bounds"
 #: the MoE grouped-GEMM efficiency starts as the dense GEMM efficiency; the caching-allocator
 #: retention (``mem_cache_frac``, fitted by :func:`symcost.calibrate.fit_memory`) starts at 0;
 #: [moe] the grouped-GEMM size penalty and the fixed MoE layer time start at 0 (the model
-#: before they existed).
+#: before they existed); FlashAttention-2 runs at native speed (``fa2_ratio`` 1).
 FALLBACK: dict[str, str | float] = {"eff_moe": "eff_gemm", "mem_cache_frac": 0.0,
-                                    "moe_m_half": 0.0, "t_moe_layer": 0.0}
+                                    "moe_m_half": 0.0, "t_moe_layer": 0.0, "fa2_ratio": 1.0}
 
 
 class ParamsError(ValueError):

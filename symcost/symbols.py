@@ -393,6 +393,15 @@ t_moe_layer = _declare("t_moe_layer", "efficiency", "s",
                        "dispatcher kernel launches, host sync of the per-expert token counts); "
                        "backward counts it twice", nonneg=True)
 # --- [moe] end ---------------------------------------------------------------------------
+# attention kernel library (issue 11 item 5: attention efficiency per kernel and generation)
+attention_backend = _declare("attention_backend", "parallel", "1",
+                             "attention kernels: 0 the generation's native fused kernels "
+                             "(cuDNN / Transformer Engine, FlashAttention-3 on Hopper), 1 the "
+                             "FlashAttention-2 library", integer=True, nonneg=True)
+fa2_ratio = _declare("fa2_ratio", "efficiency", "1",
+                     "speed of FlashAttention-2 kernels relative to the generation's native "
+                     "fused attention (1 where FlashAttention-2 is the native kernel: Ampere, "
+                     "Ada)")
 
 
 ALL_SYMBOLS: tuple[sp.Symbol, ...] = tuple(info.symbol for info in REGISTRY.values())

@@ -121,6 +121,17 @@ def attention_context_factor() -> sp.Expr:
     return 1 - swa_layer_fraction() * (1 - banded)
 
 
+def flash_kernel(c: Cost) -> Cost:
+    """A FlashAttention cost with the kernel library's speed: unchanged for the native kernels
+    (``attention_backend = native``); for the flash-attn 2 library (``fa2``), which on Hopper
+    uses neither the warpgroup MMA nor the TMA of the FlashAttention-3 / cuDNN kernels, the
+    compute efficiency ``eff_attn`` becomes ``eff_attn * fa2_ratio`` (a memory-bound kernel is
+    unaffected). Shah et al. 2024, "FlashAttention-3", arXiv:2407.08608, Sec. 1: FA2 reaches
+    35% of H100 peak, FA3 75%."""
+    rate = 1 - S.attention_backend + S.attention_backend * S.fa2_ratio
+    return Cost(c.flops, c.bytes, c.time.xreplace({S.eff_attn: S.eff_attn * rate}))
+
+
 def experts_safe() -> sp.Expr:
     """``max(E, 1)``: the expert count as a divisor that stays finite for dense models (whose
     MoE terms are multiplied by 0)."""
@@ -289,8 +300,8 @@ def attention_core_forward() -> Cost:
     """
     t, b, s = S.tp, S.micro_batch, S.seq_len
     d, kv = attention_head_dim(), kv_heads_local()
-    flash = att.attention_flash(b, s, S.n_heads / t, kv, d, S.peak_flops_16).scale(
-        attention_context_factor())  # sliding-window layers: FlashAttention skips the blocks
+    flash = flash_kernel(att.attention_flash(b, s, S.n_heads / t, kv, d, S.peak_flops_16).scale(
+        attention_context_factor()))  # sliding-window layers: FlashAttention skips the blocks
     unfused = att.attention_unfused(b, s, S.n_heads / t, kv, d, S.peak_flops_16, S.has_dropout)
     return select(S.flash_attn > sp.Rational(1, 2), flash, unfused).scale(1 / S.cp)
 
@@ -446,9 +457,9 @@ def layer_backward_compute() -> dict[str, Cost]:
     forward (input and weight gradients), attention per its kernel."""
     fwd = layer_forward_compute()
     t = S.tp
-    flash_b = att.attention_flash_backward(S.micro_batch, S.seq_len, S.n_heads / t,
-                                           kv_heads_local(), attention_head_dim(),
-                                           S.peak_flops_16).scale(attention_context_factor())
+    flash_b = flash_kernel(att.attention_flash_backward(
+        S.micro_batch, S.seq_len, S.n_heads / t, kv_heads_local(), attention_head_dim(),
+        S.peak_flops_16).scale(attention_context_factor()))
     out = {k: v.scale(2) for k, v in fwd.items() if k != "attention"}
     # [moe] the permutation's backward is a scatter-add of the same size plus the probability
     # gradients (ops.elementwise.token_permutation_backward), not twice the forward

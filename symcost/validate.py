@@ -38,6 +38,7 @@ tp, pp             both blank: unpredictable ("parallel config not stated"), unl
 global_batch       ``micro_batch * dp``
 dp_overlap         on; off for ZHANG23 (:data:`SOURCE_DEFAULTS`)
 train_framework    ``megatron``; ``hf`` for ZHANG23 (:data:`SOURCE_DEFAULTS`; memory only)
+attention_backend  ``native``; ``fa2`` for MPT and ZHANG23 (:data:`SOURCE_DEFAULTS`)
 flash_attention    the column when stated (0/1); else see :data:`SOURCE_DEFAULTS` and
                    :func:`flash_attention_rule`
 gated_mlp          the column when stated (1: SwiGLU, 0: GELU MLP); else the preset's flag
@@ -145,6 +146,12 @@ INFERENCE_REASON = "inference rows: not predicted by the training model"
 #:   TP (Megatron-Core requires it for ``--tp-comm-overlap``) and the distributed optimizer
 #:   (``zero_stage`` 1: its notes state overlapped "param-gather", which only the distributed
 #:   optimizer does).
+#: * MPT and ZHANG23: FlashAttention through the flash-attn 2 library
+#:   (``attention_backend = fa2``): llm-foundry's benchmark installs ``.[gpu-flash2]``
+#:   (flash-attn 2.4.2 on H100) and runs ``attn_impl: flash`` (mosaicml/llm-foundry
+#:   ``scripts/train/benchmarking/submit_benchmarks.py``); the paper's llm-toolkit passes
+#:   ``--flash_attn True`` to Hugging Face's ``flash_attention_2``. The Megatron sources use
+#:   Transformer Engine's cuDNN fused attention (native).
 #: * ZHANG23 (DeepSpeed data parallelism through the Hugging Face Trainer): gradient
 #:   reduction not overlapped with the backward, DeepSpeed's documented default
 #:   (DeepSpeed configuration JSON docs, ZeRO optimizations: ``overlap_comm`` "Attempts to
@@ -158,7 +165,8 @@ INFERENCE_REASON = "inference rows: not predicted by the training model"
 #:   context and the caching allocator hold beyond the tensors (``memory_reading = device``:
 #:   predicted as ``mem_total + mem_reserved``).
 SOURCE_DEFAULTS: dict[str, dict[str, Any]] = {
-    "ZHANG23": {"dp_overlap": False, "train_framework": "hf", "memory_reading": "device"},
+    "ZHANG23": {"dp_overlap": False, "train_framework": "hf", "memory_reading": "device",
+                "attention_backend": "fa2"},
     "NAR21": {"flash_attention": False},
     "MLM22": {"flash_attention": False},
     "MBRIDGE": {"sp_with_tp": True, "tp_overlap_with_sp": True},
@@ -166,7 +174,7 @@ SOURCE_DEFAULTS: dict[str, dict[str, Any]] = {
     "NEMO2407": {"sp_with_tp": True, "tp_overlap_with_sp": True},
     "MLM24": {"sp_with_tp": True, "tp_overlap_with_sp": True, "zero_stage": 1},
     "MPT": {"flash_attention": True, "arch": {"position": "learned", "bias": True},
-            "max_seq_len_is_seq_len": True},
+            "max_seq_len_is_seq_len": True, "attention_backend": "fa2"},
 }
 
 #: family prefix of a model name -> preset supplying its architecture flags.
@@ -772,6 +780,8 @@ def _prepare_one(row: Row, other_metrics: bool = False) -> PreparedRow:
                          tp_overlap=tp_overlap,
                          train_framework=str(SOURCE_DEFAULTS.get(source, {}).get(
                              "train_framework", "megatron")),
+                         attention_backend=str(SOURCE_DEFAULTS.get(source, {}).get(
+                             "attention_backend", "native")),
                          **finetune_columns(row, defaults))
     try:
         cfg = resolve(model, hw, cfg)
