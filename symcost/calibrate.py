@@ -247,8 +247,8 @@ def _fit_generation(gen: str, X_inputs: dict[str, np.ndarray], y: np.ndarray,
         if np.linalg.matrix_rank(sub, tol=1e-6 * np.abs(sub).max()) == len(cols):
             break
         norms = np.linalg.norm(sub, axis=0)
-        weakest = np.flatnonzero(norms <= norms.min() * (1 + 1e-6))
-        active[cols[weakest[-1]]] = False
+        ties = np.flatnonzero(norms <= norms.min() * (1 + 1e-6))
+        active[cols[ties[-1]]] = False
     # and a column (nearly) parallel to an earlier one (cosine > 1 - 1e-4: the rows move both
     # parameters the same way, so the fit could trade one for the other along a flat valley)
     cols = np.flatnonzero(active)
