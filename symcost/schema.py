@@ -58,6 +58,11 @@ OUTPUT_KEYS: dict[str, str] = {
     "mem_kv_budget": "memory_kv_budget_bytes",
     "mem_headroom": "memory_headroom_bytes",
     "mem_cached": "memory_cached_bytes",  # [memory] freed blocks the allocator still holds
+    # per transformer layer, one micro-batch on one GPU (the average layer)
+    "time_layer_forward": "time_layer_forward_s",
+    "time_layer_backward": "time_layer_backward_s",
+    "time_layer_recompute": "time_layer_recompute_s",
+    "mem_activations_layer": "memory_activations_per_layer_bytes",
     # inference
     "ttft": "ttft_s",
     "tpot": "tpot_s",

@@ -772,7 +772,9 @@ def training_expressions() -> dict[str, sp.Expr]:
         (fractions), ``flops_model`` and ``flops_hardware`` (FLOP per step, whole cluster),
         memory per GPU in bytes (``mem_weights``, ``mem_gradients``, ``mem_optimizer``,
         ``mem_activations``, ``mem_total``, ``mem_usable``, ``mem_headroom``; it fits when
-        headroom >= 0),
+        headroom >= 0), per layer and micro-batch on one GPU ``time_layer_forward``,
+        ``time_layer_backward``, ``time_layer_recompute`` (s; compute, with the fixed per-layer
+        overhead, without communication) and ``mem_activations_layer`` (bytes),
         ``params_total`` and ``num_gpus``.
     """
     t, p, d, v = S.tp, S.pp, S.dp, S.vpp
@@ -955,6 +957,13 @@ def training_expressions() -> dict[str, sp.Expr]:
     out["mem_headroom"] = out["mem_usable"] - out["mem_total"]
     out["params_total"] = params_total()
     out["num_gpus"] = n_gpus
+    # per layer (the average layer, one micro-batch, one GPU): compute of the forward,
+    # backward and recomputation passes (Korthikanti et al. 2022, Table 4 reports these),
+    # and the activations it keeps for the backward (Table 2)
+    out["time_layer_forward"] = fwd_layer
+    out["time_layer_backward"] = bwd_layer
+    out["time_layer_recompute"] = rec_layer
+    out["mem_activations_layer"] = activation_bytes_layer()
     # [finetune] the intra-node link of the chosen topology (NVLink, bridges, PCIe/host-staged)
     memo: dict[sp.Basic, sp.Expr] = {}
     link = {S.intra_bw: ft.intra_bandwidth()}

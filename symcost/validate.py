@@ -96,7 +96,7 @@ from .training import BREAKDOWN
 from .uncertainty import row_intervals
 
 __all__ = [
-    "MEMORY_METRICS", "OTHER_METRICS", "SCALING_METRICS", "finetune_columns", "fit_agreement",
+    "MEMORY_METRICS", "OTHER_METRICS", "SCALING_METRICS", "LAYER_METRICS", "finetune_columns", "fit_agreement",
     "memory_reading",
     "predict_other_rows", "prepare_other_rows",
     "FLOPS_CONVENTIONS", "KNOWN_METRICS", "INFERENCE_METRICS", "SOURCE_DEFAULTS", "MeasurementsError", "PreparedRow",
@@ -807,8 +807,20 @@ def _prepare_one(row: Row, other_metrics: bool = False) -> PreparedRow:
 #: efficiencies (two evaluations); predicted by :func:`predict_other_rows`, never calibrated.
 MEMORY_METRICS = ("peak_memory_gib", "oom")
 SCALING_METRICS = ("scaling_efficiency_pct", "scaling_efficiency_gain_pct")
-OTHER_METRICS = MEMORY_METRICS + SCALING_METRICS
-OTHER_REASON = "memory/OOM/scaling metric: predicted by predict_other_rows, not from step time"
+#: per-layer metrics (one transformer layer, one micro-batch, one GPU; Korthikanti et al.
+#: 2022 report forward/backward/recompute times per layer in Table 4 and activation memory per
+#: layer in Table 2): metric -> (training output, factor from its base unit).
+LAYER_METRICS: dict[str, tuple[str, float]] = {
+    "layer_forward_time_ms": ("time_layer_forward", 1e3),
+    "layer_backward_time_ms": ("time_layer_backward", 1e3),
+    "layer_recompute_time_ms": ("time_layer_recompute", 1e3),
+    "activation_memory_per_layer_bytes": ("mem_activations_layer", 1.0),
+    "activation_memory_per_layer_mib": ("mem_activations_layer", 2.0**-20),
+    "activation_memory_per_layer_gib": ("mem_activations_layer", 2.0**-30),
+}
+OTHER_METRICS = MEMORY_METRICS + SCALING_METRICS + tuple(LAYER_METRICS)
+OTHER_REASON = ("memory/OOM/scaling/per-layer metric: predicted by predict_other_rows, not from "
+                "step time")
 #: QLoRA defaults when a row states ``quant = nf4`` but no adapter: rank 64 on every linear
 #: projection (Dettmers et al. 2023, QLoRA, Sec. 4 and its reference scripts: lora_r 64, all
 #: linear layers), the setting of bitsandbytes 4-bit training with PEFT.
@@ -905,7 +917,7 @@ def memory_reading(prepared: Sequence[PreparedRow], out: Mapping[str, np.ndarray
 
 def predict_other_rows(prepared: Sequence[PreparedRow], params: Params | None = None
                        ) -> pd.DataFrame:
-    """Predict memory, OOM and scaling-efficiency rows (:data:`OTHER_METRICS`).
+    """Predict memory, OOM, scaling-efficiency and per-layer rows (:data:`OTHER_METRICS`).
 
     * ``peak_memory_gib``: the model's ``mem_total / 2**30`` (weights, gradients, optimizer,
       activations; no allocator reserve), or the device-level reading of
@@ -915,6 +927,9 @@ def predict_other_rows(prepared: Sequence[PreparedRow], params: Params | None = 
       same micro-batch per GPU.
     * ``scaling_efficiency_gain_pct``: the row's link (``nvlink-bridge``) minus ``pcie``, in
       percentage points of scaling efficiency.
+    * :data:`LAYER_METRICS`: the average layer's forward, backward or recomputation time
+      (``time_layer_*``, compute and the fixed per-layer overhead) or activation memory
+      (``mem_activations_layer``) for one micro-batch on one GPU, in the metric's unit.
 
     Returns:
         DataFrame with the columns of :func:`predict_rows` (``error_pct`` for ``oom`` rows:
@@ -942,6 +957,9 @@ def predict_other_rows(prepared: Sequence[PreparedRow], params: Params | None = 
             preds.append(float(reading[i]) / 2**30)
         elif r.metric == "oom":
             preds.append(float(head[i] < 0))
+        elif r.metric in LAYER_METRICS:
+            name, factor = LAYER_METRICS[r.metric]
+            preds.append(float(out[name][i]) * factor)
         else:
             eff = step[k] / step[i] * 100.0  # same tokens per GPU: t(1) / t(n)
             k += 1

@@ -103,10 +103,11 @@ def test_codesign_rows_respect_budget_memory_and_validity():
             assert r["cost_usd_per_gpu"] <= r["budget_usd_per_gpu"] * (1 + 1e-9)
             mult = np.array([vals[n] for n in HW_VARIABLES]) / ref
             assert np.all(mult >= 0.25 - 1e-9) and np.all(mult <= 4 + 1e-9)
-        cfg = {k: np.atleast_1d(r[k]) for k in ("num_gpus", "tp", "pp", "dp", "micro_batch",
-                                                "vpp", "zero")}
+        cfg = {k: np.atleast_1d(r[k]) for k in ("num_gpus", "tp", "cp", "pp", "dp", "ep",
+                                                "micro_batch", "vpp", "zero")}
         cfg.update(recompute=np.atleast_1d(["none", "selective", "full"].index(r["recompute"])),
-                   sp=np.atleast_1d(int(r["sp"])), dp_overlap=np.atleast_1d(int(r["dp_overlap"])))
+                   sp=np.atleast_1d(int(r["sp"])), dp_overlap=np.atleast_1d(int(r["dp_overlap"])),
+                   tp_overlap=np.atleast_1d(int(r["tp_overlap"])))
         out = evaluate_float64(candidate_inputs(
             _hw_inputs(base, ref, np.array([vals[n] for n in HW_VARIABLES]) / ref), cfg),
             ("step_time", "mem_headroom"))

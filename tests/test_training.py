@@ -29,7 +29,8 @@ DENSE = {S.n_experts: 0, S.top_k: 0, S.shared_experts: 0, S.moe_ffn_hidden: 0,
          S.rope_head_dim: 0, S.head_dim_given: 0, S.cp: 1, S.ep: 1, S.fp4: 0}
 GPT_SUBS = {S.n_kv_heads: S.n_heads, S.ffn_hidden: 4 * S.hidden, S.gated_mlp: 0,
             S.has_dropout: 1, S.norm_bias: 1, S.has_bias: 1, **DENSE,
-            S.train_framework: 0}  # Megatron's memory layout (Korthikanti et al. 2022)
+            S.train_framework: 0,  # Megatron's memory layout (Korthikanti et al. 2022)
+            S.sliding_window: 0, S.mtp_layers: 0}  # GPT: full attention, no MTP module
 
 
 def _kv_not_replicated(*args):

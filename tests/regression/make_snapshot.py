@@ -43,8 +43,16 @@ of those four sources and no training or inference draw; (b) the HF/DeepSpeed me
 ``peak_memory_gib`` rows; (c) the MoE cost terms (token permutation, router, grouped-GEMM size
 efficiency, fixed MoE layer time) moved only the 275 MoE rows (every dense prediction
 identical). The parameters were then recalibrated (``moe_m_half`` and ``t_moe_layer`` added,
-``mem_cache_frac`` fitted on the memory rows) and the whole snapshot was rewritten. Every
-other value is as first written.
+``mem_cache_frac`` fitted on the memory rows) and the whole snapshot was rewritten. A
+seventh (issue 11, 2026-11-24): with the previous parameter file, (a) the FLOP-rate metrics
+counted by their source's own formula (``validate.FLOPS_COUNTERS``: Megatron-Bridge, Megatron-LM
+/ NeMo), (b) sliding-window attention (gpt-oss, Mistral-7B) and DeepSeek-V3's MTP module, and
+(c) ``attention_backend = fa2`` for MPT and ZHANG23 (no effect at the fallback
+``fa2_ratio = 1``) moved only the 301 MBRIDGE, 3 MBRIDGE2511, 27 MLM24 and 12 NEMO2407
+validation rows (FLOP-rate rows, gpt-oss and DeepSeek-V3 rows) and the 10 Mistral-7B training
+draws at 8,192 tokens (longer than its 4,096-token window); no inference draw. The parameters
+were then recalibrated (``fa2_ratio`` added) and the whole snapshot was rewritten. Every other
+value is as first written.
 
 The draws are described by plain field values (API keywords), so the test can replay them
 through the public API whatever the internals become.
