@@ -92,8 +92,10 @@ from .ops import elementwise as ew
 from .ops import embedding as emb
 from .ops.cost import Cost, select, sum_time, time_memory_bound, time_roofline, total
 from .ops.gemm import gemm
-from .training import (IS_PP, experts_safe, gemm_peak, head_dim, kv_heads_local,
-                       layers_per_stage, moe_layer_fraction, params_expert)
+from .training import (IS_MLA, IS_PP, attention_context_factor, attention_head_dim,
+                       attention_linear_params, experts_safe, gemm_peak, head_dim,
+                       kv_context, kv_heads_local, layers_per_stage, moe_layer_fraction,
+                       params_expert)
 
 #: condition: FlashAttention (prefill) / flash-decoding (decode) kernels are used.
 IS_FLASH = S.flash_attn > sp.Rational(1, 2)
@@ -124,18 +126,42 @@ def gemm_efficiency() -> sp.Expr:
     return S.eff_gemm * (1 - S.w_dequant * (1 - S.eff_dequant))
 
 
+def attention_weights_local() -> sp.Expr:
+    """Attention weight elements of one layer on one TP rank: ``h*d*(a/t + 2*k_l) + (a/t)*d*h``
+    (QKV and output projection; ``k_l = max(k, t)/t`` KV heads per rank), or for multi-head
+    latent attention the query path (``h*r_q`` replicated and ``r_q*(a/t)*(d+d_r)``, or
+    ``h*(a/t)*(d+d_r)`` at full rank), the replicated KV down-projection ``h*(r+d_r)``, the KV
+    up-projection ``r*(a/t)*2d`` (used absorbed into the query and output in decode, with the
+    same weights and FLOP) and the output projection (DeepSeek-V2, arXiv:2405.04434,
+    Sec. 2.1.2; vLLM's MLA layer keeps the down-projections replicated)."""
+    h, t = S.hidden, S.tp
+    d, dr, r, rq = head_dim(), S.rope_head_dim, S.kv_lora_rank, S.q_lora_rank
+    a_l, k_l = heads_local(), kv_heads_local()
+    query = sp.Piecewise((h * a_l * (d + dr), rq < sp.Rational(1, 2)),
+                         (h * rq + rq * a_l * (d + dr), True))
+    mla = query + h * (r + dr) + r * a_l * 2 * d + a_l * d * h
+    return IS_MLA * mla + (1 - IS_MLA) * (h * d * (a_l + 2 * k_l) + a_l * d * h)
+
+
+def kv_elements_per_token_layer() -> sp.Expr:
+    """KV-cache elements one token adds to one layer on one GPU: ``2*k_l*d`` (K and V of the
+    local KV heads), or with MLA the compressed latent and the shared RoPE key ``r + d_r``,
+    held whole on every TP rank (DeepSeek-V2, Sec. 2.1.2, Table 1: ``(d_c + d_h^R) * l``
+    elements per token; vLLM's MLA backend does not split it)."""
+    return IS_MLA * (S.kv_lora_rank + S.rope_head_dim) + (1 - IS_MLA) * 2 * kv_heads_local() * \
+        head_dim()
+
+
 def linear_weights_layer() -> sp.Expr:
     """Linear-weight elements of the average layer held by one TP rank:
-    ``h*d*(a/t + 2*k_l) + (a/t)*d*h`` (QKV, output projection; biases neglected, ``k_l =
-    max(k, t)/t`` KV heads per rank), plus ``(2+g)*h*f/t`` for a dense MLP or, for the MoE
+    :func:`attention_weights_local` (biases neglected), plus ``(2+g)*h*f/t`` for a dense MLP or, for the MoE
     fraction of the layers (:func:`symcost.training.moe_layer_fraction`), the ``E`` routed and
     ``n_s`` shared experts split by TP (``(E+n_s)*(2+g)*h*f_e/t``; vLLM and TensorRT-LLM
     tensor-parallel MoE) and the replicated router ``h*E``."""
     h, f, g, t = S.hidden, S.ffn_hidden, S.gated_mlp, S.tp
-    d, a_l, k_l = head_dim(), heads_local(), kv_heads_local()
     fm = moe_layer_fraction()
     moe = (S.n_experts + S.shared_experts) * params_expert() / t + h * S.n_experts
-    return h * d * (a_l + 2 * k_l) + a_l * d * h + (1 - fm) * (2 + g) * h * f / t + fm * moe
+    return attention_weights_local() + (1 - fm) * (2 + g) * h * f / t + fm * moe
 
 
 def active_experts(rows: sp.Expr) -> sp.Expr:
@@ -148,10 +174,19 @@ def active_experts(rows: sp.Expr) -> sp.Expr:
 
 
 def kv_bytes_per_token() -> sp.Expr:
-    """KV-cache bytes one token occupies on one GPU: ``2 * ceil(L/p) * k_l * d * kv_bytes``
-    (K and V of every layer of the stage; Pope et al. 2022, "Efficiently Scaling Transformer
-    Inference", Sec. 2.2). Llama-2-70B in bf16, ``t = p = 1``: ``2*80*8*128*2 = 327,680``."""
-    return 2 * layers_per_stage() * kv_heads_local() * head_dim() * S.kv_bytes
+    """KV-cache bytes one token occupies on one GPU at full attention:
+    ``ceil(L/p) * kv_elements_per_token_layer * kv_bytes`` (Pope et al. 2022, "Efficiently
+    Scaling Transformer Inference", Sec. 2.2). Llama-2-70B in bf16, ``t = p = 1``:
+    ``2*80*8*128*2 = 327,680``; DeepSeek-V3 (MLA, ``r + d_r = 576``): ``61*576*2 = 70,272``
+    at any TP. Sliding-window layers hold at most the window: :func:`kv_bytes_per_sequence`."""
+    return layers_per_stage() * kv_elements_per_token_layer() * S.kv_bytes
+
+
+def kv_bytes_per_sequence(context: sp.Expr) -> sp.Expr:
+    """KV-cache bytes of one sequence of ``context`` tokens on one GPU:
+    :func:`kv_bytes_per_token` times the tokens the average layer keeps
+    (:func:`symcost.training.kv_context`: ``min(context, W)`` on sliding-window layers)."""
+    return kv_bytes_per_token() * kv_context(context)
 
 
 def weight_bytes() -> sp.Expr:
@@ -194,6 +229,9 @@ def layer_gemms(rows: sp.Expr) -> dict[str, Cost]:
     kernel is slower than the roofline's ``max``. With ``rows`` of 1-64 these are GEMVs
     (memory-bound).
 
+    With multi-head latent attention ``qkv_proj`` is the query path, the KV down-projection
+    and the KV up-projection (:func:`attention_weights_local`).
+
     MoE layers (a fraction :func:`symcost.training.moe_layer_fraction`) run, instead of the
     MLP, the router, the shared experts and grouped GEMMs over the
     :func:`active_experts` routed experts, each reading its weights once for its
@@ -213,8 +251,14 @@ def layer_gemms(rows: sp.Expr) -> dict[str, Cost]:
     active = active_experts(rows)
     per = rows * S.top_k / smax(active, 1)
     grouped = {**kw, "weight": False}
+    dr, r, rq = S.rope_head_dim, S.kv_lora_rank, S.q_lora_rank
+    query = select(rq > sp.Rational(1, 2),
+                   gemm(rows, rq, h, peak, **kw) + gemm(rows, a_l * (d + dr), rq, peak, **kw),
+                   gemm(rows, a_l * (d + dr), h, peak, **kw))
+    mla = query + gemm(rows, r + dr, h, peak, **kw) + gemm(rows, a_l * 2 * d, r, peak, **kw)
     return {
-        "qkv_proj": gemm(rows, (a_l + 2 * k_l) * d, h, peak, **kw),
+        "qkv_proj": select(S.kv_lora_rank > sp.Rational(1, 2), mla,
+                           gemm(rows, (a_l + 2 * k_l) * d, h, peak, **kw)),
         "out_proj": gemm(rows, h, a_l * d, peak, **kw),
         "mlp_up": gemm(rows, (1 + g) * f / t, h, peak, **kw).scale(1 - fm),
         "mlp_down": gemm(rows, h, f / t, peak, **kw).scale(1 - fm),
@@ -229,9 +273,9 @@ def layer_gemms(rows: sp.Expr) -> dict[str, Cost]:
 def layer_memory_ops(rows: sp.Expr) -> dict[str, Cost]:
     """Memory-bound operators of one layer for ``rows`` tokens: two norms, two residual adds
     (no dropout at inference), the MLP activation, and the write of the new tokens' K and V
-    into the cache (``rows * 2 * k_l * d * kv_bytes``)."""
+    into the cache (``rows * kv_elements_per_token_layer * kv_bytes``)."""
     h, f, g, t = S.hidden, S.ffn_hidden, S.gated_mlp, S.tp
-    kv_write = rows * 2 * kv_heads_local() * head_dim() * S.kv_bytes
+    kv_write = rows * kv_elements_per_token_layer() * S.kv_bytes
     return {
         "norms": ew.norm(rows * h).scale(2),
         "residual": ew.residual_dropout(rows * h, sp.Integer(0)).scale(2),
@@ -245,10 +289,18 @@ def layer_memory_ops(rows: sp.Expr) -> dict[str, Cost]:
 
 def attention_prefill(seqs: sp.Expr, length: sp.Expr) -> Cost:
     """Causal self-attention of ``seqs`` prompts of ``length`` tokens (no earlier context) on
-    one GPU: FlashAttention when ``flash_attn`` is 1, else the unfused kernel with the
-    ``s x s`` scores in HBM (:mod:`symcost.ops.attention`), at the 16-bit peak."""
-    d, a_l, k_l = head_dim(), heads_local(), kv_heads_local()
-    flash = att.attention_flash(seqs, length, a_l, k_l, d, S.peak_flops_16)
+    one GPU: FlashAttention when ``flash_attn`` is 1 (sliding-window layers compute only the
+    band, :func:`symcost.training.attention_context_factor`), else the unfused kernel with the
+    ``s x s`` scores in HBM (:mod:`symcost.ops.attention`), at the 16-bit peak. Multi-head
+    latent attention prefills in the up-projected form (vLLM, FlashMLA: absorption pays off
+    only in decode)."""
+    a_l = heads_local()
+    # MLA prefill runs up-projected (non-absorbed) attention: per-head keys of width d + d_r,
+    # values of width d (attention_head_dim averages the two), one K/V head per query head
+    d = attention_head_dim()
+    k_l = IS_MLA * a_l + (1 - IS_MLA) * kv_heads_local()
+    flash = att.attention_flash(seqs, length, a_l, k_l, d, S.peak_flops_16).scale(
+        attention_context_factor(length))  # sliding-window layers: banded blocks only
     unfused = att.attention_unfused(seqs, length, a_l, k_l, d, S.peak_flops_16, sp.Integer(0))
     return select(IS_FLASH, flash, unfused)
 
@@ -263,22 +315,35 @@ def attention_decode(seqs: sp.Expr, context: sp.Expr) -> Cost:
     0; e.g. Hugging Face ``repeat_kv``) expands K/V to every query head, so it reads
     ``a/t`` heads' worth of cache, and writes and reads the 16-bit scores and probabilities.
 
+    Sliding-window layers attend to ``min(context, W)`` tokens
+    (:func:`symcost.training.kv_context`). Multi-head latent attention decodes absorbed
+    (DeepSeek-V2, arXiv:2405.04434, App. C; FlashMLA): ``2*seqs*context*(a/t)*(2r + d_r)``
+    FLOP over the latent cache, read once: ``seqs*context*(r + d_r)*kv_bytes``.
+
     Returns:
         :class:`Cost`; time is the roofline at the 16-bit peak with ``eff_attn`` and
         ``eff_hbm``.
     """
     d, a_l, k_l = head_dim(), heads_local(), kv_heads_local()
-    f = 4 * seqs * context * a_l * d
+    ctx = kv_context(context)  # sliding-window layers attend to the window only
+    f = 4 * seqs * ctx * a_l * d
     q_o = 2 * seqs * a_l * d * S.BYTES_ACT
-    flash_bytes = seqs * context * 2 * k_l * d * S.kv_bytes + q_o
-    scores = seqs * a_l * context
-    unfused_bytes = seqs * context * 2 * a_l * d * S.kv_bytes + q_o + 4 * scores * S.BYTES_ACT
+    flash_bytes = seqs * ctx * 2 * k_l * d * S.kv_bytes + q_o
+    scores = seqs * a_l * ctx
+    unfused_bytes = seqs * ctx * 2 * a_l * d * S.kv_bytes + q_o + 4 * scores * S.BYTES_ACT
     flash = Cost(f, flash_bytes, time_roofline(f, flash_bytes, S.peak_flops_16, S.eff_attn,
                                                S.hbm_bw, S.eff_hbm))
     unfused = Cost(f + 5 * scores, unfused_bytes,
                    time_roofline(f, unfused_bytes, S.peak_flops_16, S.eff_attn, S.hbm_bw,
                                  S.eff_hbm))
-    return select(IS_FLASH, flash, unfused)
+    # MLA, absorbed (FlashMLA): every head scores the cached latent and RoPE key (r + d_r)
+    # and sums the latents (r); the latent cache is read once for all local heads
+    r, dr = S.kv_lora_rank, S.rope_head_dim
+    f_mla = 2 * seqs * ctx * a_l * (2 * r + dr)
+    mla_bytes = seqs * ctx * (r + dr) * S.kv_bytes + seqs * a_l * (2 * r + dr) * S.BYTES_ACT
+    mla = Cost(f_mla, mla_bytes, time_roofline(f_mla, mla_bytes, S.peak_flops_16, S.eff_attn,
+                                               S.hbm_bw, S.eff_hbm))
+    return select(S.kv_lora_rank > sp.Rational(1, 2), mla, select(IS_FLASH, flash, unfused))
 
 
 def tp_comm(rows: sp.Expr) -> Cost:
@@ -378,7 +443,7 @@ def inference_expressions() -> dict[str, sp.Expr]:
 
     # --- memory
     kv_tok = kv_bytes_per_token()
-    kv_seq = kv_tok * (s_in + s_out)
+    kv_seq = kv_bytes_per_sequence(s_in + s_out)
     per_seq = kv_seq + logits_bytes_per_sequence()
     weights = weight_bytes()
     workspace = activation_workspace_bytes()
@@ -387,7 +452,8 @@ def inference_expressions() -> dict[str, sp.Expr]:
     max_batch = sp.floor(budget / per_seq)
     # continuous batching: a request holds input_len + j tokens at progress j; with on-demand
     # allocation the in-flight requests hold input_len + output_len/2 on average
-    serve_seq = kv_tok * (s_in + s_out * (1 - S.kv_on_demand / 2)) + logits_bytes_per_sequence()
+    serve_seq = (kv_bytes_per_sequence(s_in + s_out * (1 - S.kv_on_demand / 2))
+                 + logits_bytes_per_sequence())
     serve_max_batch = sp.floor(budget / serve_seq)
     out["mem_weights"] = weights
     out["mem_activations"] = workspace
@@ -434,12 +500,13 @@ def inference_expressions() -> dict[str, sp.Expr]:
 
     # --- model FLOPs of the prefill (one replica): 2 per weight per token, the causal
     # attention in the full-matrix convention (4*b*s^2*a*d per layer), the LM head per prompt
-    h, a, k, f, g, d = S.hidden, S.n_heads, S.n_kv_heads, S.ffn_hidden, S.gated_mlp, head_dim()
+    h, a, f, g = S.hidden, S.n_heads, S.ffn_hidden, S.gated_mlp
     fm = moe_layer_fraction()
-    layer_w = (h * d * (a + 2 * k) + a * d * h + (1 - fm) * (2 + g) * h * f
+    layer_w = (attention_linear_params() + (1 - fm) * (2 + g) * h * f
                + fm * ((S.top_k + S.shared_experts) * params_expert() + h * S.n_experts))
     out["prefill_flops"] = (2 * tokens * S.n_layers * layer_w
-                            + S.n_layers * att.flops_attention(B, s_in, a, d)
+                            + S.n_layers * att.flops_attention(B, s_in, a, attention_head_dim())
+                            * attention_context_factor(s_in)
                             + 2 * B * h * S.vocab)
 
     # --- continuous batching at saturation

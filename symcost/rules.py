@@ -335,12 +335,6 @@ TRAINING_RULES: tuple[Rule, ...] = (
     VPP_NEEDS_PP, VPP_LAYERS, VPP_MICROBATCHES, ZERO_PP, DTYPE_HARDWARE, CP_SEQ, CP_FLASH,
     EP_DP, EP_EXPERTS, MOE_TP_SP, TP_OVERLAP_SP, TP_OVERLAP_NODE, HSDP_DP) + FINETUNE_RULES
 
-MLA_SERVING = Rule(
-    "serving_without_mla", "model", ("kv_lora_rank",),
-    lambda v, xp: v["kv_lora_rank"] < 0.5,
-    "multi-head latent attention is not modelled for serving",
-    lambda v: "multi-head latent attention (kv_lora_rank > 0) is not modelled for serving yet "
-              "(the inference model holds a GQA KV cache)")
 TP_MOE_FFN = Rule(
     "tp_divides_moe_ffn_hidden", "tp", ("tp", "moe_ffn_hidden"),
     lambda v, xp: (v["moe_ffn_hidden"] < 0.5) | ~indivisible(
@@ -350,7 +344,7 @@ TP_MOE_FFN = Rule(
 
 #: the inference rules, in order.
 INFERENCE_RULES: tuple[Rule, ...] = (
-    MLA_SERVING, NUM_GPUS_DIVISIBLE, CONTEXT_POSITIONS, TP_HEADS, TP_FFN, TP_KV_HEADS,
+    NUM_GPUS_DIVISIBLE, CONTEXT_POSITIONS, TP_HEADS, TP_FFN, TP_KV_HEADS,
     TP_MOE_FFN, PP_LAYERS,
     _fp8_rule("weight_dtype"), _fp8_rule("act_dtype"), _fp8_rule("kv_dtype"), ACT_DTYPE_PEAK,
     WEIGHT_NOT_WIDER, ONE_8BIT_FORMAT)

@@ -100,8 +100,9 @@ def swa_layer_fraction() -> sp.Expr:
     return flag(S.sliding_window > sp.Rational(1, 2)) * (S.n_layers - full) / S.n_layers
 
 
-def attention_context_factor() -> sp.Expr:
-    """Attention-core work of the average layer relative to full causal attention.
+def attention_context_factor(length: sp.Expr | None = None) -> sp.Expr:
+    """Attention-core work of the average layer relative to full causal attention, for
+    sequences of ``length`` tokens (default the training ``seq_len``).
 
     A windowed layer's token attends to ``min(W, position)`` tokens: on average
     ``W - W(W-1)/(2s)`` for ``W < s`` against ``(s+1)/2 ~ s/2`` with full causal attention
@@ -115,7 +116,7 @@ def attention_context_factor() -> sp.Expr:
         Megatron-Bridge ``src/megatron/bridge/training/utils/flop_utils.py`` (average causal
         sliding-window context).
     """
-    s = S.seq_len
+    s = S.seq_len if length is None else length
     w = smin(S.sliding_window, s)  # a window as long as the sequence is full attention
     banded = smin(1, (2 * w - w * (w - 1) / s) / s)
     return 1 - swa_layer_fraction() * (1 - banded)
@@ -130,6 +131,15 @@ def flash_kernel(c: Cost) -> Cost:
     35% of H100 peak, FA3 75%."""
     rate = 1 - S.attention_backend + S.attention_backend * S.fa2_ratio
     return Cost(c.flops, c.bytes, c.time.xreplace({S.eff_attn: S.eff_attn * rate}))
+
+
+def kv_context(context: sp.Expr) -> sp.Expr:
+    """Cached tokens the average layer holds and attends to at ``context`` tokens: ``context``
+    on full-attention layers, ``min(context, W)`` on sliding-window layers (vLLM and
+    TensorRT-LLM keep only the window's KV blocks): ``(1 - f) * context + f * min(context, W)``
+    with ``f`` = :func:`swa_layer_fraction`."""
+    f = swa_layer_fraction()
+    return (1 - f) * context + f * smin(context, smax(S.sliding_window, 1))
 
 
 def experts_safe() -> sp.Expr:

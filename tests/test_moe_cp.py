@@ -207,6 +207,6 @@ def test_moe_serving_weights_per_gpu_by_hand():
     layer = attention + 8 * 3 * h * fe / 2 + h * 8
     want = 2 * (32 * layer + 32 * 2 * h + 2 * V * h / 2 + h)
     assert r.values["mem_weights"] == pytest.approx(want, rel=1e-12)
-    # MLA models are refused for serving with the rule's message
-    with pytest.raises(ConfigError, match="^model: multi-head latent attention"):
-        predict_inference("deepseek-v3", "b200", tp=8, batch=1)
+    # MLA models serve with their latent KV cache (tests/test_inference_mla_swa.py)
+    mla = predict_inference("deepseek-v3", "b200", tp=8, batch=1)
+    assert mla.values["kv_bytes_per_token"] == 61 * 576 * 2
