@@ -17,8 +17,11 @@ DTYPES: frozenset[str] = frozenset({"fp32", "tf32", "bf16", "fp16", "fp8", "int8
 
 #: Architecture generations. Selects calibrated efficiency constants elsewhere
 #: in ``symcost``; ``cdna3`` is AMD's MI300 family, the rest are NVIDIA (``ada``: Ada
-#: Lovelace, RTX 40-series / RTX 6000 Ada / L40S).
-GENERATIONS: frozenset[str] = frozenset({"ampere", "ada", "hopper", "blackwell", "cdna3"})
+#: Lovelace, RTX 40-series / RTX 6000 Ada / L40S; ``blackwell_ultra``: B300 / GB300, compute
+#: capability 10.3, with twice Blackwell's special-function (softmax exponential) throughput
+#: and a higher power limit, so its kernels reach different fractions of the same peaks).
+GENERATIONS: frozenset[str] = frozenset({"ampere", "ada", "hopper", "blackwell",
+                                         "blackwell_ultra", "cdna3"})
 
 _V = TypeVar("_V")
 

@@ -90,7 +90,8 @@ DEFAULT_FIT: tuple[str, ...] = ("eff_gemm", "eff_attn", "eff_inter", "eff_moe", 
 TRANSFER_FROM: dict[str, tuple[str, ...]] = {
     "ampere": ("hopper", "blackwell"),
     "hopper": ("ampere", "blackwell"),
-    "blackwell": ("hopper", "ampere"),
+    "blackwell": ("blackwell_ultra", "hopper", "ampere"),
+    "blackwell_ultra": ("blackwell", "hopper", "ampere"),
     "cdna3": ("hopper", "ampere", "blackwell"),
     "ada": ("ampere", "hopper"),
 }
@@ -363,7 +364,7 @@ def calibrate_rows(prepared: Sequence[PreparedRow], start: Params | None = None,
         if progress is not None:
             progress(i, len(gens))
         sub = runs[runs["generation"] == gen]
-        if gen not in start.generations:
+        if not start.has_generation(gen):
             not_fitted[gen] = f"no starting parameters for generation {gen!r}"
             continue
         if len(sub) <= len(fit):
@@ -688,8 +689,8 @@ def calibrate(path: str | os.PathLike[str] | None = None,
     params, moved = transfer_missing(res.params, list(res.fits), list(transfer_to))
     # [memory] the memory parameters from the file's peak-memory rows (fit_memory)
     other, _ = prepare_other_rows(df)
-    params, mem_fit = fit_memory([r for r in other if r.hardware.generation
-                                  in params.generations], params)
+    params, mem_fit = fit_memory([r for r in other
+                                  if params.has_generation(r.hardware.generation)], params)
     before = summarize(predict_rows(prepared, start, intervals=False))
     after = summarize(predict_rows(prepared, params, intervals=False))
     prov: dict[str, Any] = dict(params.provenance)

@@ -132,7 +132,7 @@ def hardware_facts(hw: "HardwareSpec") -> dict[str, float]:
     out = {f"hw_{d}": float(d in hw.peak_flops) for d in HW_GEMM_DTYPES}
     # block-scaled MX formats (OCP Microscaling: mxfp8) run on Blackwell's fifth-generation
     # tensor cores (NVIDIA Blackwell architecture technical brief, 2024)
-    out["hw_mx"] = float(hw.generation == "blackwell")
+    out["hw_mx"] = float(hw.generation in ("blackwell", "blackwell_ultra"))
     out["hw_bridge"] = float(hw.bridge_bandwidth is not None)
     out["hw_node"] = float(hw.gpus_per_node)
     return out

@@ -64,6 +64,12 @@ FALLBACK: dict[str, str | float] = {"eff_moe": "eff_gemm", "mem_cache_frac": 0.0
                                     "moe_m_half": 0.0, "t_moe_layer": 0.0, "fa2_ratio": 1.0}
 
 
+#: a GPU generation split off after parameter files were written takes, where a file has no
+#: values for it, those of the generation it was part of (Blackwell Ultra, B300/GB300, was
+#: calibrated as Blackwell before 2026-11-24).
+GENERATION_FALLBACK: dict[str, str] = {"blackwell_ultra": "blackwell"}
+
+
 class ParamsError(ValueError):
     """A malformed or out-of-range parameter file; the message names the field and the rule."""
 
@@ -86,12 +92,29 @@ class Params:
     covariance: Mapping[str, Sequence[Sequence[float]]] = field(default_factory=dict)
     fitted: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
+    def values_generation(self, generation: str) -> str:
+        """The generation whose values (and covariance) ``generation`` uses: itself, or where
+        the file has none, the generation it was split from (:data:`GENERATION_FALLBACK`)."""
+        if generation not in self.generations and \
+                GENERATION_FALLBACK.get(generation) in self.generations:
+            return GENERATION_FALLBACK[generation]
+        return generation
+
+    def has_generation(self, generation: str) -> bool:
+        """True when :meth:`for_generation` has values for ``generation`` (its own, or those of
+        the generation it was split from, :data:`GENERATION_FALLBACK`)."""
+        return self.values_generation(generation) in self.generations
+
     def for_generation(self, generation: str) -> dict[str, float]:
         """Parameter values for ``generation`` (by symbol name).
+
+        A generation of :data:`GENERATION_FALLBACK` missing from the file takes the values of
+        the generation it was split from.
 
         Raises:
             ParamsError: no parameters for that generation (lists the known ones).
         """
+        generation = self.values_generation(generation)
         try:
             return dict(self.generations[generation])
         except KeyError:

@@ -263,7 +263,9 @@ class _Terms:
 
 
 def _uncertainty_terms(params: Params, gen: str) -> _Terms | None:
-    """The uncertainty of generation ``gen`` in ``params``; None when never calibrated."""
+    """The uncertainty of generation ``gen`` in ``params`` (of the generation it was split from
+    when the file predates it); None when never calibrated."""
+    gen = params.values_generation(gen)
     prov = params.provenance
     sig = dict(cast(Mapping[str, float], prov.get("residual_sigma_log") or {}))
     if gen not in sig:

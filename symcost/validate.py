@@ -1168,7 +1168,7 @@ def split_by_params(prepared: Sequence[PreparedRow], params: Params
     """Rows whose GPU generation has parameters, and the others as skipped rows."""
     ok, bad = [], []
     for r in prepared:
-        if r.hardware.generation in params.generations:
+        if params.has_generation(r.hardware.generation):
             ok.append(r)
         else:
             bad.append(SkippedRow(r.case_id, f"params: no efficiency parameters for GPU "

@@ -22,6 +22,7 @@ from hwspecs import (
     list_hardware,
     load_hardware,
 )
+from symcost.params import GENERATION_FALLBACK, Params, load_params
 
 REQUIRED_IDS = ("a100-sxm4-40gb", "a100-sxm4-80gb", "h100-sxm5-80gb", "h200-sxm-141gb", "b200")
 #: hardware ids of the shared measurements (../shared/validation README) and of issues 11/13
@@ -228,7 +229,7 @@ def test_h800_and_a800_are_h100_and_a100_with_nvlink_cut() -> None:
 
 def test_blackwell_ultra_and_nvl72() -> None:
     b300 = load_hardware("b300")
-    assert b300.generation == "blackwell" and b300.gpus_per_node == 8
+    assert b300.generation == "blackwell_ultra" and b300.gpus_per_node == 8
     assert b300.peak("bf16") == 2.25e15  # HGX B300: FP16/BF16 36 PFLOPS sparse / 8 GPUs / 2
     assert b300.peak("fp8") == 4.5e15  # HGX B300: FP8 72 PFLOPS sparse / 8 / 2
     assert b300.hbm_capacity == 288 * 2**30  # Blackwell Ultra: 288 GB HBM3e per GPU
@@ -533,3 +534,20 @@ def test_spec_direct_construction() -> None:
     )
     assert spec.peak("bf16") == 1e14
     assert dict(spec.sources) == {}
+
+
+def test_blackwell_ultra_is_its_own_generation_with_a_fallback():
+    """B300/GB300 are calibrated as ``blackwell_ultra``; the shipped file fits it on its own
+    rows (GEMM efficiency above Blackwell's, the higher power limit); a parameter file written
+    before the split (no ``blackwell_ultra``) gives them Blackwell's values and covariance."""
+    assert load_hardware("gb300").generation == "blackwell_ultra"
+    assert load_hardware("gb200").generation == "blackwell"
+    shipped = load_params()
+    assert shipped.generations["blackwell_ultra"]["eff_gemm"] != \
+        shipped.generations["blackwell"]["eff_gemm"]
+    old = Params(generations={g: v for g, v in shipped.generations.items()
+                              if g != "blackwell_ultra"}, provenance={})
+    assert GENERATION_FALLBACK["blackwell_ultra"] == "blackwell"
+    assert old.has_generation("blackwell_ultra") and not old.has_generation("volta")
+    assert old.for_generation("blackwell_ultra") == shipped.generations["blackwell"]
+    assert old.values_generation("blackwell_ultra") == "blackwell"

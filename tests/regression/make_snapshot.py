@@ -51,8 +51,12 @@ counted by their source's own formula (``validate.FLOPS_COUNTERS``: Megatron-Bri
 ``fa2_ratio = 1``) moved only the 301 MBRIDGE, 3 MBRIDGE2511, 27 MLM24 and 12 NEMO2407
 validation rows (FLOP-rate rows, gpt-oss and DeepSeek-V3 rows) and the 10 Mistral-7B training
 draws at 8,192 tokens (longer than its 4,096-token window); no inference draw. The parameters
-were then recalibrated (``fa2_ratio`` added) and the whole snapshot was rewritten. Every other
-value is as first written.
+were then recalibrated (``fa2_ratio`` added) and the whole snapshot was rewritten. An eighth
+(same day): serving with MLA and sliding windows moved no stored draw (none serves DeepSeek or
+exceeds Mistral-7B's window); B300/GB300 became their own generation ``blackwell_ultra``, which
+with the previous parameter file (no values for it: Blackwell's, ``GENERATION_FALLBACK``) moved
+nothing; the parameters were recalibrated with it and the whole snapshot was rewritten. Every
+other value is as first written.
 
 The draws are described by plain field values (API keywords), so the test can replay them
 through the public API whatever the internals become.
