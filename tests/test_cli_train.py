@@ -161,6 +161,7 @@ def test_options_reach_the_config():
                    "global_batch": 8, "seq_len": 1024, "recompute": "none", "zero": 1,
                    "dtype": "fp8", "flash_attention": False, "dp_overlap": False,
                    "tp_overlap": False, "ep_overlap": False, "train_framework": "megatron",
+                   "attention_backend": "native",
                    "offload": "none",
                    "intra_node_link": "default",
                    "finetune": "full", "lora_rank": 16, "lora_targets": "q,k,v,o,gate,up,down"}
