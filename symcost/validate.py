@@ -96,7 +96,8 @@ from .training import BREAKDOWN
 from .uncertainty import row_intervals
 
 __all__ = [
-    "MEMORY_METRICS", "OTHER_METRICS", "SCALING_METRICS", "LAYER_METRICS", "finetune_columns", "fit_agreement",
+    "MEMORY_METRICS", "OTHER_METRICS", "SCALING_METRICS", "LAYER_METRICS", "finetune_columns",
+    "fit_agreement",
     "memory_reading",
     "predict_other_rows", "prepare_other_rows",
     "FLOPS_CONVENTIONS", "KNOWN_METRICS", "INFERENCE_METRICS", "SOURCE_DEFAULTS", "MeasurementsError", "PreparedRow",
@@ -146,6 +147,10 @@ INFERENCE_REASON = "inference rows: not predicted by the training model"
 #:   TP (Megatron-Core requires it for ``--tp-comm-overlap``) and the distributed optimizer
 #:   (``zero_stage`` 1: its notes state overlapped "param-gather", which only the distributed
 #:   optimizer does).
+#: * MBRIDGE, MBRIDGE2511, NEMO2407, MLM24: FLOP-rate metrics counted with the source's own
+#:   formula (``flops_counter``, :data:`FLOPS_COUNTERS`): the MBRIDGE notes name
+#:   Megatron-Bridge's ``flop_utils.py``; NEMO2407 is NeMo 24.07 and MLM24 Megatron-LM at
+#:   commit f2e5db402c, both ``num_floating_point_operations``.
 #: * MPT and ZHANG23: FlashAttention through the flash-attn 2 library
 #:   (``attention_backend = fa2``): llm-foundry's benchmark installs ``.[gpu-flash2]``
 #:   (flash-attn 2.4.2 on H100) and runs ``attn_impl: flash`` (mosaicml/llm-foundry
@@ -169,10 +174,13 @@ SOURCE_DEFAULTS: dict[str, dict[str, Any]] = {
                 "attention_backend": "fa2"},
     "NAR21": {"flash_attention": False},
     "MLM22": {"flash_attention": False},
-    "MBRIDGE": {"sp_with_tp": True, "tp_overlap_with_sp": True},
-    "MBRIDGE2511": {"sp_with_tp": True, "tp_overlap_with_sp": True},
-    "NEMO2407": {"sp_with_tp": True, "tp_overlap_with_sp": True},
-    "MLM24": {"sp_with_tp": True, "tp_overlap_with_sp": True, "zero_stage": 1},
+    "MBRIDGE": {"sp_with_tp": True, "tp_overlap_with_sp": True,
+                "flops_counter": "megatron_bridge"},
+    "MBRIDGE2511": {"sp_with_tp": True, "tp_overlap_with_sp": True,
+                    "flops_counter": "megatron_bridge"},
+    "NEMO2407": {"sp_with_tp": True, "tp_overlap_with_sp": True, "flops_counter": "megatron"},
+    "MLM24": {"sp_with_tp": True, "tp_overlap_with_sp": True, "zero_stage": 1,
+              "flops_counter": "megatron"},
     "MPT": {"flash_attention": True, "arch": {"position": "learned", "bias": True},
             "max_seq_len_is_seq_len": True, "attention_backend": "fa2"},
 }
@@ -344,12 +352,12 @@ def megatron_flops_per_token(model: ModelSpec, seq: float, *, bridge: bool,
 
 
 #: how a source counts the FLOPs of its ``model``/``hardware`` FLOP-rate metrics (the row's
-#: ``flops_convention`` says which FLOPs; this says with whose formula): ``megatron_bridge``
-#: and ``megatron`` (:func:`megatron_flops_per_token`; the MBRIDGE notes name
-#: ``flop_utils.py``, NEMO2407 is NeMo 24.07, MLM24 the Megatron-Core README), else the
-#: PaLM/llm-foundry count (:func:`llm_foundry_flops_per_token`).
-FLOPS_COUNTERS: dict[str, str] = {"MBRIDGE": "megatron_bridge", "MBRIDGE2511": "megatron_bridge",
-                                  "NEMO2407": "megatron", "MLM24": "megatron"}
+#: ``flops_convention`` says which FLOPs; this says with whose formula), from the
+#: ``flops_counter`` entries of :data:`SOURCE_DEFAULTS`: ``megatron_bridge`` and ``megatron``
+#: (:func:`megatron_flops_per_token`), else the PaLM/llm-foundry count
+#: (:func:`llm_foundry_flops_per_token`).
+FLOPS_COUNTERS: dict[str, str] = {src: str(d["flops_counter"])
+                                  for src, d in SOURCE_DEFAULTS.items() if "flops_counter" in d}
 
 
 def model_flops_per_token(row: PreparedRow, n_params: float, recompute: str) -> float:
