@@ -95,7 +95,7 @@ from .ops.gemm import gemm
 from .training import (IS_MLA, IS_PP, attention_context_factor, attention_head_dim,
                        attention_linear_params, experts_safe, gemm_peak, head_dim,
                        kv_context, kv_heads_local, layers_per_stage, moe_layer_fraction,
-                       params_expert)
+                       params_expert, qkv_projection)
 
 #: condition: FlashAttention (prefill) / flash-decoding (decode) kernels are used.
 IS_FLASH = S.flash_attn > sp.Rational(1, 2)
@@ -134,7 +134,7 @@ def attention_weights_local() -> sp.Expr:
     up-projection ``r*(a/t)*2d`` (used absorbed into the query and output in decode, with the
     same weights and FLOP) and the output projection (DeepSeek-V2, arXiv:2405.04434,
     Sec. 2.1.2; vLLM's MLA layer keeps the down-projections replicated)."""
-    h, t = S.hidden, S.tp
+    h = S.hidden
     d, dr, r, rq = head_dim(), S.rope_head_dim, S.kv_lora_rank, S.q_lora_rank
     a_l, k_l = heads_local(), kv_heads_local()
     query = sp.Piecewise((h * a_l * (d + dr), rq < sp.Rational(1, 2)),
@@ -242,7 +242,7 @@ def layer_gemms(rows: sp.Expr) -> dict[str, Cost]:
         "shared_experts"}`` -> :class:`Cost` (FLOP, bytes, s).
     """
     h, f, g, t = S.hidden, S.ffn_hidden, S.gated_mlp, S.tp
-    d, a_l, k_l = head_dim(), heads_local(), kv_heads_local()
+    d, a_l = head_dim(), heads_local()
     kw = {"elem_bytes": S.act_bytes, "b_bytes": S.w_bytes, "eff": gemm_efficiency(),
           "overlap": S.gemm_overlap}
     peak = gemm_peak()
@@ -251,14 +251,8 @@ def layer_gemms(rows: sp.Expr) -> dict[str, Cost]:
     active = active_experts(rows)
     per = rows * S.top_k / smax(active, 1)
     grouped = {**kw, "weight": False}
-    dr, r, rq = S.rope_head_dim, S.kv_lora_rank, S.q_lora_rank
-    query = select(rq > sp.Rational(1, 2),
-                   gemm(rows, rq, h, peak, **kw) + gemm(rows, a_l * (d + dr), rq, peak, **kw),
-                   gemm(rows, a_l * (d + dr), h, peak, **kw))
-    mla = query + gemm(rows, r + dr, h, peak, **kw) + gemm(rows, a_l * 2 * d, r, peak, **kw)
     return {
-        "qkv_proj": select(S.kv_lora_rank > sp.Rational(1, 2), mla,
-                           gemm(rows, (a_l + 2 * k_l) * d, h, peak, **kw)),
+        "qkv_proj": qkv_projection(rows, peak, **kw),
         "out_proj": gemm(rows, h, a_l * d, peak, **kw),
         "mlp_up": gemm(rows, (1 + g) * f / t, h, peak, **kw).scale(1 - fm),
         "mlp_down": gemm(rows, h, f / t, peak, **kw).scale(1 - fm),

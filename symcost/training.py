@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from typing import Any
 
 import sympy as sp
 
@@ -316,23 +317,26 @@ def attention_core_forward() -> Cost:
     return select(S.flash_attn > sp.Rational(1, 2), flash, unfused).scale(1 / S.cp)
 
 
-def qkv_projection(n: sp.Expr, peak: sp.Expr) -> Cost:
+def qkv_projection(n: sp.Expr, peak: sp.Expr, **gemm_kw: Any) -> Cost:
     """Query, key and value projections of ``n`` tokens on one GPU.
 
     MHA/GQA: one GEMM to ``(a+2k)*d/t`` outputs. MLA (DeepSeek-V2, eqs. 9-14): the query
     down-projection ``h -> r_q`` and the joint KV down-projection ``h -> r + d_r`` (replicated
     across TP, as in Megatron-Core's MLA), then the up-projections ``r_q -> a*(d+d_r)/t`` and
-    ``r -> a*2d/t``.
+    ``r -> a*2d/t`` (in absorbed MLA decoding the same weights and FLOP act on the query and
+    output instead). ``gemm_kw`` goes to every :func:`~symcost.ops.gemm.gemm` (the inference
+    model's storage widths, efficiency and overlap).
     """
     t, h = S.tp, S.hidden
     d, dq = head_dim(), qk_head_dim()
     heads = S.n_heads / t
-    gqa = gemm(n, (heads + 2 * kv_heads_local()) * d, h, peak)
-    q_full = gemm(n, heads * dq, h, peak)
-    q_lora = gemm(n, S.q_lora_rank, h, peak) + gemm(n, heads * dq, S.q_lora_rank, peak)
+    gqa = gemm(n, (heads + 2 * kv_heads_local()) * d, h, peak, **gemm_kw)
+    q_full = gemm(n, heads * dq, h, peak, **gemm_kw)
+    q_lora = (gemm(n, S.q_lora_rank, h, peak, **gemm_kw)
+              + gemm(n, heads * dq, S.q_lora_rank, peak, **gemm_kw))
     query = select(S.q_lora_rank > sp.Rational(1, 2), q_lora, q_full)
-    kv = (gemm(n, S.kv_lora_rank + S.rope_head_dim, h, peak)
-          + gemm(n, heads * 2 * d, S.kv_lora_rank, peak))
+    kv = (gemm(n, S.kv_lora_rank + S.rope_head_dim, h, peak, **gemm_kw)
+          + gemm(n, heads * 2 * d, S.kv_lora_rank, peak, **gemm_kw))
     return select(S.kv_lora_rank > sp.Rational(1, 2), query + kv, gqa)
 
 
