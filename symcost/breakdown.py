@@ -188,7 +188,7 @@ def inference_module_terms() -> dict[str, dict[str, sp.Expr]]:
     steps = s_out - 1
     gd = inf.layer_gemms(b)
     md = inf.layer_memory_ops(b)
-    ad = inf.attention_decode(b, ctx).time
+    ad = inf.attention_decode(b, ctx, inf.mean_decode_window_context()).time
     dec = {
         "rmsnorm": md["norms"].time, "qkv_proj": gd["qkv_proj"].time,
         "rope": rope_cost(b).time,

@@ -299,7 +299,8 @@ def attention_prefill(seqs: sp.Expr, length: sp.Expr) -> Cost:
     return select(IS_FLASH, flash, unfused)
 
 
-def attention_decode(seqs: sp.Expr, context: sp.Expr) -> Cost:
+def attention_decode(seqs: sp.Expr, context: sp.Expr,
+                     window_context: sp.Expr | None = None) -> Cost:
     """Attention of one new token of each of ``seqs`` sequences over ``context`` cached tokens.
 
     FLOP ``4 * seqs * context * (a/t) * d`` (QK^T and AV). Flash-decoding (``flash_attn`` 1;
@@ -309,8 +310,9 @@ def attention_decode(seqs: sp.Expr, context: sp.Expr) -> Cost:
     0; e.g. Hugging Face ``repeat_kv``) expands K/V to every query head, so it reads
     ``a/t`` heads' worth of cache, and writes and reads the 16-bit scores and probabilities.
 
-    Sliding-window layers attend to ``min(context, W)`` tokens
-    (:func:`symcost.training.kv_context`). Multi-head latent attention decodes absorbed
+    Sliding-window layers attend to ``min(context, W)`` tokens, or to ``window_context``
+    when given (:func:`symcost.training.kv_context`; the decode mean is
+    :func:`mean_decode_window_context`). Multi-head latent attention decodes absorbed
     (DeepSeek-V2, arXiv:2405.04434, App. C; FlashMLA): ``2*seqs*context*(a/t)*(2r + d_r)``
     FLOP over the latent cache, read once: ``seqs*context*(r + d_r)*kv_bytes``.
 
@@ -319,7 +321,7 @@ def attention_decode(seqs: sp.Expr, context: sp.Expr) -> Cost:
         ``eff_hbm``.
     """
     d, a_l, k_l = head_dim(), heads_local(), kv_heads_local()
-    ctx = kv_context(context)  # sliding-window layers attend to the window only
+    ctx = kv_context(context, window_context)  # windowed layers attend to the window only
     f = 4 * seqs * ctx * a_l * d
     q_o = 2 * seqs * a_l * d * S.BYTES_ACT
     flash_bytes = seqs * ctx * 2 * k_l * d * S.kv_bytes + q_o
@@ -371,7 +373,8 @@ def pp_p2p(rows: sp.Expr) -> Cost:
 
 def stage_costs(rows: sp.Expr, dec_seqs: sp.Expr, context: sp.Expr, pre_seqs: sp.Expr,
                 pre_len: sp.Expr, logits_rows: sp.Expr,
-                pre_attention_scale: sp.Expr = sp.Integer(1)) -> dict[str, Cost]:
+                pre_attention_scale: sp.Expr = sp.Integer(1),
+                window_context: sp.Expr | None = None) -> dict[str, Cost]:
     """One forward step of the critical pipeline stage (``ceil(L/p)`` layers plus the LM head).
 
     Args:
@@ -382,12 +385,14 @@ def stage_costs(rows: sp.Expr, dec_seqs: sp.Expr, context: sp.Expr, pre_seqs: sp
         pre_len: prompt length.
         logits_rows: rows that need logits (one per sequence producing a token).
         pre_attention_scale: fraction of the prompts' attention done in this step (chunking).
+        window_context: tokens a decoding sequence's sliding-window layers attend to (default
+            ``min(context, W)``; :func:`attention_decode`).
 
     Returns:
         :data:`STAGE_TERMS` -> :class:`Cost` (FLOP, bytes and s of the whole stage).
     """
     Ls = layers_per_stage()
-    attn = (attention_decode(dec_seqs, context)
+    attn = (attention_decode(dec_seqs, context, window_context)
             + attention_prefill(pre_seqs, pre_len).scale(pre_attention_scale))
     return {
         "gemm": total(layer_gemms(rows).values()).scale(Ls),
@@ -403,6 +408,26 @@ def mean_decode_context() -> sp.Expr:
     """Mean context of the ``output_len - 1`` decode steps: ``input_len + output_len/2``
     (step ``j`` attends to ``input_len + j`` tokens, ``j = 1 .. output_len - 1``)."""
     return S.input_len + S.output_len / 2
+
+
+def mean_decode_window_context() -> sp.Expr:
+    """Mean tokens a sliding-window layer (window ``W``) attends to over the decode steps: the
+    mean of ``min(c, W)`` for a context ``c`` running uniformly from ``a = input_len`` to
+    ``b = input_len + output_len`` (the continuous form of :func:`mean_decode_context`).
+    With ``u = min(max(W, a), b)``: ``((u^2 - a^2)/2 + W*(b - u)) / (b - a)``; ``W`` when
+    the window is filled before decoding starts (``W <= a``), the plain mean when it never
+    fills (``W >= b``). Taking ``min(mean context, W)`` instead overestimates whenever the
+    window fills during decoding (Mistral-7B, ``W = 4096``, 2,048 -> 4,096 tokens: 4,096
+    against the exact 3,584).
+
+    Returns:
+        Tokens (a SymPy expression; finite without a window, where it is unused).
+    """
+    a = S.input_len
+    b = S.input_len + smax(S.output_len, 1)
+    w = smax(S.sliding_window, 1)
+    u = smin(smax(w, a), b)
+    return ((u**2 - a**2) / 2 + w * (b - u)) / (b - a)
 
 
 # ----------------------------------------------------------------------------- the model
@@ -474,9 +499,9 @@ def inference_expressions() -> dict[str, sp.Expr]:
         out[f"prefill_{k}"] = c.time
 
     # --- decode: batch/p sequences per micro-batch at the mean context
-    ctx = mean_decode_context()
+    ctx, ctx_w = mean_decode_context(), mean_decode_window_context()
     b = B / p
-    dec = stage_costs(b, b, ctx, sp.Integer(0), sp.Integer(0), b)
+    dec = stage_costs(b, b, ctx, sp.Integer(0), sp.Integer(0), b, window_context=ctx_w)
     out["tpot"] = p * sum_time(dec) + S.t_infer_step
     for k, c in dec.items():
         out[f"decode_{k}"] = c.time
@@ -508,7 +533,7 @@ def inference_expressions() -> dict[str, sp.Expr]:
     B_eff = smax(smin(B, serve_max_batch, token_cap), sp.Integer(0))
     b = B_eff / p
     mix = stage_costs(b * (s_out - 1 + s_in) / s_out, b * (s_out - 1) / s_out, ctx,
-                      b / s_out, s_in, b)
+                      b / s_out, s_in, b, window_context=ctx_w)
     t_iter = p * sum_time(mix) + S.t_infer_step
     for k, c in mix.items():
         out[f"serve_{k}"] = c.time

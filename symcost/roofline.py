@@ -35,7 +35,8 @@ from .api import as_hardware, as_model, used_symbols
 from .config import InferenceConfig, resolve_inference
 from .functions import CeilDiv, replace_symbols
 from .inference import (INFERENCE_EFFICIENCIES, attention_decode, attention_prefill,
-                        layer_gemms, lm_head, mean_decode_context)
+                        layer_gemms, lm_head, mean_decode_context,
+                        mean_decode_window_context)
 from .ops.attention import CAUSAL_FRACTION
 from .ops.cost import Cost
 from .infer_api import evaluate_inference, inference_inputs
@@ -87,7 +88,8 @@ def _op_costs(phase: str) -> dict[str, Cost]:
         ops["lm_head"] = lm_head(rows, B / n_c)["lm_head"]
     else:
         ops = dict(layer_gemms(B))
-        ops["attention"] = attention_decode(B, mean_decode_context())
+        ops["attention"] = attention_decode(B, mean_decode_context(),
+                                            mean_decode_window_context())
         ops["lm_head"] = lm_head(B, B)["lm_head"]
     return ops
 

@@ -134,13 +134,21 @@ def flash_kernel(c: Cost) -> Cost:
     return Cost(c.flops, c.bytes, c.time.xreplace({S.eff_attn: S.eff_attn * rate}))
 
 
-def kv_context(context: sp.Expr) -> sp.Expr:
+def kv_context(context: sp.Expr, window_context: sp.Expr | None = None) -> sp.Expr:
     """Cached tokens the average layer holds and attends to at ``context`` tokens: ``context``
     on full-attention layers, ``min(context, W)`` on sliding-window layers (vLLM and
     TensorRT-LLM keep only the window's KV blocks): ``(1 - f) * context + f * min(context, W)``
-    with ``f`` = :func:`swa_layer_fraction`."""
+    with ``f`` = :func:`swa_layer_fraction`.
+
+    Args:
+        context: tokens in the cache (a full-attention layer attends to all of them).
+        window_context: tokens a sliding-window layer attends to, when not ``min(context, W)``
+            (e.g. a mean over decode steps, :func:`symcost.inference.mean_decode_window_context`).
+    """
     f = swa_layer_fraction()
-    return (1 - f) * context + f * smin(context, smax(S.sliding_window, 1))
+    if window_context is None:
+        window_context = smin(context, smax(S.sliding_window, 1))
+    return (1 - f) * context + f * window_context
 
 
 def experts_safe() -> sp.Expr:

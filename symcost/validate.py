@@ -36,7 +36,8 @@ tp, pp             both blank: unpredictable ("parallel config not stated"), unl
                    ``dp == n_gpus`` (then tp = pp = 1); one blank: the other is derived
                    from ``n_gpus / (stated * dp)`` when dp is stated, else unpredictable
 global_batch       ``micro_batch * dp``
-dp_overlap         on; off for ZHANG23 (:data:`SOURCE_DEFAULTS`)
+dp_overlap         on; off for ZHANG23's DeepSpeed ZeRO runs, on for its ZeRO-0 (PyTorch
+                   DDP) runs (:data:`SOURCE_DEFAULTS`, :func:`dp_overlap_default`)
 train_framework    ``megatron``; ``hf`` for ZHANG23 (:data:`SOURCE_DEFAULTS`; memory only)
 attention_backend  ``native``; ``fa2`` for MPT and ZHANG23 (:data:`SOURCE_DEFAULTS`)
 flash_attention    the column when stated (0/1); else see :data:`SOURCE_DEFAULTS` and
@@ -161,6 +162,9 @@ INFERENCE_REASON = "inference rows: not predicted by the training model"
 #:   reduction not overlapped with the backward, DeepSpeed's documented default
 #:   (DeepSpeed configuration JSON docs, ZeRO optimizations: ``overlap_comm`` "Attempts to
 #:   overlap the reduction of the gradients with backward computation", default ``false``).
+#:   Its ZeRO-0 runs are plain PyTorch DDP (no DeepSpeed config, see below), which always
+#:   overlaps its bucketed gradient all-reduce with the backward (Li et al. 2020, "PyTorch
+#:   Distributed", VLDB 13(12), Sec. 3.2.3): ``dp_overlap_zero0`` on.
 #:   [memory] Its memory layout is the Hugging Face Trainer's (``train_framework = hf``:
 #:   the llm-toolkit scripts of the paper's authors load the model in bf16 and run the
 #:   baseline without a DeepSpeed config, i.e. PyTorch DDP; AaronZLT/llm-toolkit
@@ -170,7 +174,7 @@ INFERENCE_REASON = "inference rows: not predicted by the training model"
 #:   context and the caching allocator hold beyond the tensors (``memory_reading = device``:
 #:   predicted as ``mem_total + mem_reserved``).
 SOURCE_DEFAULTS: dict[str, dict[str, Any]] = {
-    "ZHANG23": {"dp_overlap": False, "train_framework": "hf", "memory_reading": "device",
+    "ZHANG23": {"dp_overlap": False, "dp_overlap_zero0": True, "train_framework": "hf", "memory_reading": "device",
                 "attention_backend": "fa2"},
     "NAR21": {"flash_attention": False},
     "MLM22": {"flash_attention": False},
@@ -784,7 +788,7 @@ def _prepare_one(row: Row, other_metrics: bool = False) -> PreparedRow:
                          vpp=vpp,
                          micro_batch=mb, global_batch=gb, seq_len=model.seq_len,
                          recompute=recompute, zero=zero, dtype=dtype, flash_attention=flash,
-                         dp_overlap=bool(SOURCE_DEFAULTS.get(source, {}).get("dp_overlap", True)),
+                         dp_overlap=dp_overlap_default(source, zero),
                          tp_overlap=tp_overlap,
                          train_framework=str(SOURCE_DEFAULTS.get(source, {}).get(
                              "train_framework", "megatron")),
@@ -833,6 +837,16 @@ OTHER_REASON = ("memory/OOM/scaling/per-layer metric: predicted by predict_other
 #: projection (Dettmers et al. 2023, QLoRA, Sec. 4 and its reference scripts: lora_r 64, all
 #: linear layers), the setting of bitsandbytes 4-bit training with PEFT.
 QLORA_DEFAULT_RANK = 64
+
+
+def dp_overlap_default(source: str, zero: int) -> bool:
+    """Whether a row of ``source`` at ZeRO stage ``zero`` overlaps its data-parallel
+    communication with compute: the source's ``dp_overlap`` (on when unstated), or its
+    ``dp_overlap_zero0`` for ZeRO stage 0 when it gives one (:data:`SOURCE_DEFAULTS`)."""
+    facts = SOURCE_DEFAULTS.get(source, {})
+    if zero == 0 and "dp_overlap_zero0" in facts:
+        return bool(facts["dp_overlap_zero0"])
+    return bool(facts.get("dp_overlap", True))
 
 
 def finetune_columns(row: Row, defaults: dict[str, object]) -> dict[str, Any]:

@@ -185,6 +185,27 @@ def test_windowed_decode_attention_at_long_context_by_hand():
         33_024 / ctx, rel=0.01)
 
 
+def test_window_filling_during_decode_by_hand():
+    """Mistral-7B (every layer windowed at W = 4096), 2,048 + 4,096 tokens: the context runs
+    from 2,048 to 6,144, so the window fills halfway. The mean attended context is
+    (4096^2 - 2048^2)/2/4096 + 4096*2048/4096 = 1,536 + 2,048 = 3,584 tokens (not
+    min(4,096 mean, W) = 4,096). Per layer (tp 1, 8 sequences, 32 heads, 8 KV heads, d 128):
+    FLOP 4*8*3584*32*128, bytes 8*3584*2*8*128*2 + 2*8*32*128*2; 32 layers. With W at or
+    below the input length every step attends to W; with W above input + output the plain
+    mean (4,096) applies, as without a window."""
+    kw = dict(tp=1, batch=8, input_len=2048, output_len=4096, check_memory=False)
+    r = predict_inference("mistral-7b", "h100-sxm5-80gb", **kw)
+    ctx = 3584
+    t = _roofline(r, 4 * 8 * ctx * 32 * 128, 8 * ctx * 2 * 8 * 128 * 2 + 2 * 8 * 32 * 128 * 2)
+    assert r.values["decode_attention"] == pytest.approx(32 * t, rel=1e-9)
+    mistral = get_model("mistral-7b")
+    for window, expected in ((1024, 1024), (2048, 2048), (8192, 4096), (6144, 4096)):
+        rw = predict_inference(mistral.replace(sliding_window=window), "h100-sxm5-80gb", **kw)
+        t = _roofline(rw, 4 * 8 * expected * 32 * 128,
+                      8 * expected * 2 * 8 * 128 * 2 + 2 * 8 * 32 * 128 * 2)
+        assert rw.values["decode_attention"] == pytest.approx(32 * t, rel=1e-9), window
+
+
 def test_windowed_prefill_flops_by_hand():
     """Model FLOPs of the prefill drop by the banded attention of the windowed layers: a
     token at position i attends to min(i, W) tokens, on average W - W(W-1)/(2s) against s/2,

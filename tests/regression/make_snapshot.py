@@ -55,8 +55,12 @@ were then recalibrated (``fa2_ratio`` added) and the whole snapshot was rewritte
 (same day): serving with MLA and sliding windows moved no stored draw (none serves DeepSeek or
 exceeds Mistral-7B's window); B300/GB300 became their own generation ``blackwell_ultra``, which
 with the previous parameter file (no values for it: Blackwell's, ``GENERATION_FALLBACK``) moved
-nothing; the parameters were recalibrated with it and the whole snapshot was rewritten. Every
-other value is as first written.
+nothing; the parameters were recalibrated with it and the whole snapshot was rewritten. A ninth
+(issue 13, 2026-11-25): with the previous parameter file, PyTorch DDP's overlapped all-reduce
+for ZHANG23's ZeRO-0 rows (``validate.dp_overlap_default``) moved only those 17 validation
+rows, and the exact mean windowed context of decoding (``inference.mean_decode_window_
+context``) moved no stored draw; the parameters were then recalibrated and the whole snapshot
+was rewritten. Every other value is as first written.
 
 The draws are described by plain field values (API keywords), so the test can replay them
 through the public API whatever the internals become.
