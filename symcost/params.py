@@ -46,6 +46,8 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "t_sched_lightllm": (0.0, 0.1),
     "t_sched_tgi": (0.0, 0.1),
     "t_sched_trtllm": (0.0, 0.1),
+    # dense GEMM half-efficiency tokens per micro-batch
+    "gemm_m_half": (0.0, 65536.0),
     # [moe] grouped-GEMM half-efficiency tokens per expert; fixed time per MoE layer pass
     "moe_m_half": (0.0, 65536.0),
     "t_moe_layer": (0.0, 1e-2),
@@ -59,9 +61,11 @@ assert set(PARAM_NAMES) == set(BOUNDS), "every efficiency symbol needs bounds"
 #: the MoE grouped-GEMM efficiency starts as the dense GEMM efficiency; the caching-allocator
 #: retention (``mem_cache_frac``, fitted by :func:`symcost.calibrate.fit_memory`) starts at 0;
 #: [moe] the grouped-GEMM size penalty and the fixed MoE layer time start at 0 (the model
-#: before they existed); FlashAttention-2 runs at native speed (``fa2_ratio`` 1).
+#: before they existed); FlashAttention-2 runs at native speed (``fa2_ratio`` 1); dense GEMMs
+#: have no size penalty (``gemm_m_half`` 0).
 FALLBACK: dict[str, str | float] = {"eff_moe": "eff_gemm", "mem_cache_frac": 0.0,
-                                    "moe_m_half": 0.0, "t_moe_layer": 0.0, "fa2_ratio": 1.0}
+                                    "moe_m_half": 0.0, "t_moe_layer": 0.0, "fa2_ratio": 1.0,
+                                    "gemm_m_half": 0.0}
 
 
 #: a GPU generation split off after parameter files were written takes, where a file has no

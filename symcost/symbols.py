@@ -384,6 +384,11 @@ t_sched_trtllm = _declare("t_sched_trtllm", "efficiency", "s",
                           "TensorRT-LLM's own time per forward step beyond t_infer_step",
                           nonneg=True)
 # --- end of fine-tuning block -----------------------------------------------------------
+# --- dense GEMM size (issue 11, item 5; symcost.training.dense_gemm_efficiency)
+gemm_m_half = _declare("gemm_m_half", "efficiency", "1",
+                       "tokens per micro-batch at which a layer's dense GEMMs reach half of "
+                       "eff_gemm (small M: tile and wave quantization, fixed kernel cost)",
+                       nonneg=True)
 # --- [moe] mixture-of-experts layer costs (issue 11; symcost.training.layer_forward_compute)
 moe_m_half = _declare("moe_m_half", "efficiency", "1",
                       "tokens per local expert at which the grouped expert GEMMs reach half of "

@@ -48,7 +48,7 @@ from .ops import collectives as coll
 from .ops import elementwise as ew
 from .ops import embedding as emb
 from .ops.cost import Cost, select, sum_time
-from .ops.gemm import gemm
+from .ops.gemm import gemm, size_efficiency
 from .ops.optimizer import adam_step
 
 # ----------------------------------------------------------------------------- mode flags
@@ -383,12 +383,13 @@ def layer_forward_compute() -> dict[str, Cost]:
     shared = S.shared_experts * fe / t
     # [moe] grouped-GEMM efficiency falls with the tokens per local expert (M of each GEMM)
     eff_grouped = grouped_gemm_efficiency(per_expert)
+    eff = dense_gemm_efficiency()
     return {
-        "qkv_proj": qkv_projection(n, peak),
+        "qkv_proj": qkv_projection(n, peak, eff=eff),
         "attention": attention_core_forward(),
-        "out_proj": gemm(n, h, heads * d, peak),
-        "mlp_up": gemm(n, (1 + g) * f / t, h, peak).scale(1 - fm),
-        "mlp_down": gemm(n, h, f / t, peak).scale(1 - fm),
+        "out_proj": gemm(n, h, heads * d, peak, eff=eff),
+        "mlp_up": gemm(n, (1 + g) * f / t, h, peak, eff=eff).scale(1 - fm),
+        "mlp_down": gemm(n, h, f / t, peak, eff=eff).scale(1 - fm),
         "activation": ew.activation(n * f / t, g).scale(1 - fm),
         # [moe] router GEMM (16-bit, replicated over TP), score function and top-k
         "router": (gemm(n, S.n_experts, h, S.peak_flops_16)
@@ -402,12 +403,23 @@ def layer_forward_compute() -> dict[str, Cost]:
         "moe_overhead": Cost(sp.Integer(0), sp.Integer(0), S.t_moe_layer).scale(fm),
         "expert_activation": ew.activation(routed * fe, g).scale(fm),
         # [moe] zero without shared experts (a GEMM of width 0 would still read its input)
-        "shared_experts": (gemm(n, (1 + g) * shared, h, peak) + gemm(n, h, shared, peak)
+        "shared_experts": (gemm(n, (1 + g) * shared, h, peak, eff=eff)
+                           + gemm(n, h, shared, peak, eff=eff)
                            + ew.activation(n * shared, g)).scale(fm * smin(S.shared_experts, 1)),
         "norms": ew.norm(tokens_sp() * h).scale(2),
         "residual_dropout": ew.residual_dropout(tokens_sp() * h, S.has_dropout).scale(2),
         "fp8_cast": fp8_cast_layer(),
     }
+
+
+def dense_gemm_efficiency() -> sp.Expr:
+    """Achieved fraction of peak of a layer's dense GEMMs (QKV, output projection, MLP, shared
+    experts), whose ``M`` is the micro-batch's ``b*s/c`` tokens (:func:`tokens_micro`; SP
+    gathers the sequence before each GEMM): :func:`~symcost.ops.gemm.size_efficiency` of
+    ``eff_gemm`` with the calibrated half-efficiency size ``gemm_m_half`` (issue 11, item 5:
+    GEMM efficiency by size). Short sequences at micro-batch 1 (e.g. 350 tokens) run their
+    GEMMs in one partly idle wave; long micro-batches reach ``eff_gemm``."""
+    return size_efficiency(S.eff_gemm, tokens_micro(), S.gemm_m_half)
 
 
 def grouped_gemm_efficiency(per_expert: sp.Expr) -> sp.Expr:
@@ -426,8 +438,7 @@ def grouped_gemm_efficiency(per_expert: sp.Expr) -> sp.Expr:
         GEMMs); NVIDIA CUTLASS documentation, "Efficient GEMM in CUDA" (threadblock tiles,
         wave quantization).
     """
-    m = smax(per_expert, 1)
-    return S.eff_moe * m / (m + S.moe_m_half)
+    return size_efficiency(S.eff_moe, smax(per_expert, 1), S.moe_m_half)
 
 
 def fp8_cast_layer() -> Cost:

@@ -154,12 +154,15 @@ def _single_gpu_reference(inp: dict) -> float:
     n = bb * ss
     d = hh / aa
 
-    def gemm(m, nn, k, batch=1, weight=True):
+    def gemm(m, nn, k, batch=1, weight=True, size=1.0):
         fl = 2 * m * nn * k * batch
         by = 2 * (m * k * batch + (k * nn if weight else k * nn * batch) + m * nn * batch)
-        return max(fl / P, by / bw)
+        return max(fl / (P * size), by / bw)
 
-    fwd = (gemm(n, 3 * hh, hh) + gemm(n, hh, hh) + gemm(n, ff, hh) + gemm(n, hh, ff)
+    # the layer's four dense GEMMs run at eff_gemm * n/(n + gemm_m_half) (GEMM size)
+    z = n / (n + inp["gemm_m_half"])
+    fwd = (gemm(n, 3 * hh, hh, size=z) + gemm(n, hh, hh, size=z) + gemm(n, ff, hh, size=z)
+           + gemm(n, hh, ff, size=z)
            + gemm(ss, ss, d, bb * aa, False) + gemm(ss, d, ss, bb * aa, False)
            + bb * aa * ss**2 * 4 / bw          # softmax read+write
            + n * ff * 2 * 2 / bw               # GeLU

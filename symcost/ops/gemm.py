@@ -64,3 +64,28 @@ def gemm(m: sp.Expr, n: sp.Expr, k: sp.Expr, peak: sp.Expr, batch: sp.Expr = sp.
     f = flops_gemm(m, n, k, batch)
     b = bytes_gemm(m, n, k, batch, elem_bytes, b_shared=weight, b_bytes=b_bytes)
     return Cost(f, b, time_roofline(f, b, peak, eff, S.hbm_bw, S.eff_hbm, overlap=overlap))
+
+
+def size_efficiency(eff: sp.Expr, m: sp.Expr, m_half: sp.Expr) -> sp.Expr:
+    """Achieved fraction of peak of GEMMs with ``m`` rows (tokens): ``eff * m/(m + m_half)``.
+
+    A GEMM is tiled into ``ceil(m/tile) * ceil(n/tile)`` output tiles run in waves over the
+    SMs; with few rows the last row of tiles is partly empty, the last wave leaves SMs idle,
+    and the fixed prologue/epilogue and launch cost weigh more, so the useful fraction of the
+    work rises with ``m`` and saturates at ``eff``. The hyperbolic form is the simplest such
+    curve with one constant, the half-efficiency size ``m_half`` (0: no size effect).
+
+    Args:
+        eff: efficiency of large GEMMs (fraction of peak).
+        m: rows of the GEMM (tokens), positive.
+        m_half: rows at which half of ``eff`` is reached (calibrated).
+
+    Returns:
+        Fraction of peak (dimensionless).
+
+    References:
+        NVIDIA, "Matrix Multiplication Background User's Guide" (Deep Learning Performance
+        documentation), sections "Tile Quantization" and "Wave Quantization"; Gale et al.
+        2023, "MegaBlocks" (MLSys), Sec. 3 (small per-expert GEMMs).
+    """
+    return eff * m / (m + m_half)

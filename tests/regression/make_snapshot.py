@@ -60,7 +60,10 @@ nothing; the parameters were recalibrated with it and the whole snapshot was rew
 for ZHANG23's ZeRO-0 rows (``validate.dp_overlap_default``) moved only those 17 validation
 rows, and the exact mean windowed context of decoding (``inference.mean_decode_window_
 context``) moved no stored draw; the parameters were then recalibrated and the whole snapshot
-was rewritten. Every other value is as first written.
+was rewritten. A tenth (issue 11, same day): the dense GEMM size efficiency
+(``training.dense_gemm_efficiency``, ``gemm_m_half``) moved nothing with the previous parameter
+file (no ``gemm_m_half``: 0); the parameters were recalibrated with ``gemm_m_half`` = 128 and
+the whole snapshot was rewritten. Every other value is as first written.
 
 The draws are described by plain field values (API keywords), so the test can replay them
 through the public API whatever the internals become.
