@@ -16,8 +16,14 @@ with :func:`scipy.optimize.least_squares` (trust-region reflective, bounds
 Only :data:`DEFAULT_FIT` is fitted unless asked otherwise; every other parameter keeps its
 starting value (``--params`` or the shipped file).
 
+The fit is a maximum a posteriori estimate: each fitted parameter with a positive start
+and lower bound carries a weakly informative log-normal prior around its start value
+(:data:`PRIOR_SIGMA`).
+
 Uncertainty: with ``J`` the Jacobian at the optimum over the free parameters (those not at
-a bound), ``s^2 = sum r^2 / (n - k)``, ``cov = s^2 (J^T J)^-1`` and standard errors
+a bound), ``s^2`` the robust residual variance and ``P`` the prior precision
+``diag(1/(PRIOR_SIGMA*theta)^2)``, ``cov = (J^T J / s^2 + P)^-1`` (the Laplace approximation
+of the posterior; ``s^2 (J^T J)^-1`` where no parameter carries a prior) and standard errors
 ``sqrt(diag(cov))`` (Seber and Wild 1989, "Nonlinear Regression", Sec. 2.1 and 5.1). The
 prediction intervals built from them (:func:`symcost.uncertainty.row_intervals`,
 :func:`symcost.uncertainty.predict_interval`) and the Jacobian
@@ -339,7 +345,13 @@ def _fit_generation(gen: str, X_inputs: dict[str, np.ndarray], y: np.ndarray,
     s2 = (1.4826 * float(np.median(np.abs(r - np.median(r))))) ** 2 * n / max(dof, 1)
     if k:
         Jc = J[:, [fit.index(p) for p in cov_names]]
-        cov = s2 * np.linalg.inv(Jc.T @ Jc)
+        # posterior covariance: the rows' information plus the log-normal prior's precision
+        # 1/(PRIOR_SIGMA*theta)^2 on each parameter that carries it (Gauss-Newton/Laplace)
+        th_c = np.array([values_at(theta, fit, p) for p in cov_names])
+        has_prior = _prior_mask(th_c, np.array([BOUNDS[p][0] for p in cov_names]))
+        prec = np.where(has_prior, 1.0 / (PRIOR_SIGMA * np.where(th_c > 0, th_c, 1.0)) ** 2,
+                        0.0)
+        cov = np.linalg.inv(Jc.T @ Jc / s2 + np.diag(prec))
         if not np.all(np.isfinite(cov)):
             raise CalibrationError(f"calibrate: {gen}: singular Jacobian at the optimum; fit "
                                    "fewer parameters (--fit)")
@@ -729,8 +741,9 @@ def calibrate(path: str | os.PathLike[str] | None = None,
         "data": str(path),
         "date": _dt.date.today().isoformat(),
         "command": command or f"symcost calibrate {path}",
-        "method": "scipy.optimize.least_squares (trf) on log(pred/meas) per run, Jacobian "
-                  "from jax.jacfwd; cov = s^2 (J^T J)^-1 over parameters not at a bound",
+        "method": "scipy.optimize.least_squares (trf) on log(pred/meas) per run plus a "
+                  "log-normal prior (sd log(10)) around the start values, Jacobian from "
+                  "jax.jacfwd; cov = (J^T J / s^2 + P)^-1 over parameters not at a bound",
         "fitted_parameters": list(fit),
         "fixed_parameters": [p for p in PARAM_NAMES if p not in fit],
         "rows_used": {g: f.n_rows for g, f in res.fits.items()},

@@ -63,8 +63,9 @@ context``) moved no stored draw; the parameters were then recalibrated and the w
 was rewritten. A tenth (issue 11, same day): the dense GEMM size efficiency
 (``training.dense_gemm_efficiency``, ``gemm_m_half``) moved nothing with the previous parameter
 file (no ``gemm_m_half``: 0); the parameters were recalibrated with ``gemm_m_half`` = 128 and
-the log-normal prior on the fitted parameters (``calibrate.PRIOR_SIGMA``) and the whole
-snapshot was rewritten. Every other value is as first written.
+the log-normal prior on the fitted parameters (``calibrate.PRIOR_SIGMA``; its precision also
+enters the parameter covariance, which moved only the validation rows' ``pred_lo``/``pred_hi``)
+and the whole snapshot was rewritten. Every other value is as first written.
 
 The draws are described by plain field values (API keywords), so the test can replay them
 through the public API whatever the internals become.
