@@ -416,8 +416,9 @@ def dense_gemm_efficiency() -> sp.Expr:
     """Achieved fraction of peak of a layer's dense GEMMs (QKV, output projection, MLP, shared
     experts), whose ``M`` is the micro-batch's ``b*s/c`` tokens (:func:`tokens_micro`; SP
     gathers the sequence before each GEMM): :func:`~symcost.ops.gemm.size_efficiency` of
-    ``eff_gemm`` with the calibrated half-efficiency size ``gemm_m_half`` (issue 11, item 5:
-    GEMM efficiency by size). Short sequences at micro-batch 1 (e.g. 350 tokens) run their
+    ``eff_gemm`` with the half-efficiency size ``gemm_m_half`` (issue 11, item 5: GEMM
+    efficiency by size; a parameter-file value, 128 tokens in the shipped file and not in
+    :data:`symcost.calibrate.DEFAULT_FIT`). Short sequences at micro-batch 1 (e.g. 350 tokens) run their
     GEMMs in one partly idle wave; long micro-batches reach ``eff_gemm``."""
     return size_efficiency(S.eff_gemm, tokens_micro(), S.gemm_m_half)
 

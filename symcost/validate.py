@@ -174,8 +174,8 @@ INFERENCE_REASON = "inference rows: not predicted by the training model"
 #:   context and the caching allocator hold beyond the tensors (``memory_reading = device``:
 #:   predicted as ``mem_total + mem_reserved``).
 SOURCE_DEFAULTS: dict[str, dict[str, Any]] = {
-    "ZHANG23": {"dp_overlap": False, "dp_overlap_zero0": True, "train_framework": "hf", "memory_reading": "device",
-                "attention_backend": "fa2"},
+    "ZHANG23": {"dp_overlap": False, "dp_overlap_zero0": True, "train_framework": "hf",
+                "memory_reading": "device", "attention_backend": "fa2"},
     "NAR21": {"flash_attention": False},
     "MLM22": {"flash_attention": False},
     "MBRIDGE": {"sp_with_tp": True, "tp_overlap_with_sp": True,
