@@ -1,9 +1,24 @@
-"""Test-session setup: lowered-source and JAX caches go to a temporary directory, not ~/.cache."""
+"""Test-session setup: lowered-source and JAX caches go to a temporary directory, not ~/.cache;
+shared fixtures."""
 
 import os
 import tempfile
+
+import pytest
 
 
 def pytest_configure(config):
     if "SYMCOST_CACHE_DIR" not in os.environ:
         os.environ["SYMCOST_CACHE_DIR"] = tempfile.mkdtemp(prefix="symcost-test-cache-")
+
+
+@pytest.fixture
+def old_generation_values() -> dict[str, float]:
+    """One generation's values as a parameter file written before the MoE terms, ``fa2_ratio``
+    and ``gemm_m_half`` existed held them (for the fallback tests of :data:`FALLBACK`)."""
+    return {"eff_gemm": 0.6, "eff_attn": 0.3, "eff_hbm": 0.8, "eff_intra": 0.7,
+            "eff_inter": 0.9, "t_layer_overhead": 2e-5, "t_step_overhead": 0.1,
+            "mem_reserved": 2e9, "eff_hbm_infer": 0.9, "eff_attn_infer": 0.75,
+            "eff_dequant": 0.8, "gemm_overlap": 0.3, "t_infer_step": 0.003, "eff_host": 0.8,
+            "cpu_adam_rate": 1e9, "t_sched_vllm": 0.0, "t_sched_lightllm": 0.0,
+            "t_sched_tgi": 0.0, "t_sched_trtllm": 0.0}

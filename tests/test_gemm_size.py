@@ -68,15 +68,10 @@ def test_short_micro_batches_slow_the_layer_gemms_only():
                                                      {**v, "gemm_m_half": 0})
 
 
-def test_parameter_file_without_gemm_m_half_loads_with_zero():
+def test_parameter_file_without_gemm_m_half_loads_with_zero(old_generation_values):
     """A parameter file from before gemm_m_half existed loads with 0 (no size effect: the
     model as it was)."""
     assert FALLBACK["gemm_m_half"] == 0.0
-    vals = {"eff_gemm": 0.6, "eff_attn": 0.3, "eff_hbm": 0.8, "eff_intra": 0.7,
-            "eff_inter": 0.9, "t_layer_overhead": 2e-5, "t_step_overhead": 0.1,
-            "mem_reserved": 2e9, "eff_hbm_infer": 0.9, "eff_attn_infer": 0.75,
-            "eff_dequant": 0.8, "gemm_overlap": 0.3, "t_infer_step": 0.003, "eff_host": 0.8,
-            "cpu_adam_rate": 1e9, "t_sched_vllm": 0.0, "t_sched_lightllm": 0.0,
-            "t_sched_tgi": 0.0, "t_sched_trtllm": 0.0}
+    vals = old_generation_values
     p = params_from_dict({"generations": {"hopper": vals}})
     assert p.generations["hopper"]["gemm_m_half"] == 0.0

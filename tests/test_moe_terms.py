@@ -102,16 +102,11 @@ def test_fp8_casts_count_routed_expert_inputs():
         2112 + 16 * 0.75 * 12 * 3)
 
 
-def test_parameter_file_without_moe_terms_loads_with_zero():
+def test_parameter_file_without_moe_terms_loads_with_zero(old_generation_values):
     """A parameter file from before moe_m_half and t_moe_layer existed loads with both 0
     (the model before these terms: no size penalty, no fixed MoE time)."""
     assert FALLBACK["moe_m_half"] == 0.0 and FALLBACK["t_moe_layer"] == 0.0
-    vals = {"eff_gemm": 0.6, "eff_attn": 0.3, "eff_hbm": 0.8, "eff_intra": 0.7,
-            "eff_inter": 0.9, "t_layer_overhead": 2e-5, "t_step_overhead": 0.1,
-            "mem_reserved": 2e9, "eff_hbm_infer": 0.9, "eff_attn_infer": 0.75,
-            "eff_dequant": 0.8, "gemm_overlap": 0.3, "t_infer_step": 0.003, "eff_host": 0.8,
-            "cpu_adam_rate": 1e9, "t_sched_vllm": 0.0, "t_sched_lightllm": 0.0,
-            "t_sched_tgi": 0.0, "t_sched_trtllm": 0.0}
+    vals = old_generation_values
     p = params_from_dict({"generations": {"hopper": vals}})
     g = p.generations["hopper"]
     assert g["moe_m_half"] == 0.0 and g["t_moe_layer"] == 0.0 and g["eff_moe"] == 0.6
