@@ -13,10 +13,10 @@ import sympy as sp
 from symcost import predict_training
 from symcost import symbols as S
 from symcost import training as T
-from symcost.calibrate import calibrate_rows
+from symcost.calibrate import calibrate_rows, start_params
 from symcost.config import ConfigError
 from symcost.params import load_params
-from symcost.validate import load_measurements, prepare_rows
+from symcost.validate import load_measurements, predict_rows, prepare_rows
 
 CSV = Path(__file__).resolve().parents[2] / "shared" / "validation" / \
     "published_measurements.csv"
@@ -87,9 +87,6 @@ def test_prior_keeps_eff_attn_off_its_bound_without_mpt():
     (:data:`symcost.calibrate.PRIOR_SIGMA`) those rows drove ``eff_attn`` from its start 0.5 to
     its lower bound 0.05 and MPT's Ampere runs were predicted about 50% too slow; with it the
     value stays within a factor of two of the start and MPT is predicted within 20%."""
-    from symcost.calibrate import start_params
-    from symcost.validate import predict_rows
-
     prepared, _ = prepare_rows(load_measurements(CSV))
     start = start_params(load_params())
     ampere = [r for r in prepared if r.hardware.generation == "ampere"]
