@@ -40,8 +40,9 @@ def test_dense_gemm_efficiency_uses_the_micro_batch_tokens():
 def test_output_projection_time_by_hand():
     """Llama-2-7B on one A100 at 350 tokens (micro-batch 1): the output projection is a
     350 x 4096 x 4096 GEMM, 2*350*4096^2 = 11,744,051,200 FLOP; bytes 2*(350*4096*2 +
-    4096^2) = 39,288,832, compute-bound at 312 TFLOP/s * eff_gemm * 350/(350 + gemm_m_half)
-    (the ridge of the A100 is far below its 299 FLOP/byte)."""
+    4096^2) = 39,288,832, i.e. 299 FLOP/byte, far above the A100's ridge (312 TFLOP/s over
+    2,039 GB/s, about 150 FLOP/byte), so compute-bound at 312 TFLOP/s * eff_gemm *
+    350/(350 + gemm_m_half)."""
     r = predict_training("llama2-7b", "a100-sxm4-80gb", num_gpus=1, micro_batch=1,
                          global_batch=1, seq_len=350, flash_attention=True)
     v = r.inputs
@@ -54,7 +55,7 @@ def test_output_projection_time_by_hand():
 
 def test_short_micro_batches_slow_the_layer_gemms_only():
     """Setting gemm_m_half to 0 (no size penalty) speeds up the layer GEMMs of a 350-token
-    micro-batch by (350 + M_half)/350 and leaves attention and the LM head unchanged."""
+    micro-batch by (350 + M_half)/350 and leaves the attention kernel unchanged."""
     kw = dict(num_gpus=1, micro_batch=1, global_batch=1, seq_len=350, flash_attention=True)
     r = predict_training("llama2-7b", "a100-sxm4-80gb", **kw)
     v = dict(r.inputs)
