@@ -224,6 +224,13 @@ train_framework = _declare("train_framework", "parallel", "1",
 #: deepspeed/runtime/zero/config.py, v0.10-v0.16, also the value of the Hugging Face ZeRO-3
 #: example configs).
 DS_MAX_LIVE_PARAMETERS = sp.Integer(10**9)
+#: [memory] DeepSpeed ZeRO-1/2 ``reduce_bucket_size`` of the Hugging Face Trainer's ZeRO-2
+#: example configuration (elements; "reduce_bucket_size": 2e8 with "overlap_comm": true and
+#: "contiguous_gradients": true; Hugging Face transformers docs, DeepSpeed integration,
+#: "ZeRO-2 Example"; the same file is AaronZLT/llm-toolkit examples/e2e-benchmark/zero2.json,
+#: the configuration of the ZHANG23 runs). At ZeRO-3 the Trainer fills ``"auto"`` with
+#: ``hidden**2`` (transformers ``HfTrainerDeepSpeedConfig.trainer_config_finalize``).
+DS_REDUCE_BUCKET_ZERO2 = sp.Integer(2 * 10**8)
 
 # --- fixed byte counts (one place for each) --------------------------------------------
 #: bytes per activation element (bf16/fp16 activations, also in fp8 training).

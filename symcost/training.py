@@ -730,6 +730,32 @@ def deepspeed_live_param_bytes(params_gpu: sp.Expr) -> sp.Expr:
     return S.BYTES_PARAM * smin(params_gpu, S.DS_MAX_LIVE_PARAMETERS)
 
 
+def deepspeed_reduce_buffer_bytes(largest_param: sp.Expr) -> sp.Expr:
+    """[memory] DeepSpeed's gradient-reduction buffers on one GPU in the Hugging Face Trainer
+    layout (``train_framework = hf``) at ZeRO >= 1; they stay on the GPU with offload:
+
+    * ZeRO 1-2 (``contiguous_gradients`` and ``overlap_comm`` on, as in the Trainer's example
+      configuration): two 16-bit ``ipg_buffer`` of ``reduce_bucket_size`` elements
+      (:data:`symcost.symbols.DS_REDUCE_BUCKET_ZERO2`; "double buffers to avoid data access
+      conflict when overlap_comm is enabled"), and with optimizer offload the 16-bit
+      ``temp_grad_buffer_for_gpu_offload`` of the largest parameter's size
+      (deepspeed/runtime/zero/stage_1_and_2.py, ``backward`` and ``__init__``, v0.10-v0.16);
+    * ZeRO-3: one 16-bit ``__ipg_bucket_flat_buffer`` of ``reduce_bucket_size = h**2``
+      elements (the Trainer's ``"auto"``; deepspeed/runtime/zero/stage3.py ``__init__``).
+
+    Zero at ZeRO-0 and for ``train_framework = megatron``.
+
+    Args:
+        largest_param: elements of the largest parameter tensor on the GPU (the embedding or
+            LM head, ``vocab*h/t``).
+
+    Units: bytes.
+    """
+    zero12 = (2 * S.DS_REDUCE_BUCKET_ZERO2 + ft.IS_OFFLOAD * largest_param) * (1 - IS_ZERO3)
+    zero3 = IS_ZERO3 * S.hidden**2
+    return IS_HF * (1 - IS_ZERO0) * S.BYTES_PARAM * (zero12 + zero3)
+
+
 def cached_gradient_bytes(trained_params: sp.Expr) -> sp.Expr:
     """[memory] Bytes the PyTorch caching allocator holds in freed blocks at the peak of a
     Hugging Face Trainer + DeepSpeed ZeRO 1-3 run without parameter offload:
@@ -972,8 +998,9 @@ def training_expressions() -> dict[str, sp.Expr]:
                           + zero3_buffer)
     # [memory] layout-specific gradient and optimizer bytes (:func:`gradient_bytes`,
     # :func:`optimizer_bytes`)
-    out["mem_gradients"] = (1 - ft.IS_OFFLOAD) * gradient_bytes(
+    out["mem_gradients"] = ((1 - ft.IS_OFFLOAD) * gradient_bytes(
         sharded(1.5, train_rep, train_exp), sharded(0.5, train_rep, train_exp))
+        + deepspeed_reduce_buffer_bytes(vocab_local * S.hidden))
     out["mem_optimizer"] = (1 - ft.IS_OFFLOAD) * optimizer_bytes(
         sharded(0.5, train_rep, train_exp))
     logit_bytes = S.BYTES_LOGIT + IS_HF * (HF_BYTES_LOGIT - S.BYTES_LOGIT)  # [memory]

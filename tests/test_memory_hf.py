@@ -50,15 +50,34 @@ def test_hf_zero0_is_ddp_with_16bit_adamw() -> None:
     assert meg["gradients"] == pytest.approx(2 * P7, rel=1e-12)
 
 
+# DeepSpeed ZeRO-1/2 reduction buffers: two bf16 ipg buffers of reduce_bucket_size = 2e8
+IPG_ZERO2 = 2 * 2 * 2 * 10**8
+# ZeRO-2 optimizer offload adds the bf16 temp_grad_buffer_for_gpu_offload of the largest
+# parameter (the 32000 x 4096 embedding)
+OFFLOAD_TEMP = 2 * 32000 * 4096
+
+
 def test_hf_zero2_deepspeed_partitions() -> None:
-    # d = 8: full bf16 weights; bf16 gradient partition 2/8 + fp32 gradient partition 4/8;
-    # fp32 master + Adam 12/8
+    # d = 8: full bf16 weights; bf16 gradient partition 2/8 + fp32 gradient partition 4/8 and
+    # the two ipg buffers; fp32 master + Adam 12/8
     m = _mem(zero=2)
     assert m["weights"] == pytest.approx(2 * P7, rel=1e-12)
-    assert m["gradients"] == pytest.approx(6 * P7 / 8, rel=1e-12)
+    assert m["gradients"] == pytest.approx(6 * P7 / 8 + IPG_ZERO2, rel=1e-12)
     assert m["optimizer"] == pytest.approx(12 * P7 / 8, rel=1e-12)
+    # offload moves the partitions to the host; the buffers stay: 1,062,144,000 bytes
     o = _mem(zero=2, offload="optimizer")
-    assert o["gradients"] == 0 and o["optimizer"] == 0
+    assert o["gradients"] == IPG_ZERO2 + OFFLOAD_TEMP == 1_062_144_000
+    assert o["optimizer"] == 0
+
+
+def test_deepspeed_reduce_buffers_only_in_the_hf_layout() -> None:
+    # ZeRO-3: one bf16 bucket of hidden^2 = 4096^2 elements (the Trainer's "auto")
+    z3 = _mem(zero=3, offload="optimizer+params")
+    assert z3["gradients"] == 2 * 4096**2
+    # DDP (ZeRO-0) and the Megatron layout have none of DeepSpeed's buffers
+    assert _mem(zero=0)["gradients"] == pytest.approx(4 * P7, rel=1e-12)
+    meg = _mem(zero=2, train_framework="megatron")
+    assert meg["gradients"] == pytest.approx(2 * P7 / 8, rel=1e-12)
 
 
 def test_hf_zero3_live_parameters() -> None:

@@ -65,7 +65,11 @@ was rewritten. A tenth (issue 11, same day): the dense GEMM size efficiency
 file (no ``gemm_m_half``: 0); the parameters were recalibrated with ``gemm_m_half`` = 128 and
 the log-normal prior on the fitted parameters (``calibrate.PRIOR_SIGMA``; its precision also
 enters the parameter covariance, which moved only the validation rows' ``pred_lo``/``pred_hi``)
-and the whole snapshot was rewritten. Every other value is as first written.
+and the whole snapshot was rewritten. An eleventh (issue 13, same day): DeepSpeed's
+gradient-reduction buffers in the Hugging Face layout (``training.deepspeed_reduce_buffer_
+bytes``) moved, with the previous parameter file, only 80 ZHANG23 validation rows (its ZeRO
+1-3 memory rows and what derives from them) and no draw; ``mem_cache_frac`` was refitted and the
+whole snapshot was rewritten. Every other value is as first written.
 
 The draws are described by plain field values (API keywords), so the test can replay them
 through the public API whatever the internals become.
