@@ -204,7 +204,7 @@ def model_bindings(model: "ModelSpec") -> dict[str, float]:
         S.n_heads.name: model.heads, S.n_kv_heads.name: model.kv_heads,
         S.ffn_hidden.name: model.ffn_hidden, S.vocab.name: model.vocab,
         S.seq_len.name: model.seq_len, S.max_seq_len.name: model.max_seq_len,
-        S.gated_mlp.name: float(model.mlp == "swiglu"), S.has_bias.name: float(model.bias),
+        S.gated_mlp.name: float(model.is_gated), S.has_bias.name: float(model.bias),
         S.norm_bias.name: float(model.norm == "layernorm" and model.bias),
         S.tied_embed.name: float(model.tied_embeddings),
         S.learned_pos.name: float(model.position == "learned"),

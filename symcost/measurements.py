@@ -52,6 +52,8 @@ class PreparedRow:
         flops_convention: the row's ``flops_convention`` column (``model``, ``hardware``,
             ``megatron_sc21`` or ``""`` when blank), used by
             :func:`symcost.validate.metric_factor`.
+        flops_counter: the Megatron FLOP counter of the row's FLOP-rate metrics
+            (:func:`symcost.validate.flops_counter_of`; ``""``: the PaLM/llm-foundry count).
     """
 
     case_id: str
@@ -65,6 +67,7 @@ class PreparedRow:
     run: str
     defaults: Mapping[str, object] = field(default_factory=dict)
     flops_convention: str = ""
+    flops_counter: str = ""
 
 
 def source_of(case_id: str) -> str:

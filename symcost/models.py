@@ -30,6 +30,7 @@ import yaml
 __all__ = [
     "HF_DEFAULT_SEQ_LEN",
     "MAX_SIZE",
+    "GATED_MLP_KINDS",
     "MLP_KINDS",
     "NORM_KINDS",
     "POSITION_KINDS",
@@ -59,7 +60,13 @@ MAX_SIZE: int = 2**24
 #: ``seq_len`` of the training configuration. Presets keep their own ``seq_len``.
 HF_DEFAULT_SEQ_LEN: int = 4096
 
-MLP_KINDS: tuple[str, ...] = ("gelu", "swiglu")
+#: ``gelu``: two matrices; ``swiglu``: gated with a SiLU gate (three matrices); ``geglu``: gated
+#: with a GELU-type gate (three matrices, the same FLOPs and memory as ``swiglu``; Gemma's
+#: tanh-GELU gate, gpt-oss's ``x*sigmoid(1.702*x)``). Megatron's FLOP counters count the gated
+#: third matrix only for a SiLU gate (:func:`symcost.validate.megatron_flops_per_token`).
+MLP_KINDS: tuple[str, ...] = ("gelu", "swiglu", "geglu")
+#: the gated kinds of :data:`MLP_KINDS` (gate, up and down projections).
+GATED_MLP_KINDS: frozenset[str] = frozenset({"swiglu", "geglu"})
 NORM_KINDS: tuple[str, ...] = ("layernorm", "rmsnorm")
 POSITION_KINDS: tuple[str, ...] = ("learned", "rope", "alibi")
 
@@ -117,7 +124,8 @@ class ModelSpec:
             (i.e. already padded, e.g. 51200 for Megatron GPT).
         seq_len: Default training sequence length (tokens).
         max_seq_len: Maximum context, ``max_position_embeddings`` (tokens).
-        mlp: ``'gelu'`` (2 matrices) or ``'swiglu'`` (3 matrices, gated).
+        mlp: ``'gelu'`` (2 matrices), ``'swiglu'`` or ``'geglu'`` (3 matrices, gated by a
+            SiLU or a GELU-type activation; :data:`MLP_KINDS`).
         norm: ``'layernorm'`` or ``'rmsnorm'``.
         bias: Linear layers (and LayerNorms) carry biases (GPT-2/3, Megatron
             GPT) or not (Llama, MPT).
@@ -201,6 +209,11 @@ class ModelSpec:
         _validate(self)
 
     @property
+    def is_gated(self) -> bool:
+        """True for a gated MLP (``swiglu`` or ``geglu``: gate, up and down projections)."""
+        return self.mlp in GATED_MLP_KINDS
+
+    @property
     def is_moe(self) -> bool:
         """True for a mixture-of-experts model (``experts > 0``)."""
         return self.experts > 0
@@ -232,7 +245,7 @@ class ModelSpec:
         return self.num_params() - idle
 
     def _expert_params(self) -> int:
-        return (3 if self.mlp == "swiglu" else 2) * self.hidden * self.moe_ffn_hidden
+        return (3 if self.is_gated else 2) * self.hidden * self.moe_ffn_hidden
 
     def num_params(self) -> int:
         """Exact parameter count implied by the fields (elements, not bytes).
@@ -263,7 +276,7 @@ class ModelSpec:
         h, f = self.hidden, self.ffn_hidden
         d = self.head_dim if self.head_dim is not None else h // self.heads
         a, k = self.heads, self.kv_heads
-        gated = self.mlp == "swiglu"
+        gated = self.is_gated
         norm = 2 * h if (self.norm == "layernorm" and self.bias) else h
 
         if self.kv_lora_rank:
@@ -591,8 +604,13 @@ _LLAMA_LIKE: frozenset[str] = frozenset({"llama", "mistral", "qwen2", "qwen3", "
                                          "gpt_oss", "kimi_k2"})
 #: model_type values whose HF MLP is always gated, ``down(act(gate(x)) * up(x))``, whatever
 #: ``hidden_act`` is (transformers ``LlamaMLP``, ``MistralMLP``, ``Qwen2MLP``, ``GemmaMLP``):
-#: a GELU activation there is GeGLU, which has SwiGLU's three matrices and FLOPs (``'swiglu'``).
+#: a GELU activation there is GeGLU (``'geglu'``), with SwiGLU's three matrices and FLOPs.
 _GATED_MLP: frozenset[str] = _LLAMA_LIKE | {"gemma"}
+#: model_type values whose experts are gated by ``x * sigmoid(1.702 * x)`` (a GELU
+#: approximation) whatever ``hidden_act`` says: gpt-oss (transformers ``GptOssExperts``,
+#: ``alpha = 1.702``; OpenAI gpt-oss model card, arXiv:2508.10925, Sec. 2.1 "SwiGLU" with
+#: clamping; Megatron-Bridge's gpt-oss provider ``activation_func = quick_gelu``).
+_GEGLU_MODEL_TYPES: frozenset[str] = frozenset({"gpt_oss"})
 #: model_type values whose config class ties the embeddings by default
 #: (``GemmaConfig(tie_word_embeddings=True)``; Llama, Mistral and Qwen2 default to False).
 _TIED_BY_DEFAULT: frozenset[str] = frozenset({"gemma"})
@@ -623,9 +641,10 @@ def from_hf_config(
     and ``tie_word_embeddings`` (default False) are read directly.
     ``hidden_act`` ``'silu'``/``'swish'`` maps to ``'swiglu'`` for the
     llama/mistral/qwen2/gemma model types (a plain SiLU MLP cannot be told apart
-    otherwise, so it is an error); ``'gelu*'`` maps to ``'swiglu'`` for those
-    types too (their HF MLP is always gated: GeGLU, SwiGLU's three matrices)
-    and to ``'gelu'`` (two matrices) for any other type. ``tie_word_embeddings``
+    otherwise, so it is an error); ``'gelu*'`` maps to ``'geglu'`` for those
+    types (their HF MLP is always gated: GeGLU, SwiGLU's three matrices)
+    and to ``'gelu'`` (two matrices) for any other type; ``gpt_oss`` is ``'geglu'``
+    whatever ``hidden_act`` says (its experts' gate is ``x*sigmoid(1.702x)``). ``tie_word_embeddings``
     defaults to True for ``gemma`` (its config class default). The norm is
     RMSNorm if ``rms_norm_eps`` is present (LayerNorm if ``layer_norm_eps`` /
     ``layer_norm_epsilon`` is). Positions are RoPE for those model types or
@@ -856,11 +875,13 @@ def _llama_fields(cfg: Mapping[str, Any], label: str) -> dict[str, Any]:
             )
         mlp = "swiglu"
     elif act.startswith("gelu"):
-        mlp = "swiglu" if gated else "gelu"
+        mlp = "geglu" if gated else "gelu"
     else:
         raise ModelSpecError(
             f"{label}: unsupported 'hidden_act' {act!r} (expected silu, swish or gelu*)"
         )
+    if model_type in _GEGLU_MODEL_TYPES:
+        mlp = "geglu"
 
     if "rms_norm_eps" in cfg:
         norm = "rmsnorm"

@@ -91,7 +91,7 @@ from .fields import GEMM_PEAK_KEY
 from .infer_api import predict_inference_rows
 from .measurements import (PreparedRow, Row, RowError, SkippedRow, cell, cell_float, cell_int,
                            source_of)
-from .models import ModelSpec, ModelSpecError, get_model
+from .models import GATED_MLP_KINDS, ModelSpec, ModelSpecError, get_model
 from .params import Params, load_params
 from .training import BREAKDOWN
 from .uncertainty import row_intervals
@@ -104,7 +104,8 @@ __all__ = [
     "FLOPS_CONVENTIONS", "KNOWN_METRICS", "INFERENCE_METRICS", "SOURCE_DEFAULTS", "MeasurementsError", "PreparedRow",
     "SkippedRow", "ValidationReport", "builtin_measurements", "evaluate_rows", "flash_attention_rule",
     "llm_foundry_flops_per_token", "megatron_flops_per_token", "model_flops_per_token",
-    "FLOPS_COUNTERS", "load_measurements", "mape", "metric_factor", "nar21_flops",
+    "FLOPS_COUNTERS", "MEGATRON_COUNTERS", "BRIDGE_COUNTER_REVISED", "flops_counter_of",
+    "load_measurements", "mape", "metric_factor", "nar21_flops",
     "predict_rows", "prepare_rows", "preset_for_name", "source_of", "split_by_params",
     "unmodelled_reason",
     "predict_inference_hook", "stack_inputs", "summarize", "validate_file", "validate_frame",
@@ -150,8 +151,9 @@ INFERENCE_REASON = "inference rows: not predicted by the training model"
 #:   optimizer does).
 #: * MBRIDGE, MBRIDGE2511, NEMO2407, MLM24: FLOP-rate metrics counted with the source's own
 #:   formula (``flops_counter``, :data:`FLOPS_COUNTERS`): the MBRIDGE notes name
-#:   Megatron-Bridge's ``flop_utils.py``; NEMO2407 is NeMo 24.07 and MLM24 Megatron-LM at
-#:   commit f2e5db402c, both ``num_floating_point_operations``.
+#:   Megatron-Bridge's ``flop_utils.py``, whose count changed with container 26.06 (a row's
+#:   ``container=NeMo`` note selects it, :func:`flops_counter_of`); NEMO2407 is NeMo 24.07
+#:   and MLM24 Megatron-LM at commit f2e5db402c, both ``num_floating_point_operations``.
 #: * MPT and ZHANG23: FlashAttention through the flash-attn 2 library
 #:   (``attention_backend = fa2``): llm-foundry's benchmark installs ``.[gpu-flash2]``
 #:   (flash-attn 2.4.2 on H100) and runs ``attn_impl: flash`` (mosaicml/llm-foundry
@@ -295,7 +297,17 @@ def llm_foundry_flops_per_token(n_params: npt.ArrayLike, layers: npt.ArrayLike,
     return base
 
 
-def megatron_flops_per_token(model: ModelSpec, seq: float, *, bridge: bool,
+#: the Megatron FLOP counters :func:`megatron_flops_per_token` reproduces (``flops_counter``
+#: of :data:`SOURCE_DEFAULTS`, revised per row by :func:`flops_counter_of`).
+MEGATRON_COUNTERS: tuple[str, ...] = ("megatron", "megatron_bridge", "megatron_bridge_2601")
+#: NeMo container from which Megatron-Bridge counts every gated MLP as three matrices and
+#: sliding-window layers by their mean causal context (Megatron-Bridge commit baa0259,
+#: "[training] fix flops computation", 2026-05-28, first in container 26.06); the rows of
+#: earlier containers are counted by ``megatron_bridge_2601`` (``flop_utils.py`` @5831d8f).
+BRIDGE_COUNTER_REVISED: tuple[int, int] = (26, 6)
+
+
+def megatron_flops_per_token(model: ModelSpec, seq: float, *, counter: str,
                              tp: int = 1) -> tuple[float, float]:
     """Model FLOPs per token as Megatron-LM/NeMo or Megatron-Bridge count them.
 
@@ -308,28 +320,47 @@ def megatron_flops_per_token(model: ModelSpec, seq: float, *, bridge: bool,
               + h*V )                                                 logits
 
     with ``q = a*d``, ``kv = k*d`` (MLA: the latent down/up projections, as written in
-    ``flop_utils``). Megatron-LM 2024 and NeMo 24.07 count the whole score matrix
-    (``c*ctx = 2*s``); Megatron-Bridge counts causal attention halved (``c*ctx = s``), a
-    sliding-window layer's average causal context ``W - W(W-1)/(2s)`` (times 2), each
-    multi-token-prediction module as one more layer, its ``2h -> h`` projection and one more
-    pass through the output head, and the vocabulary padded to a multiple of ``128*tp``.
+    ``flop_utils``). By ``counter`` (:data:`MEGATRON_COUNTERS`):
+
+    * ``megatron`` (Megatron-LM 2024 ``num_floating_point_operations``, NeMo 24.07
+      ``flops_formulas.py``): the whole score matrix (``c*ctx = 2*s``) in every layer; the
+      gated third matrix only for a SiLU gate (``args.swiglu``).
+    * ``megatron_bridge_2601`` (Megatron-Bridge ``flop_utils.py`` @5831d8f, the NeMo
+      containers before 26.06): causal attention halved (``c*ctx = s``) in every layer,
+      windowed ones included; the gated third matrix only for a SiLU gate
+      (``gated_linear_unit and activation_func == F.silu``: gpt-oss's GeGLU experts count as
+      two matrices); each multi-token-prediction module as one more layer, its ``2h -> h``
+      projection and one more pass through the output head; the vocabulary padded to a
+      multiple of ``128*tp``.
+    * ``megatron_bridge`` (@067f987, containers 26.06 on): as ``megatron_bridge_2601``, but
+      every gated MLP counts three matrices and a sliding-window layer its average causal
+      context ``W - W(W-1)/(2s)`` (times 2).
 
     Args:
-        model: the row's model; seq: sequence length (tokens); bridge: the Megatron-Bridge
-            count (else Megatron-LM/NeMo); tp: tensor-parallel degree (vocabulary padding).
+        model: the row's model; seq: sequence length (tokens); counter: one of
+            :data:`MEGATRON_COUNTERS`; tp: tensor-parallel degree (vocabulary padding).
 
     Returns:
         ``(total, attention)``: model FLOP per token and its attention-core part (FLOP).
 
+    Raises:
+        ValueError: ``counter`` is not one of :data:`MEGATRON_COUNTERS`.
+
     References:
         NVIDIA-NeMo/Megatron-Bridge ``src/megatron/bridge/training/utils/flop_utils.py``
-        (``transformer_flops``; @067f987 reproduces the published model TFLOP/s over
-        tokens/s of every MBRIDGE run to 0.1%); Megatron-LM ``megatron/training/training.py``
+        (``transformer_flops``; with the counter of each row's container this reproduces the
+        published model TFLOP/s over tokens/s of the MBRIDGE runs to 0.5%, except the 26.06
+        LoRA runs, counted over the packed dataset's mean sequence, and four DeepSeek-V3
+        25.11 GB200/GB300 runs, 4%); Megatron-LM ``megatron/training/training.py``
         ``num_floating_point_operations`` and NeMo ``utils/flops_formulas.py`` (the NEMO2407
         and MLM24 counts; NEMO2407 reproduced to 0.1%); Narayanan et al. 2021 (SC'21), App.
     """
+    if counter not in MEGATRON_COUNTERS:
+        raise ValueError(f"counter: {counter!r} is not one of {', '.join(MEGATRON_COUNTERS)}")
+    bridge = counter != "megatron"
+    revised = counter == "megatron_bridge"
     h, a, k, d, L = model.hidden, model.heads, model.kv_heads, model.head_dim or 0, model.layers
-    m = 3 if model.mlp == "swiglu" else 2
+    m = 3 if (model.is_gated if revised else model.mlp == "swiglu") else 2
     n_moe = model.moe_layers
     mtp = model.mtp_layers if bridge else 0
     expert = model.moe_ffn_hidden * (model.top_k + model.shared_experts) * m
@@ -348,7 +379,7 @@ def megatron_flops_per_token(model: ModelSpec, seq: float, *, bridge: bool,
         q, kv = a * d, k * d
         proj_total = (L + mtp) * (h * (q + 2 * kv) + q * h)
         full = core * q * seq
-        n_swa = model.swa_layers if bridge else 0
+        n_swa = model.swa_layers if revised else 0
         w = model.sliding_window
         swa = (2 * q * (w - w * (w - 1) / (2 * seq)) if w < seq else full) if n_swa else 0.0
         attn = (L + mtp - n_swa) * full + n_swa * swa
@@ -361,6 +392,19 @@ def megatron_flops_per_token(model: ModelSpec, seq: float, *, bridge: bool,
     return total, 6.0 * attn
 
 
+def flops_counter_of(source: str, notes: object) -> str | None:
+    """The FLOP counter of a row: its source's (:data:`FLOPS_COUNTERS`; None: the
+    PaLM/llm-foundry count), with ``megatron_bridge`` read as ``megatron_bridge_2601`` when the
+    row's ``notes`` name a NeMo container before :data:`BRIDGE_COUNTER_REVISED`
+    (``container=NeMo 26.04.01``)."""
+    counter = FLOPS_COUNTERS.get(source)
+    if counter == "megatron_bridge":
+        found = re.search(r"container=NeMo (\d+)\.(\d+)", str(notes or ""))
+        if found and (int(found[1]), int(found[2])) < BRIDGE_COUNTER_REVISED:
+            return "megatron_bridge_2601"
+    return counter
+
+
 #: how a source counts the FLOPs of its ``model``/``hardware`` FLOP-rate metrics (the row's
 #: ``flops_convention`` says which FLOPs; this says with whose formula), from the
 #: ``flops_counter`` entries of :data:`SOURCE_DEFAULTS`: ``megatron_bridge`` and ``megatron``
@@ -371,18 +415,17 @@ FLOPS_COUNTERS: dict[str, str] = {src: str(d["flops_counter"])
 
 
 def model_flops_per_token(row: PreparedRow, n_params: float, recompute: str) -> float:
-    """Model FLOPs per token of ``row`` by its source's formula (:data:`FLOPS_COUNTERS`),
+    """Model FLOPs per token of ``row`` by its source's formula (``row.flops_counter``, from
+    :data:`FLOPS_COUNTERS` and :func:`flops_counter_of`),
     with the row's recomputation counted for ``recompute`` ``selective``/``full`` (the
     ``hardware`` convention: full recomputes the forward, a third of the total; selective
     the attention core's forward). ``n_params``: the PaLM/llm-foundry count's N."""
     cfg, m = row.config, row.model
     assert cfg.seq_len is not None
     s = float(cfg.seq_len)
-    counter = FLOPS_COUNTERS.get(row.source)
-    if counter is None:
+    if not row.flops_counter:
         return float(llm_foundry_flops_per_token(n_params, m.layers, m.hidden, s, recompute))
-    total, attn = megatron_flops_per_token(m, s, bridge=counter == "megatron_bridge",
-                                           tp=int(cfg.tp))
+    total, attn = megatron_flops_per_token(m, s, counter=row.flops_counter, tp=int(cfg.tp))
     return total * (4.0 / 3.0 if recompute == "full" else 1.0) + (
         attn / 3.0 if recompute == "selective" else 0.0)
 
@@ -673,7 +716,9 @@ def _model_for_row(row: Row, source: str, seq: int | None) -> ModelSpec:
     if gated is not None:
         if gated not in (0, 1):
             raise RowError(f"gated_mlp: must be 0 or 1 (got {gated})")
-        arch["mlp"] = "swiglu" if gated else "gelu"
+        # a gated row keeps its preset's gate (GeGLU); a blank preset kind means SwiGLU
+        arch["mlp"] = ((arch["mlp"] if arch["mlp"] in GATED_MLP_KINDS else "swiglu") if gated
+                       else "gelu")
     base_max = exact.max_seq_len if exact is not None else flags.max_seq_len
     max_seq = shape["seq_len"] if extra.get("max_seq_len_is_seq_len") else max(
         base_max, shape["seq_len"])
@@ -813,7 +858,8 @@ def _prepare_one(row: Row, other_metrics: bool = False) -> PreparedRow:
         raise RowError(f"flops_convention: {convention!r} is not one of "
                        f"{', '.join(FLOPS_CONVENTIONS)}")
     prepared = PreparedRow(case_id, source, metric, value, model, hw, cfg, n_params, run,
-                           defaults, convention)
+                           defaults, convention,
+                           flops_counter_of(source, cell(row, "notes")) or "")
     if metric not in OTHER_METRICS:
         _check_measured(prepared)
     return prepared

@@ -19,8 +19,8 @@ from symcost import predict_training
 from symcost import symbols as S
 from symcost import training as T
 from symcost.models import ModelSpecError, from_hf_config, get_model
-from symcost.validate import (FLOPS_COUNTERS, load_measurements, megatron_flops_per_token,
-                              prepare_rows)
+from symcost.validate import (FLOPS_COUNTERS, flops_counter_of, load_measurements,
+                              megatron_flops_per_token, prepare_rows)
 
 CSV = Path(__file__).resolve().parents[2] / "shared" / "validation" / \
     "published_measurements.csv"
@@ -34,10 +34,10 @@ def test_llama3_8b_counts_by_hand():
     Bridge: 6*8,578,400,256 = 51,470,401,536 FLOP/token (MBRIDGE publishes 51.46-51.50 G);
     NeMo: 6*9,652,142,080 = 57,912,852,480 (NEMO2407: 57.91 G)."""
     m = get_model("llama-3-8b")
-    bridge, attn = megatron_flops_per_token(m, 8192, bridge=True)
+    bridge, attn = megatron_flops_per_token(m, 8192, counter="megatron_bridge")
     assert bridge == 51_470_401_536
     assert attn == 6 * 1_073_741_824
-    nemo, attn2 = megatron_flops_per_token(m, 8192, bridge=False)
+    nemo, attn2 = megatron_flops_per_token(m, 8192, counter="megatron")
     assert nemo == 57_912_852_480
     assert attn2 == 2 * attn
 
@@ -46,8 +46,8 @@ def test_bridge_pads_the_vocabulary_to_128_tp():
     """tp 4: 128256 -> next multiple of 512 = 128512, 256 more logit columns:
     6 * 4096 * 256 = 6,291,456 FLOP/token more."""
     m = get_model("llama-3-8b")
-    assert (megatron_flops_per_token(m, 8192, bridge=True, tp=4)[0]
-            - megatron_flops_per_token(m, 8192, bridge=True, tp=1)[0]) == 6 * 4096 * 256
+    assert (megatron_flops_per_token(m, 8192, counter="megatron_bridge", tp=4)[0]
+            - megatron_flops_per_token(m, 8192, counter="megatron_bridge", tp=1)[0]) == 6 * 4096 * 256
 
 
 def test_sliding_window_and_mtp_by_hand():
@@ -59,19 +59,19 @@ def test_sliding_window_and_mtp_by_hand():
     m = get_model("gpt-oss-120b")
     q, s = 64 * 64, 4096
     windowed = 2 * q * (128 - 128 * 127 / (2 * s))
-    _, attn = megatron_flops_per_token(m, s, bridge=True)
+    _, attn = megatron_flops_per_token(m, s, counter="megatron_bridge")
     assert attn == pytest.approx(6 * (18 * q * s + 18 * windowed))
     dense = m.replace(sliding_window=0, full_attention_step=0)
-    assert megatron_flops_per_token(dense, s, bridge=True)[1] == 6 * 36 * q * s
+    assert megatron_flops_per_token(dense, s, counter="megatron_bridge")[1] == 6 * 36 * q * s
     ds = get_model("deepseek-v3")
     no_mtp = ds.replace(mtp_layers=0)
     h = ds.hidden
     expert = ds.moe_ffn_hidden * (ds.top_k + ds.shared_experts) * 3
-    one, _ = megatron_flops_per_token(ds, 4096, bridge=True)
-    zero, _ = megatron_flops_per_token(no_mtp, 4096, bridge=True)
-    per_layer_attn = (megatron_flops_per_token(no_mtp, 4096, bridge=True)[0]
+    one, _ = megatron_flops_per_token(ds, 4096, counter="megatron_bridge")
+    zero, _ = megatron_flops_per_token(no_mtp, 4096, counter="megatron_bridge")
+    per_layer_attn = (megatron_flops_per_token(no_mtp, 4096, counter="megatron_bridge")[0]
                       - megatron_flops_per_token(no_mtp.replace(layers=60, dense_layers=3),
-                                                 4096, bridge=True)[0]) / 6 - h * expert
+                                                 4096, counter="megatron_bridge")[0]) / 6 - h * expert
     assert (one - zero) / 6 == pytest.approx(h * expert + per_layer_attn + h * 129280
                                              + 3 * h + 2 * h * h)
 
@@ -79,12 +79,12 @@ def test_sliding_window_and_mtp_by_hand():
 @pytest.mark.skipif(not CSV.exists(), reason="shared measurements not beside the repository")
 def test_counters_reproduce_the_published_flops_per_token():
     """Every pre-training run of MBRIDGE, MBRIDGE2511 and NEMO2407 with both metrics: the
-    source's counter is within 1% of ``TFLOP/s / tokens/s`` for at least 95% of them (both
-    are published rounded to 3-4 digits; one DeepSeek-V3 run of container 25.11 implies the
-    count without its MTP module, 4% lower), every one within 5%, the median within 0.1%. Excluded, as the shared README
-    warns the formula changed between releases: gpt-oss before container 26.06 (an older
-    count, 20% lower) and fine-tuning rows (packed sequences: attention over the packed
-    sub-sequences, not the 4096-token pack)."""
+    row's counter (its source's, revised by its container, :func:`flops_counter_of`) is
+    within 1% of ``TFLOP/s / tokens/s`` for at least 95% of them (both are published rounded
+    to 3-4 digits; the DeepSeek-V3 runs of container 25.11 on GB200/GB300 imply the count
+    without the MTP module, 4% lower), every one within 5%, the median within 0.1%; gpt-oss
+    included on both sides of the 26.06 change. Excluded: fine-tuning rows (packed sequences:
+    attention over the packed sub-sequences, not the 4096-token pack)."""
     df = load_measurements(CSV)
     prepared, _ = prepare_rows(df)
     prepared = [r for r in prepared if r.source in FLOPS_COUNTERS]
@@ -96,13 +96,9 @@ def test_counters_reproduce_the_published_flops_per_token():
         twin = by_id.get(row.case_id.rsplit("-", 1)[0] + "-tpsg")
         if twin is None or "SFT" in row.case_id or "LoRA" in row.case_id:
             continue
-        release = row.case_id.split("-")[1]
-        if row.model.sliding_window and release < "26.06":
-            continue
         implied = row.measured * 1e12 / twin.measured
         ours, _ = megatron_flops_per_token(row.model, float(row.config.seq_len or 0),
-                                           bridge=FLOPS_COUNTERS[row.source] == "megatron_bridge",
-                                           tp=int(row.config.tp))
+                                           counter=row.flops_counter, tp=int(row.config.tp))
         assert ours == pytest.approx(implied, rel=0.05), row.case_id
         ratios.append(ours / implied)
     dev = np.abs(np.array(ratios) - 1)
@@ -185,3 +181,37 @@ def test_window_cuts_attention_time_and_mtp_adds_a_layer():
     assert one.values["flops_model"] - zero.values["flops_model"] == pytest.approx(extra, rel=1e-9)
     assert one.step_time > zero.step_time
     assert math.isfinite(one.step_time)
+
+
+def test_bridge_counter_before_container_26_06_by_hand():
+    """gpt-oss-120b at s = 4096 as Megatron-Bridge counted it before container 26.06: the
+    GeGLU experts as two matrices (SiLU-only gate rule) and no window term.
+    MLP 36*2880*(2880*4*2) = 2,388,787,200; projections 36*(2880*(4096 + 2*512) + 4096*2880)
+    = 955,514,880; attention core 36*4096*4096 = 603,979,776; logits 2880*201088 (a multiple
+    of 128 already) = 579,133,440: 6 * 4,527,415,296 = 27,164,491,776 FLOP/token; the
+    26.04 runs publish 27.2 G (523 TFLOP/s at 19,200 tokens/s)."""
+    m = get_model("gpt-oss-120b")
+    assert m.mlp == "geglu" and m.is_gated
+    old, attn = megatron_flops_per_token(m, 4096, counter="megatron_bridge_2601")
+    assert old == 27_164_491_776
+    assert attn == 6 * 603_979_776
+    assert old == pytest.approx(523e12 / 19_200, rel=0.005)
+    # the revised counter counts the third matrix and the windows: 20% more
+    new, _ = megatron_flops_per_token(m, 4096, counter="megatron_bridge")
+    assert new / old == pytest.approx(1.2, abs=0.005)
+    # a SwiGLU model without windows is counted alike by both
+    llama = get_model("llama-3-8b")
+    assert (megatron_flops_per_token(llama, 8192, counter="megatron_bridge_2601")
+            == megatron_flops_per_token(llama, 8192, counter="megatron_bridge"))
+    with pytest.raises(ValueError, match="counter"):
+        megatron_flops_per_token(llama, 8192, counter="palm")
+
+
+def test_flops_counter_of_reads_the_container():
+    assert flops_counter_of("MBRIDGE", "container=NeMo 26.04.01; ...") == "megatron_bridge_2601"
+    assert flops_counter_of("MBRIDGE", "container=NeMo 25.09") == "megatron_bridge_2601"
+    assert flops_counter_of("MBRIDGE", "container=NeMo 26.06; x") == "megatron_bridge"
+    assert flops_counter_of("MBRIDGE", "container=NeMo 26.08") == "megatron_bridge"
+    assert flops_counter_of("MBRIDGE", None) == "megatron_bridge"
+    assert flops_counter_of("NEMO2407", "container=NeMo 24.07") == "megatron"
+    assert flops_counter_of("MPT", "") is None

@@ -435,7 +435,9 @@ def test_preset_families():
             assert (spec.mlp, spec.norm, spec.position) == ("gelu", "layernorm", "rope")
             assert not spec.bias and not spec.tied_embeddings and not spec.dropout
         else:
-            assert (spec.mlp, spec.norm, spec.position) == ("swiglu", "rmsnorm", "rope")
+            # gpt-oss (x*sigmoid(1.702x)) and Grok-1 gate their experts with a GELU-type activation
+            gate = "geglu" if model_id.startswith(("gpt-oss", "grok")) else "swiglu"
+            assert (spec.mlp, spec.norm, spec.position) == (gate, "rmsnorm", "rope")
             assert not spec.dropout
             # gpt-oss has attention biases; Grok-1 reuses the input embedding as LM head
             assert spec.bias == model_id.startswith("gpt-oss")
@@ -493,7 +495,7 @@ def test_preset_yaml_is_consistent():
         ({"ffn_hidden": 0}, r"ffn_hidden must be a positive int \(got 0\)"),
         ({"vocab": 1000.0}, r"vocab must be a positive int \(got 1000\.0\)"),
         ({"seq_len": True}, r"seq_len must be a positive int \(got True\)"),
-        ({"mlp": "relu"}, r"mlp must be one of gelu, swiglu \(got 'relu'\)"),
+        ({"mlp": "relu"}, r"mlp must be one of gelu, swiglu, geglu \(got 'relu'\)"),
         ({"norm": "batchnorm"}, r"norm must be one of layernorm, rmsnorm"),
         ({"position": "sinusoidal"}, r"position must be one of learned, rope, alibi"),
         ({"bias": "yes"}, r"bias must be a bool"),
@@ -610,7 +612,12 @@ def test_hf_gelu_mlp():
     # LlamaMLP is always gated (down(act(gate(x)) * up(x))): GELU there is GeGLU, three
     # matrices like SwiGLU (it used to be read as a two-matrix GELU MLP)
     cfg = {**LLAMA2_70B_CONFIG, "hidden_act": "gelu_pytorch_tanh"}
-    assert from_hf_config(cfg).mlp == "swiglu"
+    spec = from_hf_config(cfg)
+    assert spec.mlp == "geglu" and spec.is_gated
+    # the same parameter count as the SiLU-gated original
+    assert spec.num_params() == from_hf_config(LLAMA2_70B_CONFIG).num_params()
+    # gpt-oss gates with x*sigmoid(1.702x) whatever hidden_act says
+    assert from_hf_config({**LLAMA2_70B_CONFIG, "model_type": "gpt_oss"}).mlp == "geglu"
     phi = {**cfg, "model_type": "phi", "rope_theta": 10000.0}
     assert from_hf_config(phi).mlp == "gelu"  # fc1/fc2, not gated
 
@@ -638,7 +645,7 @@ def test_hf_gemma_2b_parameter_count():
     for Gemma 2B (gated GeGLU MLP, MQA, tied embeddings by GemmaConfig's default)."""
     spec = from_hf_config(GEMMA_2B_CONFIG)
     assert (spec.mlp, spec.norm, spec.position, spec.tied_embeddings) == (
-        "swiglu", "rmsnorm", "rope", True)
+        "geglu", "rmsnorm", "rope", True)
     assert spec.num_params() - spec.vocab * spec.hidden == 1_981_884_416
     assert from_hf_config({**GEMMA_2B_CONFIG, "tie_word_embeddings": False}).tied_embeddings is False
 

@@ -69,7 +69,12 @@ and the whole snapshot was rewritten. An eleventh (issue 13, same day): DeepSpee
 gradient-reduction buffers in the Hugging Face layout (``training.deepspeed_reduce_buffer_
 bytes``) moved, with the previous parameter file, only 80 ZHANG23 validation rows (its ZeRO
 1-3 memory rows and what derives from them) and no draw; ``mem_cache_frac`` was refitted and the
-whole snapshot was rewritten. Every other value is as first written.
+whole snapshot was rewritten. A twelfth (issue 11, same day): the Megatron-Bridge FLOP counter
+of each row's container (``validate.flops_counter_of``: before 26.06, GeGLU experts as two
+matrices and no window term) and the ``geglu`` MLP kind of gpt-oss and Grok-1 moved, with the
+previous parameter file, only 24 MBRIDGE validation rows (gpt-oss FLOP-rate rows) and no draw;
+the parameters were recalibrated and the whole snapshot was rewritten. Every other value is as
+first written.
 
 The draws are described by plain field values (API keywords), so the test can replay them
 through the public API whatever the internals become.
