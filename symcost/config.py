@@ -70,6 +70,10 @@ class TrainingConfig:
             FlashAttention-3) or ``fa2`` (the flash-attn 2 library), with FlashAttention.
         ep_overlap: overlap the MoE all-to-all with another micro-batch's compute (DeepSeek-V3
             DualPipe, arXiv:2412.19437 Sec. 3.2.1; Megatron-Core's 1F1B all-to-all overlap).
+        moe_imbalance: routed tokens of the busiest expert-parallel rank over the mean (1:
+            balanced routing); at most ``min(ep, experts/top_k)``.
+        moe_capacity_factor: expert capacity in multiples of the balanced load, tokens beyond
+            it dropped (GShard, Switch Transformer); 0: dropless.
         offload: ``none``, ``optimizer`` or ``optimizer+params`` (host memory, DeepSpeed).
         intra_node_link: ``default``, ``nvlink``, ``nvlink-bridge`` or ``pcie``.
         finetune: ``full``, ``lora`` or ``qlora``.
@@ -98,6 +102,8 @@ class TrainingConfig:
     train_framework: str = "megatron"
     attention_backend: str = "native"
     ep_overlap: bool = False
+    moe_imbalance: float = 1.0
+    moe_capacity_factor: float = 0.0
     # fine-tuning, offload and topology (issue 13; see symcost.fields / symcost.finetune)
     offload: str = "none"
     intra_node_link: str = "default"

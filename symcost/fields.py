@@ -231,6 +231,12 @@ TRAINING_FIELDS: dict[str, Field] = _table(
           "attention_backend", choices=ATTENTION_BACKENDS),
     _bool("ep_overlap", "overlap the MoE all-to-all with another micro-batch's compute "
           "(DualPipe, Megatron-Core A2A overlap)", False, "ep_overlap"),
+    Field("moe_imbalance", "float", "1", 1.0, "routed tokens of the busiest expert-parallel "
+          "rank over the mean (1: balanced routing; at most min(ep, experts/top_k))",
+          "moe_imbalance", minimum=1.0, maximum=float(MAX_COUNT)),
+    Field("moe_capacity_factor", "float", "1", 0.0, "expert capacity in multiples of the "
+          "balanced load, tokens beyond it dropped (0: dropless)", "moe_capacity_factor",
+          minimum=0.0, maximum=float(MAX_COUNT)),
     # --- fine-tuning, offload, topology (issue 13; symcost.finetune) ---
     Field("offload", "enum", "1", "none", "optimizer states (and with ZeRO-3 parameters) in "
           "host memory: DeepSpeed ZeRO-Offload / ZeRO-Infinity", "offload",

@@ -230,6 +230,22 @@ EP_DP = Rule(
     lambda v: f"{_i(v['ep'])} does not divide tp*cp*dp = {_i(v['tp'] * v['cp'] * v['dp'])} "
               "(expert-parallel ranks are folded over the tensor-, context- and data-parallel "
               "ranks of the attention layers: Megatron-Core MoE parallel folding)")
+def _imbalance_bound(v: Values, xp: Any) -> Any:
+    """Largest routed-token load factor an expert-parallel rank can have: all of a token's
+    ``k`` copies on one rank of ``E/ep`` experts, ``min(ep, E/k)``; 1 for a dense model."""
+    moe = v["experts"] > 0.5
+    bound = xp.minimum(v["ep"], xp.maximum(v["experts"], 1) / xp.maximum(v["top_k"], 1))
+    return xp.where(moe, bound, 1.0)
+
+
+MOE_IMBALANCE = Rule(
+    "moe_imbalance_at_most_bound", "moe_imbalance", ("moe_imbalance", "ep", "experts", "top_k"),
+    # a search space does not vary it: the default, balanced routing
+    lambda v, xp: v.get("moe_imbalance", 1.0) <= _imbalance_bound(v, xp) * (1 + 1e-6),
+    "exceeds min(ep, experts/top_k) (every routed token on one expert-parallel rank)",
+    lambda v: (f"{v['moe_imbalance']:g} exceeds min(ep, experts/top_k) = "
+               f"{float(_imbalance_bound(v, np)):g} (the busiest of the ep ranks holds at most "
+               "all routed token copies; 1 without expert parallelism or experts)"))
 HSDP_DP = Rule(
     "dp_replicate_divides_dp_cp", "dp_replicate", ("dp_replicate", "dp", "cp"),
     lambda v, xp: ~indivisible(xp, v["dp"] * v["cp"], v["dp_replicate"]),
@@ -333,7 +349,8 @@ TRAINING_RULES: tuple[Rule, ...] = (
     HIDDEN_HEADS, HEADS_KV, NUM_GPUS_DIVISIBLE, NUM_GPUS_PRODUCT, GLOBAL_BATCH_DIVISIBLE,
     SEQ_LEN_POSITIONS, TP_HEADS, TP_FFN, TP_KV_HEADS, PP_LAYERS, GLOBAL_BATCH_NEEDED,
     VPP_NEEDS_PP, VPP_LAYERS, VPP_MICROBATCHES, ZERO_PP, DTYPE_HARDWARE, CP_SEQ, CP_FLASH,
-    EP_DP, EP_EXPERTS, MOE_TP_SP, TP_OVERLAP_SP, TP_OVERLAP_NODE, HSDP_DP) + FINETUNE_RULES
+    EP_DP, EP_EXPERTS, MOE_IMBALANCE, MOE_TP_SP, TP_OVERLAP_SP, TP_OVERLAP_NODE, HSDP_DP
+) + FINETUNE_RULES
 
 TP_MOE_FFN = Rule(
     "tp_divides_moe_ffn_hidden", "tp", ("tp", "moe_ffn_hidden"),

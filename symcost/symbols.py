@@ -206,6 +206,12 @@ ep_overlap = _declare("ep_overlap", "parallel", "1",
                       "1 when the expert-parallel all-to-all overlaps compute of another "
                       "micro-batch (DualPipe, Megatron-Core 1F1B all-to-all overlap)",
                       integer=True, nonneg=True)
+moe_imbalance = _declare("moe_imbalance", "parallel", "1",
+                         "routed-token load of the busiest expert-parallel rank over the mean "
+                         "(1: balanced routing)")
+moe_capacity_factor = _declare("moe_capacity_factor", "parallel", "1",
+                               "expert capacity in multiples of the balanced load, tokens beyond"
+                               " it dropped (0: dropless)", nonneg=True)
 tp_overlap = _declare("tp_overlap", "parallel", "1",
                       "1 when tensor-parallel collectives are pipelined with the GEMMs they "
                       "feed (Transformer Engine userbuffers, Megatron-Core --tp-comm-overlap)",

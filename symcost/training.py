@@ -163,6 +163,21 @@ def experts_local() -> sp.Expr:
     return experts_safe() / S.ep
 
 
+def moe_load_factor() -> sp.Expr:
+    """[moe] Routed-token load of the busiest expert-parallel rank over the balanced load
+    ``n*k/ep``: ``moe_imbalance`` without a capacity (dropless), else
+    ``min(moe_imbalance, moe_capacity_factor)``: each expert keeps at most the capacity's
+    tokens and drops the rest (Lepikhin et al. 2021, GShard, Sec. 2.2, expert capacity;
+    Fedus et al. 2022, Switch Transformer, Sec. 2.2, capacity factor). The busiest rank sets
+    the step time: its grouped GEMMs, expert activations and the all-to-all it receives
+    (Megatron-Core MoE documentation, "load balancing"; 1 with the balanced or force-balanced
+    routing of benchmarks). Dimensionless.
+    """
+    dropless = S.moe_capacity_factor < sp.Rational(1, 10**6)
+    return sp.Piecewise((S.moe_imbalance, dropless),
+                        (smin(S.moe_imbalance, S.moe_capacity_factor), True))
+
+
 def kv_heads_local() -> sp.Expr:
     """KV heads per TP rank: ``max(k, t)/t`` (KV heads are replicated when ``k < t``, as
     Megatron-LM and vLLM do; validation requires ``k % t == 0`` or ``t % k == 0``)."""
@@ -378,7 +393,8 @@ def layer_forward_compute() -> dict[str, Cost]:
     peak = gemm_peak()
     fm = moe_layer_fraction()
     fe, k = S.moe_ffn_hidden, S.top_k
-    routed = n * k / t
+    # [moe] the busiest expert-parallel rank's routed tokens (moe_load_factor)
+    routed = n * k / t * moe_load_factor()
     per_expert = routed / experts_local()
     shared = S.shared_experts * fe / t
     # [moe] grouped-GEMM efficiency falls with the tokens per local expert (M of each GEMM)
@@ -465,7 +481,8 @@ def fp8_cast_layer() -> Cost:
     # and the shared experts' inputs, instead of the dense MLP's two inputs
     fm, k, fe = moe_layer_fraction(), S.top_k, S.moe_ffn_hidden
     mlp = ((1 - fm) * (h + f / t)
-           + fm * (k / t * (h + fe) + smin(S.shared_experts, 1) * h + S.shared_experts * fe / t))
+           + fm * (k * moe_load_factor() / t * (h + fe) + smin(S.shared_experts, 1) * h
+                   + S.shared_experts * fe / t))
     activations = n * (h + S.n_heads / t * head_dim() + mlp)
     nbytes = (S.fp8 + S.fp4) * 3 * activations
     return Cost(sp.Integer(0), nbytes, nbytes / (S.hbm_bw * S.eff_hbm))
@@ -606,13 +623,15 @@ def ep_comm_layer_forward() -> Cost:
     """Expert-parallel all-to-all of the average layer's forward: dispatch and combine of the
     ``n_sp*k`` routed 16-bit token vectors (``n_sp`` tokens per GPU outside the TP region)
     over the ``e`` adjacent ranks of the expert group (folded over TP, CP and DP, innermost
-    first), weighted by :func:`moe_layer_fraction`; not overlapped with compute.
+    first), weighted by :func:`moe_layer_fraction`; not overlapped with compute. The
+    busiest rank receives :func:`moe_load_factor` times the balanced volume and the
+    all-to-all ends when it has.
 
     References:
         Lepikhin et al. 2021, GShard, Sec. 3.2; Rajbhandari et al. 2022, DeepSpeed-MoE,
         Sec. 5.2 (two all-to-alls per MoE layer forward, two backward).
     """
-    nbytes = tokens_sp() * S.top_k * S.hidden * S.BYTES_ACT
+    nbytes = tokens_sp() * S.top_k * S.hidden * S.BYTES_ACT * moe_load_factor()
     return coll.all_to_all(nbytes, S.ep).scale(2 * moe_layer_fraction())
 
 
@@ -640,8 +659,9 @@ def activation_bytes_layer() -> sp.Expr:
     n = tokens_micro()
     sbh = n * h
     fm, k, fe = moe_layer_fraction(), S.top_k, S.moe_ffn_hidden
+    kl = k * moe_load_factor()  # [moe] routed copies on the busiest expert-parallel rank
     mlp = ((1 - fm) * 2 * n * f * (2 + g)
-           + fm * (2 * n * (k + S.shared_experts) * fe * (2 + g) + 4 * n * k * h))
+           + fm * (2 * n * (kl + S.shared_experts) * fe * (2 + g) + 4 * n * kl * h))
     replicated = tokens_sp() * h * (8 + 2 * drop)
     split = (2 * sbh + 2 * sbh + mlp) / t + 4 * n * d * kv_heads_local()
     scores = a * s * n * (2 + 3 * drop) / t

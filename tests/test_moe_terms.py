@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import pytest
 import sympy as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from symcost import predict_training
 from symcost import symbols as S
 from symcost import training as T
 from symcost.ops import elementwise as ew
@@ -24,7 +27,7 @@ TINY = {
     "q_lora_rank": 0, "rope_head_dim": 0, "fp8": 0, "fp4": 0,
     "peak_flops_16": 1e12, "peak_flops_8": 2e12, "peak_flops_4": 4e12,
     "hbm_bw": 1e12, "eff_hbm": 0.5, "eff_gemm": 0.8, "eff_moe": 0.5, "moe_m_half": 16,
-    "t_moe_layer": 1e-3,
+    "t_moe_layer": 1e-3, "moe_imbalance": 1, "moe_capacity_factor": 0,
 }
 
 
@@ -80,6 +83,47 @@ def test_layer_terms_of_a_tiny_moe_by_hand():
     assert _bind(bwd["moe_permute"].time, TINY) == pytest.approx(2176 / 5e11 * 0.75)
     assert _bind(fwd["moe_overhead"].time, TINY) == pytest.approx(7.5e-4)
     assert _bind(bwd["moe_overhead"].time, TINY) == pytest.approx(1.5e-3)
+
+
+def test_imbalance_and_capacity_by_hand():
+    """The busiest expert-parallel rank at load factor 1.5 (dropless): 16*2*1.5 = 48 routed
+    tokens, 24 per local expert, efficiency 0.5*24/(24 + 16) = 0.3; expert_up 2 x 2*24*(2*4)*8
+    = 6144 FLOP at 1e12*0.3, x 0.75. A capacity factor of 1.25 caps the load at 1.25: 40
+    tokens, 20 per expert, efficiency 0.5*20/36; the all-to-all moves the same factor more.
+    Token permutation (on the sending side) is unchanged."""
+    fwd = T.layer_forward_compute()
+    hot = {**TINY, "moe_imbalance": 1.5}
+    assert _bind(T.moe_load_factor(), hot) == 1.5
+    assert _bind(fwd["expert_up"].flops, hot) == pytest.approx(6144 * 0.75)
+    assert _bind(fwd["expert_up"].time, hot) == pytest.approx(6144 / 0.3e12 * 0.75)
+    assert _bind(fwd["moe_permute"].bytes, hot) == pytest.approx(1664 * 0.75)
+    capped = {**hot, "moe_capacity_factor": 1.25}
+    assert _bind(T.moe_load_factor(), capped) == 1.25
+    assert _bind(fwd["expert_up"].flops, capped) == pytest.approx(2 * 2 * 20 * 8 * 8 * 0.75)
+    assert _bind(fwd["expert_up"].time, capped) == pytest.approx(
+        5120 / (1e12 * 0.5 * 20 / 36) * 0.75)
+    # a capacity above the imbalance drops nothing; below 1 it drops even balanced tokens
+    assert _bind(T.moe_load_factor(), {**hot, "moe_capacity_factor": 2.0}) == 1.5
+    assert _bind(T.moe_load_factor(), {**TINY, "moe_capacity_factor": 0.5}) == 0.5
+    a2a = T.ep_comm_layer_forward().bytes
+    assert _bind(a2a, hot) == pytest.approx(1.5 * _bind(a2a, TINY))
+
+
+@settings(max_examples=12, deadline=None)
+@given(a=st.floats(1.0, 4.0), b=st.floats(1.0, 4.0), cap=st.sampled_from([0.0, 1.25, 2.0]))
+def test_step_time_grows_with_imbalance_up_to_the_capacity(a, b, cap):
+    """Mixtral 8x7B on 64 H100 (tp 2, ep 8; bound min(8, 8/2) = 4): the step time never falls
+    as the busiest rank's load rises, and with a capacity it stops rising at the capacity."""
+    lo, hi = sorted((a, b))
+
+    def step(x: float) -> float:
+        return predict_training("mixtral-8x7b", "h100-sxm5-80gb", num_gpus=64, tp=2, sp=True,
+                                ep=8, global_batch=256, moe_imbalance=x,
+                                moe_capacity_factor=cap).step_time
+
+    assert step(lo) <= step(hi) * (1 + 1e-12)
+    if cap > 0 and lo >= cap:
+        assert step(lo) == pytest.approx(step(hi), rel=1e-12)
 
 
 def test_dense_model_has_no_moe_terms():
