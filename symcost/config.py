@@ -46,6 +46,9 @@ class TrainingConfig:
         ep: expert-parallel degree: the routed experts of a MoE model are sharded over ``ep``
             of the ``tp*cp*dp`` ranks (Megatron-Core MoE parallel folding, expert TP = 1;
             ``ep`` divides ``tp*cp*dp`` and the expert count).
+        etp: expert tensor-parallel degree: each routed expert's FFN is split over ``etp``
+            ranks (Megatron-Core ``expert_tensor_parallel_size``); ``ep*etp`` must divide
+            ``tp*cp*dp``.
         dp_replicate: HSDP replicas ``r``: ZeRO (FSDP with ``zero=3``) shards over the
             ``dp*cp/r`` ranks of a shard group and all-reduces the sharded gradients across
             the ``r`` replicas (PyTorch FSDP ``HYBRID_SHARD``); 1 = full sharding.
@@ -87,6 +90,7 @@ class TrainingConfig:
     cp: int = 1
     dp: int | None = None
     ep: int = 1
+    etp: int = 1
     dp_replicate: int = 1
     sp: bool = False
     vpp: int = 1

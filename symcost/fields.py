@@ -199,6 +199,8 @@ TRAINING_FIELDS: dict[str, Field] = _table(
     Field("dp", "int", "1", None, "data-parallel degree; num_gpus/(tp*cp*pp) when not given",
           "dp", minimum=1, maximum=MAX_COUNT),
     _int("ep", "expert-parallel degree (MoE experts sharded over ep of the tp*cp*dp ranks)"),
+    _int("etp", "expert tensor-parallel degree (each routed expert's FFN split over etp "
+         "ranks; ep*etp of the tp*cp*dp ranks hold one copy of the experts)"),
     _int("dp_replicate", "HSDP replicas: ZeRO/FSDP shards over dp*cp/dp_replicate ranks and "
          "all-reduces gradients across replicas (FSDP HYBRID_SHARD); 1: full sharding"),
     _bool("sp", "Megatron sequence parallelism (Korthikanti et al. 2022)", False, "sp_on"),

@@ -230,6 +230,26 @@ EP_DP = Rule(
     lambda v: f"{_i(v['ep'])} does not divide tp*cp*dp = {_i(v['tp'] * v['cp'] * v['dp'])} "
               "(expert-parallel ranks are folded over the tensor-, context- and data-parallel "
               "ranks of the attention layers: Megatron-Core MoE parallel folding)")
+# a search space does not vary etp: 1 (the default) where a value set has none
+ETP_DP = Rule(
+    "ep_etp_divides_tp_cp_dp", "etp", ("etp", "ep", "tp", "dp", "cp"),
+    lambda v, xp: ~indivisible(xp, v["tp"] * v["dp"] * v["cp"], v["ep"] * v.get("etp", 1.0)),
+    "ep*etp does not divide tp*cp*dp",
+    lambda v: f"ep*etp = {_i(v['ep'] * v.get('etp', 1.0))} does not divide tp*cp*dp = "
+              f"{_i(v['tp'] * v['cp'] * v['dp'])} (one copy of the experts is split over "
+              "ep*etp of the attention layers' ranks: Megatron-Core MoE parallel folding)")
+ETP_FFN = Rule(
+    "etp_divides_moe_ffn_hidden", "etp", ("etp", "experts", "moe_ffn_hidden"),
+    lambda v, xp: (v.get("etp", 1.0) < 1.5) | ((v["experts"] > 0.5) & ~indivisible(
+        xp, xp.maximum(v["moe_ffn_hidden"], 1), v.get("etp", 1.0))),
+    "does not divide moe_ffn_hidden",
+    lambda v: (f"{_i(v.get('etp', 1.0))} does not divide moe_ffn_hidden "
+               f"({_i(v['moe_ffn_hidden'])}) (each expert's FFN is split over etp ranks)"
+               if v["experts"] > 0.5 else
+               f"{_i(v.get('etp', 1.0))} > 1 needs a mixture-of-experts model (this model is "
+               "dense)"))
+
+
 def _imbalance_bound(v: Values, xp: Any) -> Any:
     """Largest routed-token load factor an expert-parallel rank can have: all of a token's
     ``k`` copies on one rank of ``E/ep`` experts, ``min(ep, E/k)``; 1 for a dense model."""
@@ -349,7 +369,7 @@ TRAINING_RULES: tuple[Rule, ...] = (
     HIDDEN_HEADS, HEADS_KV, NUM_GPUS_DIVISIBLE, NUM_GPUS_PRODUCT, GLOBAL_BATCH_DIVISIBLE,
     SEQ_LEN_POSITIONS, TP_HEADS, TP_FFN, TP_KV_HEADS, PP_LAYERS, GLOBAL_BATCH_NEEDED,
     VPP_NEEDS_PP, VPP_LAYERS, VPP_MICROBATCHES, ZERO_PP, DTYPE_HARDWARE, CP_SEQ, CP_FLASH,
-    EP_DP, EP_EXPERTS, MOE_IMBALANCE, MOE_TP_SP, TP_OVERLAP_SP, TP_OVERLAP_NODE, HSDP_DP
+    EP_DP, EP_EXPERTS, ETP_DP, ETP_FFN, MOE_IMBALANCE, MOE_TP_SP, TP_OVERLAP_SP, TP_OVERLAP_NODE, HSDP_DP
 ) + FINETUNE_RULES
 
 TP_MOE_FFN = Rule(

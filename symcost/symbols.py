@@ -206,6 +206,9 @@ ep_overlap = _declare("ep_overlap", "parallel", "1",
                       "1 when the expert-parallel all-to-all overlaps compute of another "
                       "micro-batch (DualPipe, Megatron-Core 1F1B all-to-all overlap)",
                       integer=True, nonneg=True)
+etp = _declare("etp", "parallel", "1",
+               "expert tensor-parallel degree (each routed expert's FFN split over etp ranks)",
+               integer=True)
 moe_imbalance = _declare("moe_imbalance", "parallel", "1",
                          "routed-token load of the busiest expert-parallel rank over the mean "
                          "(1: balanced routing)")

@@ -283,8 +283,8 @@ def params_layer_replicated() -> sp.Expr:
 
 
 def params_layer_experts() -> sp.Expr:
-    """Routed-expert parameters of the average layer (sharded over ``e`` expert-parallel
-    ranks; their data-parallel group is ``t*c*d/e``)."""
+    """Routed-expert parameters of the average layer (sharded over ``e*etp`` expert-parallel
+    and expert tensor-parallel ranks; their data-parallel group is ``t*c*d/(e*etp)``)."""
     return moe_layer_fraction() * S.n_experts * params_expert()
 
 
@@ -310,12 +310,19 @@ def params_gpu() -> sp.Expr:
     return params_gpu_replicated() + params_gpu_experts()
 
 
+def expert_shards() -> sp.Expr:
+    """[moe] Ranks one copy of the routed experts is split over: ``e*etp`` (``e`` expert-
+    parallel ranks of ``E/e`` experts each, every expert's FFN split over ``etp`` expert
+    tensor-parallel ranks), folded over the ``t*c*d`` ranks of attention's TP, CP and DP
+    groups, expert TP innermost (Megatron-Core MoE parallel folding, Liu et al. 2025,
+    arXiv:2504.14960, Sec. 3; ``expert_tensor_parallel_size``)."""
+    return S.ep * S.etp
+
+
 def params_gpu_experts() -> sp.Expr:
-    """Routed-expert parameters per GPU: ``ceil(L/p) * params_layer_experts / e``. Experts are
-    not split by tensor parallelism (expert TP = 1): the ``e`` expert-parallel ranks are
-    folded over the ``t*c*d`` ranks of attention's TP, CP and DP groups (Megatron-Core MoE
-    parallel folding, Liu et al. 2025, arXiv:2504.14960, Sec. 3)."""
-    return layers_per_stage() * params_layer_experts() / S.ep
+    """Routed-expert parameters per GPU: ``ceil(L/p) * params_layer_experts / (e*etp)``
+    (:func:`expert_shards`)."""
+    return layers_per_stage() * params_layer_experts() / expert_shards()
 
 
 def params_gpu_replicated() -> sp.Expr:
@@ -393,9 +400,11 @@ def layer_forward_compute() -> dict[str, Cost]:
     peak = gemm_peak()
     fm = moe_layer_fraction()
     fe, k = S.moe_ffn_hidden, S.top_k
-    # [moe] the busiest expert-parallel rank's routed tokens (moe_load_factor)
-    routed = n * k / t * moe_load_factor()
+    # [moe] the busiest expert-parallel rank's routed tokens (moe_load_factor), gathered
+    # over the etp expert tensor-parallel ranks, which each hold f_e/etp of every expert
+    routed = n * k / t * moe_load_factor() * S.etp
     per_expert = routed / experts_local()
+    fe_local = fe / S.etp
     shared = S.shared_experts * fe / t
     # [moe] grouped-GEMM efficiency falls with the tokens per local expert (M of each GEMM)
     eff_grouped = grouped_gemm_efficiency(per_expert)
@@ -410,14 +419,14 @@ def layer_forward_compute() -> dict[str, Cost]:
         # [moe] router GEMM (16-bit, replicated over TP), score function and top-k
         "router": (gemm(n, S.n_experts, h, S.peak_flops_16)
                    + ew.router_scores(n, S.n_experts)).scale(fm),
-        "expert_up": gemm(per_expert, (1 + g) * fe, h, peak, experts_local(), weight=False,
-                          eff=eff_grouped).scale(fm),
-        "expert_down": gemm(per_expert, h, fe, peak, experts_local(), weight=False,
+        "expert_up": gemm(per_expert, (1 + g) * fe_local, h, peak, experts_local(),
+                          weight=False, eff=eff_grouped).scale(fm),
+        "expert_down": gemm(per_expert, h, fe_local, peak, experts_local(), weight=False,
                             eff=eff_grouped).scale(fm),
         # [moe] token permutation around the dispatch, fixed time per MoE layer
         "moe_permute": ew.token_permutation(n / t, k, h).scale(fm),
         "moe_overhead": Cost(sp.Integer(0), sp.Integer(0), S.t_moe_layer).scale(fm),
-        "expert_activation": ew.activation(routed * fe, g).scale(fm),
+        "expert_activation": ew.activation(routed * fe_local, g).scale(fm),
         # [moe] zero without shared experts (a GEMM of width 0 would still read its input)
         "shared_experts": (gemm(n, (1 + g) * shared, h, peak, eff=eff)
                            + gemm(n, h, shared, peak, eff=eff)
@@ -481,8 +490,8 @@ def fp8_cast_layer() -> Cost:
     # and the shared experts' inputs, instead of the dense MLP's two inputs
     fm, k, fe = moe_layer_fraction(), S.top_k, S.moe_ffn_hidden
     mlp = ((1 - fm) * (h + f / t)
-           + fm * (k * moe_load_factor() / t * (h + fe) + smin(S.shared_experts, 1) * h
-                   + S.shared_experts * fe / t))
+           + fm * (k * moe_load_factor() / t * (S.etp * h + fe)
+                   + smin(S.shared_experts, 1) * h + S.shared_experts * fe / t))
     activations = n * (h + S.n_heads / t * head_dim() + mlp)
     nbytes = (S.fp8 + S.fp4) * 3 * activations
     return Cost(sp.Integer(0), nbytes, nbytes / (S.hbm_bw * S.eff_hbm))
@@ -498,7 +507,7 @@ def fp8_weight_cast_bytes_layer() -> sp.Expr:
     attention = (IS_MLA * attention_linear_params() / t
                  + (1 - IS_MLA) * (h * (heads + 2 * kv) * d + heads * d * h))
     fm = moe_layer_fraction()
-    experts = (S.shared_experts / t + experts_local()) * params_expert()
+    experts = (S.shared_experts / t + experts_local() / S.etp) * params_expert()
     weights = attention + (1 - fm) * (2 + g) * h * f / t + fm * experts
     return (S.fp8 + S.fp4) * 4 * weights
 
@@ -622,17 +631,26 @@ def cp_comm_layer_backward() -> sp.Expr:
 def ep_comm_layer_forward() -> Cost:
     """Expert-parallel all-to-all of the average layer's forward: dispatch and combine of the
     ``n_sp*k`` routed 16-bit token vectors (``n_sp`` tokens per GPU outside the TP region)
-    over the ``e`` adjacent ranks of the expert group (folded over TP, CP and DP, innermost
-    first), weighted by :func:`moe_layer_fraction`; not overlapped with compute. The
-    busiest rank receives :func:`moe_load_factor` times the balanced volume and the
-    all-to-all ends when it has.
+    over the ``e`` ranks of the expert group, ``etp`` apart (folded over TP, CP and DP,
+    expert TP innermost), weighted by :func:`moe_layer_fraction`; not overlapped with
+    compute. The busiest rank receives :func:`moe_load_factor` times the balanced volume and
+    the all-to-all ends when it has. With expert tensor parallelism (``etp > 1``) the
+    received tokens are all-gathered over the ``etp`` adjacent ranks before the experts and
+    the expert outputs reduce-scattered after them.
 
     References:
         Lepikhin et al. 2021, GShard, Sec. 3.2; Rajbhandari et al. 2022, DeepSpeed-MoE,
-        Sec. 5.2 (two all-to-alls per MoE layer forward, two backward).
+        Sec. 5.2 (two all-to-alls per MoE layer forward, two backward); Megatron-Core MoE
+        documentation (alltoall token dispatcher with expert tensor parallelism: gather over
+        the expert TP group after the all-to-all).
     """
     nbytes = tokens_sp() * S.top_k * S.hidden * S.BYTES_ACT * moe_load_factor()
-    return coll.all_to_all(nbytes, S.ep).scale(2 * moe_layer_fraction())
+    a2a = coll.all_to_all(nbytes, S.ep, S.etp)
+    # [moe] expert TP: the received tokens are all-gathered over the etp ranks before the
+    # experts and the outputs reduce-scattered after them (adjacent ranks)
+    gathered = nbytes * S.etp
+    etp_comm = coll.all_gather(gathered, S.etp) + coll.reduce_scatter(gathered, S.etp)
+    return (a2a.scale(2) + etp_comm).scale(moe_layer_fraction())
 
 
 # ----------------------------------------------------------------------------- activations
@@ -661,7 +679,7 @@ def activation_bytes_layer() -> sp.Expr:
     fm, k, fe = moe_layer_fraction(), S.top_k, S.moe_ffn_hidden
     kl = k * moe_load_factor()  # [moe] routed copies on the busiest expert-parallel rank
     mlp = ((1 - fm) * 2 * n * f * (2 + g)
-           + fm * (2 * n * (kl + S.shared_experts) * fe * (2 + g) + 4 * n * kl * h))
+           + fm * (2 * n * (kl + S.shared_experts) * fe * (2 + g) + 4 * n * kl * h * S.etp))
     replicated = tokens_sp() * h * (8 + 2 * drop)
     split = (2 * sbh + 2 * sbh + mlp) / t + 4 * n * d * kv_heads_local()
     scores = a * s * n * (2 + 3 * drop) / t
@@ -908,14 +926,15 @@ def training_expressions() -> dict[str, sp.Expr]:
     ep_f = t_ep / (2 + IS_FULL)
     win_f = t_f + Lc * cp_comm_layer_forward().time + ep_f
     win_b = t_b + t_r + (t_cp - Lc * cp_comm_layer_forward().time) + (t_ep - ep_f)
-    c, e = S.cp, S.ep
+    c = S.cp
     intra_pp = t * c * d * p <= S.gpus_per_node
     t_p2p = IS_PP * v * 2 * coll.p2p(n * S.hidden * S.BYTES_ACT / t, intra_pp).time
 
     # --- data parallel: ZeRO-3 per micro-batch, ZeRO 0-2 per step. Gradients of the
     # replicated parameters are reduced over the d*c ranks holding them (Megatron-Core's
     # data-parallel group includes context parallelism), those of the routed experts over
-    # the t*c*d/e ranks holding the same experts (expert data parallelism), ranks e apart.
+    # the t*c*d/(e*etp) ranks holding the same expert shards (expert data parallelism),
+    # ranks e*etp apart.
     # HSDP (dp_replicate = r > 1): ZeRO shards the replicated parameters over the d*c/r
     # ranks of a shard group only, and the sharded gradients are all-reduced across the r
     # replicas once per step (PyTorch FSDP HYBRID_SHARD; Zhao et al. 2023, "PyTorch FSDP",
@@ -927,12 +946,13 @@ def training_expressions() -> dict[str, sp.Expr]:
     train_exp = (1 - ft.IS_ADAPTER) * psi_exp
     rep_bytes, exp_bytes = S.BYTES_PARAM * train_rep, S.BYTES_PARAM * train_exp
     weight_rep, weight_exp = ft.base_weight_bytes(psi_rep, Ls), S.BYTES_PARAM * psi_exp
-    dd, de = d * c, t * c * d / e
+    ex = expert_shards()
+    dd, de = d * c, t * c * d / ex
     ds, r = dd / S.dp_replicate, S.dp_replicate
 
     def both(op: Callable[[sp.Expr, sp.Expr, sp.Expr], Cost], rep: sp.Expr, exp: sp.Expr,
              per: sp.Expr, group: sp.Expr = ds) -> sp.Expr:
-        return op(rep / per, group, t).time + IS_MOE * op(exp / per, de, e).time
+        return op(rep / per, group, t).time + IS_MOE * op(exp / per, de, ex).time
 
     ar = both(coll.all_reduce, rep_bytes, exp_bytes, sp.Integer(1), dd)
     replica_ar = coll.all_reduce(rep_bytes / ds, r, t * ds).time
@@ -1010,7 +1030,7 @@ def training_expressions() -> dict[str, sp.Expr]:
     # (:func:`deepspeed_live_param_bytes`)
     zero3_buffer = IS_ZERO3 * (
         (1 - IS_HF) * 2 * S.BYTES_PARAM * (params_layer_replicated() / t
-                                           + params_layer_experts() / e)
+                                           + params_layer_experts() / expert_shards())
         + IS_HF * deepspeed_live_param_bytes(psi_rep + psi_exp))
     # [finetune] frozen/NF4 base weights; gradients and optimizer of the trained parameters;
     # offload moves the optimizer (and gradient) partition, and the parameter partition, to host

@@ -156,7 +156,7 @@ def test_options_reach_the_config():
               "--precision", "float32", "--json")
     assert res.exit_code == 0, res.output
     cfg = json.loads(res.stdout)["config"]
-    assert cfg == {"num_gpus": 8, "tp": 2, "pp": 1, "cp": 1, "dp": 4, "ep": 1,
+    assert cfg == {"num_gpus": 8, "tp": 2, "pp": 1, "cp": 1, "dp": 4, "ep": 1, "etp": 1,
                    "dp_replicate": 1, "sp": True, "vpp": 1, "micro_batch": 2,
                    "global_batch": 8, "seq_len": 1024, "recompute": "none", "zero": 1,
                    "dtype": "fp8", "flash_attention": False, "dp_overlap": False,

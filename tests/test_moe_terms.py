@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from symcost import predict_training
+from symcost.fields import ConfigError
 from symcost import symbols as S
 from symcost import training as T
 from symcost.ops import elementwise as ew
@@ -27,7 +28,7 @@ TINY = {
     "q_lora_rank": 0, "rope_head_dim": 0, "fp8": 0, "fp4": 0,
     "peak_flops_16": 1e12, "peak_flops_8": 2e12, "peak_flops_4": 4e12,
     "hbm_bw": 1e12, "eff_hbm": 0.5, "eff_gemm": 0.8, "eff_moe": 0.5, "moe_m_half": 16,
-    "t_moe_layer": 1e-3, "moe_imbalance": 1, "moe_capacity_factor": 0,
+    "t_moe_layer": 1e-3, "moe_imbalance": 1, "moe_capacity_factor": 0, "etp": 1,
 }
 
 
@@ -124,6 +125,49 @@ def test_step_time_grows_with_imbalance_up_to_the_capacity(a, b, cap):
     assert step(lo) <= step(hi) * (1 + 1e-12)
     if cap > 0 and lo >= cap:
         assert step(lo) == pytest.approx(step(hi), rel=1e-12)
+
+
+def test_expert_tensor_parallelism_by_hand():
+    """etp = 2: the GPU's grouped GEMMs take the tokens of both ETP ranks (16*2*2 = 64, 32 per
+    local expert, efficiency 0.5*32/48 = 1/3) at half the expert width (f_e/2 = 2): expert_up
+    2 x 2*32*(2*2)*8 = 4096 FLOP, as with etp = 1, at 1e12/3. Communication bytes per GPU:
+    the all-to-all sends (2-1)/2 of 16*2*8*2 = 512 bytes twice (512); the all-gather and the
+    reduce-scatter of the 1024 gathered bytes over 2 ranks send 512 each; x 0.75 MoE layers:
+    1152 bytes against 384 without expert TP."""
+    fwd = T.layer_forward_compute()
+    etp2 = {**TINY, "etp": 2}
+    assert _bind(fwd["expert_up"].flops, etp2) == pytest.approx(4096 * 0.75)
+    assert _bind(fwd["expert_up"].time, etp2) == pytest.approx(4096 / (1e12 / 3) * 0.75)
+    comm = T.ep_comm_layer_forward().bytes
+    assert _bind(comm, TINY) == pytest.approx(384)
+    assert _bind(comm, etp2) == pytest.approx(1152)
+
+
+def test_expert_tp_splits_the_expert_weights():
+    """Mixtral 8x7B, 64 GPUs, tp 2, ep 8: expert TP 2 halves the routed experts' weights per
+    GPU (8/8 experts x 3*4096*14336 parameters x 32 layers x 2 bytes = 11.25 GiB, then
+    5.625 GiB) and leaves the replicated part (attention, router, embeddings) alone."""
+    def weights(etp: int) -> float:
+        return predict_training("mixtral-8x7b", "h100-sxm5-80gb", num_gpus=64, tp=2, sp=True,
+                                ep=8, etp=etp, global_batch=256).memory["weights"]
+
+    expert = 32 * 3 * 4096 * 14336 * 2
+    assert weights(1) - weights(2) == pytest.approx(expert / 2)
+    assert weights(2) - weights(4) == pytest.approx(expert / 4)
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"num_gpus": 16, "ep": 8, "etp": 4}, r"^etp: ep\*etp = 32 does not divide tp\*cp\*dp = 16"),
+    ({"num_gpus": 48, "ep": 8, "etp": 3}, r"^etp: 3 does not divide moe_ffn_hidden \(14336\)"),
+    ({"num_gpus": 64, "ep": 8, "moe_imbalance": 4.5}, r"^moe_imbalance: 4.5 exceeds min"),
+    ({"num_gpus": 64, "ep": 8, "moe_capacity_factor": -1}, r"^moe_capacity_factor: must be"),
+])
+def test_moe_field_rules_name_the_field(fields, message):
+    with pytest.raises(ConfigError, match=message):
+        predict_training("mixtral-8x7b", "h100-sxm5-80gb", tp=2, sp=True, global_batch=768,
+                         **fields)
+    with pytest.raises(ConfigError, match=r"^etp: 2 > 1 needs a mixture-of-experts model"):
+        predict_training("llama-2-7b", "h100-sxm5-80gb", num_gpus=8, etp=2)
 
 
 def test_dense_model_has_no_moe_terms():

@@ -107,6 +107,7 @@ def test_scalar_and_array_verdicts_agree_on_random_values():
         "cp": rng.choice([1, 2, 3], n), "ep": rng.choice([1, 2, 4], n),
         "experts": rng.choice([0.0, 8.0], n), "sp": rng.integers(0, 2, n).astype(float),
         "top_k": rng.choice([1.0, 2.0], n), "moe_imbalance": rng.choice([1.0, 1.5, 3.0, 5.0], n),
+        "etp": rng.choice([1, 2, 3], n), "moe_ffn_hidden": rng.choice([0.0, 4.0, 6.0], n),
         "flash_attention": rng.integers(0, 2, n).astype(float),
         "dp_replicate": rng.choice([1, 2], n),
         "offload": rng.integers(0, 3, n).astype(float),
