@@ -44,8 +44,8 @@ class TrainingConfig:
         cp: context-parallel degree (each sequence split over ``cp`` GPUs, ring attention).
         dp: data-parallel degree; derived as ``num_gpus/(tp*cp*pp)`` when None.
         ep: expert-parallel degree: the routed experts of a MoE model are sharded over ``ep``
-            of the ``tp*cp*dp`` ranks (Megatron-Core MoE parallel folding, expert TP = 1;
-            ``ep`` divides ``tp*cp*dp`` and the expert count).
+            of the ``tp*cp*dp`` ranks (Megatron-Core MoE parallel folding; ``ep`` divides
+            ``tp*cp*dp`` and the expert count).
         etp: expert tensor-parallel degree: each routed expert's FFN is split over ``etp``
             ranks (Megatron-Core ``expert_tensor_parallel_size``); ``ep*etp`` must divide
             ``tp*cp*dp``.

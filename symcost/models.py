@@ -644,8 +644,8 @@ def from_hf_config(
     otherwise, so it is an error); ``'gelu*'`` maps to ``'geglu'`` for those
     types (their HF MLP is always gated: GeGLU, SwiGLU's three matrices)
     and to ``'gelu'`` (two matrices) for any other type; ``gpt_oss`` is ``'geglu'``
-    whatever ``hidden_act`` says (its experts' gate is ``x*sigmoid(1.702x)``). ``tie_word_embeddings``
-    defaults to True for ``gemma`` (its config class default). The norm is
+    whatever ``hidden_act`` says (its experts' gate is ``x*sigmoid(1.702x)``).
+    ``tie_word_embeddings`` defaults to True for ``gemma`` (its config class default). The norm is
     RMSNorm if ``rms_norm_eps`` is present (LayerNorm if ``layer_norm_eps`` /
     ``layer_norm_epsilon`` is). Positions are RoPE for those model types or
     when ``rope_theta``/``rope_scaling`` is present. ``bias`` is

@@ -120,7 +120,8 @@ vocab = _declare("vocab", "model", "1", "vocabulary size V (padded)", integer=Tr
 seq_len = _declare("seq_len", "model", "1", "sequence length s, tokens", integer=True)
 max_seq_len = _declare("max_seq_len", "model", "1",
                        "maximum positions (sizes learned position embeddings)", integer=True)
-gated_mlp = _declare("gated_mlp", "model", "1", "1 for a gated MLP, SwiGLU or GeGLU (3 matrices), 0 for GeLU (2)",
+gated_mlp = _declare("gated_mlp", "model", "1",
+                     "1 for a gated MLP, SwiGLU or GeGLU (3 matrices), 0 for GeLU (2)",
                      integer=True, nonneg=True)
 has_bias = _declare("has_bias", "model", "1", "1 when linear layers and norms carry biases",
                     integer=True, nonneg=True)

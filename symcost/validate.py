@@ -716,7 +716,7 @@ def _model_for_row(row: Row, source: str, seq: int | None) -> ModelSpec:
     if gated is not None:
         if gated not in (0, 1):
             raise RowError(f"gated_mlp: must be 0 or 1 (got {gated})")
-        # a gated row keeps its preset's gate (GeGLU); a blank preset kind means SwiGLU
+        # a gated row keeps its preset's gated kind (GeGLU); a two-matrix preset becomes SwiGLU
         arch["mlp"] = ((arch["mlp"] if arch["mlp"] in GATED_MLP_KINDS else "swiglu") if gated
                        else "gelu")
     base_max = exact.max_seq_len if exact is not None else flags.max_seq_len
