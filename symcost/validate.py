@@ -154,6 +154,11 @@ INFERENCE_REASON = "inference rows: not predicted by the training model"
 #:   Megatron-Bridge's ``flop_utils.py``, whose count changed with container 26.06 (a row's
 #:   ``container=NeMo`` note selects it, :func:`flops_counter_of`); NEMO2407 is NeMo 24.07
 #:   and MLM24 Megatron-LM at commit f2e5db402c, both ``num_floating_point_operations``.
+#: * MBRIDGE: a row whose notes say ``fine-tuning method=LoRA`` (its ``finetune`` cell
+#:   blank) is LoRA fine-tuning with the performance recipes' adapter: rank 32 (the ``LoRA``
+#:   default ``dim``, ``src/megatron/bridge/peft/lora.py``) on the fused QKV projection only
+#:   (``cfg.peft.target_modules = ["linear_qkv"]`` in every ``llama3_70b_peft_*`` recipe of
+#:   ``src/megatron/bridge/perf_recipes/llama/*/llama3.py``, both @067f987).
 #: * MPT and ZHANG23: FlashAttention through the flash-attn 2 library
 #:   (``attention_backend = fa2``): llm-foundry's benchmark installs ``.[gpu-flash2]``
 #:   (flash-attn 2.4.2 on H100) and runs ``attn_impl: flash`` (mosaicml/llm-foundry
@@ -187,7 +192,7 @@ SOURCE_DEFAULTS: dict[str, dict[str, Any]] = {
     "NAR21": {"flash_attention": False},
     "MLM22": {"flash_attention": False},
     "MBRIDGE": {"sp_with_tp": True, "tp_overlap_with_sp": True,
-                "flops_counter": "megatron_bridge"},
+                "flops_counter": "megatron_bridge", "lora_rank": 32, "lora_targets": "q,k,v"},
     "MBRIDGE2511": {"sp_with_tp": True, "tp_overlap_with_sp": True,
                     "flops_counter": "megatron_bridge"},
     "NEMO2407": {"sp_with_tp": True, "tp_overlap_with_sp": True, "flops_counter": "megatron"},
@@ -299,7 +304,8 @@ def llm_foundry_flops_per_token(n_params: npt.ArrayLike, layers: npt.ArrayLike,
 
 #: the Megatron FLOP counters :func:`megatron_flops_per_token` reproduces (``flops_counter``
 #: of :data:`SOURCE_DEFAULTS`, revised per row by :func:`flops_counter_of`).
-MEGATRON_COUNTERS: tuple[str, ...] = ("megatron", "megatron_bridge", "megatron_bridge_2601")
+MEGATRON_COUNTERS: tuple[str, ...] = ("megatron", "megatron_bridge", "megatron_bridge_2601",
+                                       "megatron_bridge_lora")
 #: NeMo container from which Megatron-Bridge counts every gated MLP as three matrices and
 #: sliding-window layers by their mean causal context (Megatron-Bridge commit baa0259,
 #: "[training] fix flops computation", 2026-05-28, first in container 26.06); the rows of
@@ -335,6 +341,12 @@ def megatron_flops_per_token(model: ModelSpec, seq: float, *, counter: str,
     * ``megatron_bridge`` (@067f987, containers 26.06 on): as ``megatron_bridge_2601``, but
       every gated MLP counts three matrices and a sliding-window layer its average causal
       context ``W - W(W-1)/(2s)`` (times 2).
+    * ``megatron_bridge_lora`` (@067f987, LoRA runs of Llama-3-70B on packed SQuAD,
+      :data:`BRIDGE_LORA_MODEL`): the frozen base counted as forward plus input-gradient
+      backward, ``2/3`` of ``L*h^2*(12 + 12*k/a + 18*f/h + 6*V/(L*h))`` per token (the
+      adapters' own FLOPs are not counted); the score-matrix term over the packed
+      sub-sequences (``12*L*h*sum(s_i^2)``, data-dependent) is left out: it reproduces the
+      published TFLOP/s over tokens/s of the 26.06 LoRA runs to 0.4% (the term is the rest).
 
     Args:
         model: the row's model; seq: sequence length (tokens); counter: one of
@@ -349,14 +361,20 @@ def megatron_flops_per_token(model: ModelSpec, seq: float, *, counter: str,
     References:
         NVIDIA-NeMo/Megatron-Bridge ``src/megatron/bridge/training/utils/flop_utils.py``
         (``transformer_flops``; with the counter of each row's container this reproduces the
-        published model TFLOP/s over tokens/s of the MBRIDGE runs to 0.5%, except the 26.06
-        LoRA runs, counted over the packed dataset's mean sequence, and four DeepSeek-V3
-        25.11 GB200/GB300 runs, 4%); Megatron-LM ``megatron/training/training.py``
+        published model TFLOP/s over tokens/s of the MBRIDGE pre-training runs to 0.5%,
+        except four DeepSeek-V3 25.11 GB200/GB300 runs, 4%; the 26.06 LoRA runs to 0.4% by
+        ``megatron_bridge_lora``); Megatron-LM ``megatron/training/training.py``
         ``num_floating_point_operations`` and NeMo ``utils/flops_formulas.py`` (the NEMO2407
         and MLM24 counts; NEMO2407 reproduced to 0.1%); Narayanan et al. 2021 (SC'21), App.
     """
     if counter not in MEGATRON_COUNTERS:
         raise ValueError(f"counter: {counter!r} is not one of {', '.join(MEGATRON_COUNTERS)}")
+    if counter == "megatron_bridge_lora":
+        vocab = -(-model.vocab // (128 * tp)) * (128 * tp)
+        h, L = model.hidden, model.layers
+        frozen = L * h * h * (12 + 12 * model.kv_heads / model.heads
+                              + 18 * model.ffn_hidden / h + 6 * vocab / (L * h))
+        return 2.0 / 3.0 * frozen, 0.0
     bridge = counter != "megatron"
     revised = counter == "megatron_bridge"
     h, a, k, d, L = model.hidden, model.heads, model.kv_heads, model.head_dim or 0, model.layers
@@ -392,16 +410,27 @@ def megatron_flops_per_token(model: ModelSpec, seq: float, *, counter: str,
     return total, 6.0 * attn
 
 
-def flops_counter_of(source: str, notes: object) -> str | None:
+#: the model whose LoRA runs Megatron-Bridge counts with its LoRA formula
+#: (``flop_utils.py`` @067f987: ``is_lora and is_squad and "Meta-Llama-3-70B" in
+#: hf_model_id``, since commit c8eefcf, 2026-03-03); a row's ``model`` cell is matched.
+BRIDGE_LORA_MODEL = re.compile(r"(?i)(^|[^0-9.])llama-?3-70b")
+
+
+def flops_counter_of(source: str, notes: object, *, lora: bool = False,
+                     model_name: str = "") -> str | None:
     """The FLOP counter of a row: its source's (:data:`FLOPS_COUNTERS`; None: the
     PaLM/llm-foundry count), with ``megatron_bridge`` read as ``megatron_bridge_2601`` when the
     row's ``notes`` name a NeMo container before :data:`BRIDGE_COUNTER_REVISED`
-    (``container=NeMo 26.04.01``)."""
+    (``container=NeMo 26.04.01``), and as ``megatron_bridge_lora`` for a LoRA run (``lora``)
+    of :data:`BRIDGE_LORA_MODEL` (``model_name``: the row's ``model`` cell) counted by the
+    revised formula."""
     counter = FLOPS_COUNTERS.get(source)
     if counter == "megatron_bridge":
         found = re.search(r"container=NeMo (\d+)\.(\d+)", str(notes or ""))
         if found and (int(found[1]), int(found[2])) < BRIDGE_COUNTER_REVISED:
             return "megatron_bridge_2601"
+        if lora and BRIDGE_LORA_MODEL.search(model_name):
+            return "megatron_bridge_lora"
     return counter
 
 
@@ -845,7 +874,7 @@ def _prepare_one(row: Row, other_metrics: bool = False) -> PreparedRow:
                              "train_framework", "megatron")),
                          attention_backend=str(SOURCE_DEFAULTS.get(source, {}).get(
                              "attention_backend", "native")),
-                         **finetune_columns(row, defaults))
+                         **finetune_columns(row, defaults, source))
     try:
         cfg = resolve(model, hw, cfg)
     except ConfigError as exc:
@@ -859,7 +888,9 @@ def _prepare_one(row: Row, other_metrics: bool = False) -> PreparedRow:
                        f"{', '.join(FLOPS_CONVENTIONS)}")
     prepared = PreparedRow(case_id, source, metric, value, model, hw, cfg, n_params, run,
                            defaults, convention,
-                           flops_counter_of(source, cell(row, "notes")) or "")
+                           flops_counter_of(source, cell(row, "notes"),
+                                            lora=cfg.finetune != "full",
+                                            model_name=str(cell(row, "model") or "")) or "")
     if metric not in OTHER_METRICS:
         _check_measured(prepared)
     return prepared
@@ -901,12 +932,20 @@ def dp_overlap_default(source: str, zero: int) -> bool:
     return bool(facts.get("dp_overlap", True))
 
 
-def finetune_columns(row: Row, defaults: dict[str, object]) -> dict[str, Any]:
+#: how a row's ``notes`` name its fine-tuning method when the ``finetune`` cell is blank
+#: (MBRIDGE: ``fine-tuning method=LoRA``; ``SFT`` is full fine-tuning).
+FINETUNE_NOTE = re.compile(r"fine-tuning method=(LoRA|QLoRA)\b", re.IGNORECASE)
+
+
+def finetune_columns(row: Row, defaults: dict[str, object], source: str = "") -> dict[str, Any]:
     """The training fields of the ``offload``, ``finetune``, ``lora_rank``, ``quant`` and
     ``intra_node_link`` columns (README of the format). ``quant = nf4`` without ``finetune``
-    means QLoRA (4-bit base weights cannot be trained; bitsandbytes trains adapters on them)
-    with :data:`QLORA_DEFAULT_RANK` when ``lora_rank`` is blank; blank ``offload`` is
-    ``none``, blank ``intra_node_link`` the hardware's usual link.
+    means QLoRA (4-bit base weights cannot be trained; bitsandbytes trains adapters on them);
+    a blank ``finetune`` whose ``notes`` state the method (:data:`FINETUNE_NOTE`) takes it.
+    A blank ``lora_rank`` is the source's (``lora_rank`` of :data:`SOURCE_DEFAULTS`), else
+    :data:`QLORA_DEFAULT_RANK`; the adapter's projections are the source's ``lora_targets``
+    when it states them (else every projection). Blank ``offload`` is ``none``, blank
+    ``intra_node_link`` the hardware's usual link.
 
     Raises:
         RowError: a value outside the field's choices.
@@ -924,10 +963,18 @@ def finetune_columns(row: Row, defaults: dict[str, object]) -> dict[str, Any]:
         defaults["finetune"] = "qlora (quant = nf4)"
     if tune is None and rank is not None:
         tune = "lora"
+    stated = FINETUNE_NOTE.search(str(cell(row, "notes") or ""))
+    if tune is None and stated:
+        tune = stated[1].lower()
+        defaults["finetune"] = f"{tune} (notes: {stated[0]})"
     out["finetune"] = str(tune).lower() if tune is not None else "full"
+    facts = SOURCE_DEFAULTS.get(source, {})
     if out["finetune"] != "full" and rank is None:
-        rank = QLORA_DEFAULT_RANK
+        rank = int(facts.get("lora_rank", QLORA_DEFAULT_RANK))
         defaults["lora_rank"] = rank
+    if out["finetune"] != "full" and "lora_targets" in facts:
+        out["lora_targets"] = str(facts["lora_targets"])
+        defaults["lora_targets"] = f"{facts['lora_targets']} (source {source} recipes)"
     if rank is not None:
         out["lora_rank"] = rank
     return out

@@ -215,3 +215,63 @@ def test_flops_counter_of_reads_the_container():
     assert flops_counter_of("MBRIDGE", None) == "megatron_bridge"
     assert flops_counter_of("NEMO2407", "container=NeMo 24.07") == "megatron"
     assert flops_counter_of("MPT", "") is None
+
+
+def test_bridge_lora_counter_by_hand():
+    """Llama-3-70B LoRA as Megatron-Bridge counts it (L 80, h 8192, a 64, k 8, f 28672,
+    V 128256): L*h^2*(12 + 12*8/64 + 18*28672/8192) + 6*V*h = 64,424,509,440 + 8,053,063,680
+    + 338,228,674,560 + 6,304,038,912 = 417,010,286,592 FLOP/token for the frozen base, of
+    which forward plus input-gradient backward is 2/3: 278,006,857,728."""
+    m = get_model("llama-3-70b")
+    total, attn = megatron_flops_per_token(m, 4096, counter="megatron_bridge_lora")
+    assert total == pytest.approx(278_006_857_728, rel=1e-12)
+    assert attn == 0.0
+    full, _ = megatron_flops_per_token(m, 4096, counter="megatron_bridge")
+    assert total / full == pytest.approx(0.6, abs=0.05)
+
+
+def test_flops_counter_of_lora_runs():
+    notes = "fine-tuning method=LoRA; container=NeMo 26.06"
+    assert flops_counter_of("MBRIDGE", notes, lora=True,
+                            model_name="Llama-3-70B") == "megatron_bridge_lora"
+    assert flops_counter_of("MBRIDGE", notes, lora=True,
+                            model_name="Meta-Llama-3-70B") == "megatron_bridge_lora"
+    # Bridge's LoRA formula is gated on Meta-Llama-3-70B: other models keep the full count
+    for name in ("Llama-3.1-70B", "Llama-3-8B", "Llama-3.3-70B"):
+        assert flops_counter_of("MBRIDGE", notes, lora=True,
+                                model_name=name) == "megatron_bridge", name
+    assert flops_counter_of("MBRIDGE", notes, model_name="Llama-3-70B") == "megatron_bridge"
+    # the containers before the revision keep their counter
+    assert flops_counter_of("MBRIDGE", "container=NeMo 26.02", lora=True,
+                            model_name="Llama-3-70B") == "megatron_bridge_2601"
+
+
+def test_bridge_lora_rows_are_lora_and_reproduce_their_count():
+    """The MBRIDGE rows whose notes say ``fine-tuning method=LoRA`` are predicted as LoRA on
+    the fused QKV projection at rank 32 (the performance recipes), the SFT rows as full
+    training; their counter is within 0.5% of the published TFLOP/s over tokens/s and below
+    it (the packed sub-sequences' score-matrix term it leaves out is positive)."""
+    df = load_measurements(CSV)
+    df = df[df.case_id.str.startswith("MBRIDGE") & df.notes.str.contains("fine-tuning method")]
+    prepared, skipped = prepare_rows(df)
+    assert not skipped
+    lora = [r for r in prepared if "method=LoRA" in str(
+        df.set_index("case_id").notes[r.case_id])]
+    sft = [r for r in prepared if r not in lora]
+    assert len(lora) >= 10 and len(sft) >= 10
+    for r in sft:
+        assert r.config.finetune == "full", r.case_id
+    by_id = {r.case_id: r for r in lora}
+    checked = 0
+    for r in lora:
+        assert (r.config.finetune, r.config.lora_rank, r.config.lora_targets) == (
+            "lora", 32, "q,k,v"), r.case_id
+        assert r.flops_counter == "megatron_bridge_lora"
+        twin = by_id.get(r.case_id.rsplit("-", 1)[0] + "-tpsg")
+        if r.metric != "model_tflops_per_gpu" or twin is None:
+            continue
+        ours, _ = megatron_flops_per_token(r.model, float(r.config.seq_len or 0),
+                                           counter=r.flops_counter, tp=int(r.config.tp))
+        assert 0.995 < ours / (r.measured * 1e12 / twin.measured) <= 1.0005, r.case_id
+        checked += 1
+    assert checked >= 5

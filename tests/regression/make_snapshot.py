@@ -73,8 +73,12 @@ whole snapshot was rewritten. A twelfth (issue 11, same day): the Megatron-Bridg
 of each row's container (``validate.flops_counter_of``: before 26.06, GeGLU experts as two
 matrices and no window term) and the ``geglu`` MLP kind of gpt-oss and Grok-1 moved, with the
 previous parameter file, only 24 MBRIDGE validation rows (gpt-oss FLOP-rate rows) and no draw;
-the parameters were recalibrated and the whole snapshot was rewritten. Every other value is as
-first written.
+the parameters were recalibrated and the whole snapshot was rewritten. A thirteenth (issues 11
+and 13, 2026-11-25): MBRIDGE rows whose notes say ``fine-tuning method=LoRA`` are predicted as
+LoRA (rank 32 on q,k,v, the performance recipes' adapter) and their FLOP-rate metric by
+Megatron-Bridge's LoRA count (``megatron_bridge_lora``); with the previous parameter file this
+moved only those 10 validation rows and no draw; the parameters were recalibrated and the
+whole snapshot was rewritten. Every other value is as first written.
 
 The draws are described by plain field values (API keywords), so the test can replay them
 through the public API whatever the internals become.
