@@ -289,6 +289,13 @@ class InferenceConfig:
         output_len: generated tokens per request (>= 1; the first comes from prefill).
         tp: tensor-parallel degree.
         pp: pipeline-parallel degree.
+        ep: expert-parallel degree of the MoE layers (1: every expert split by TP, vLLM and
+            TensorRT-LLM tensor-parallel MoE). ``ep`` dividing ``tp``: the experts are split
+            into ``ep`` groups inside the TP group, each group over ``tp/ep`` GPUs
+            (TensorRT-LLM ``moe_ep_size``, ``moe_tp_size = tp/ep``); a multiple of ``tp``:
+            whole experts over the TP groups of ``ep/tp`` replicas (attention data
+            parallelism, vLLM ``--enable-expert-parallel`` and SGLang wide EP), which
+            exchange their tokens by all-to-all in every MoE layer.
         num_gpus: GPUs in total; ``tp*pp`` (one replica) when None; must be a multiple of
             ``tp*pp`` (``num_gpus/(tp*pp)`` independent replicas).
         dtype: default for the three dtypes below.
@@ -314,6 +321,7 @@ class InferenceConfig:
     output_len: int = 128
     tp: int = 1
     pp: int = 1
+    ep: int = 1
     num_gpus: int | None = None
     dtype: str = "bf16"
     weight_dtype: str | None = None

@@ -15,7 +15,11 @@ Execution model (per model replica of ``t*p`` GPUs; ``dp`` replicas serve indepe
   2019, Sec. 3). KV heads are split when ``k % t == 0`` and replicated when ``t % k == 0``
   (each rank holds ``max(k, t)/t`` KV heads; Megatron-LM, vLLM and TensorRT-LLM do the same);
   other combinations are rejected before lowering. Pipeline parallelism: ``ceil(L/p)`` layers
-  per stage; the critical stage also carries the embedding and the LM head.
+  per stage; the critical stage also carries the embedding and the LM head. MoE layers split
+  every routed expert over the TP group (``ep = 1``), over ``t/ep`` GPUs of one of ``ep``
+  expert groups inside it (``ep`` dividing ``t``), or keep whole experts on the TP groups of
+  ``ep/t`` replicas that serve each other's tokens through an all-to-all (``ep`` a multiple
+  of ``t``): :func:`expert_tp`, :func:`ep_replicas`, :func:`ep_comm`.
 * **Prefill (TTFT).** ``batch`` prompts of ``input_len`` tokens, processed in
   ``n_c = ceil(batch*input_len / max_num_tokens)`` chunks of equal size (TensorRT-LLM / vLLM
   chunked context). Each chunk runs every GEMM with ``batch*input_len/n_c`` rows (so weights
@@ -109,7 +113,7 @@ TTFT_ITERATIONS = sp.Rational(3, 2)
 INFERENCE_EFFICIENCIES = {S.eff_hbm: S.eff_hbm_infer, S.eff_attn: S.eff_attn_infer}
 
 #: names of the per-stage time terms, in order (see :func:`stage_costs`).
-STAGE_TERMS = ("gemm", "attention", "memory_ops", "tp_comm", "lm_head", "pp_p2p")
+STAGE_TERMS = ("gemm", "attention", "memory_ops", "tp_comm", "ep_comm", "lm_head", "pp_p2p")
 #: memory terms per GPU; they sum to ``mem_total``.
 MEMORY = ("mem_weights", "mem_activations", "mem_kv_cache", "mem_logits")
 
@@ -152,15 +156,31 @@ def kv_elements_per_token_layer() -> sp.Expr:
         head_dim()
 
 
+def expert_tp() -> sp.Expr:
+    """Tensor-parallel split of each routed expert in serving: ``max(t/ep, 1)`` (``ep = 1``:
+    every expert over the TP group, vLLM and TensorRT-LLM tensor-parallel MoE; ``ep``
+    dividing ``t``: TensorRT-LLM ``moe_tp_size = t/ep``; ``ep >= t``: whole experts)."""
+    return smax(S.tp / S.ep, 1)
+
+
+def ep_replicas() -> sp.Expr:
+    """Replicas whose tokens one expert-parallel group serves: ``max(ep/t, 1)`` (wide EP with
+    attention data parallelism, vLLM ``--enable-expert-parallel``, SGLang; 1 when the
+    experts stay inside the TP group)."""
+    return smax(S.ep / S.tp, 1)
+
+
 def linear_weights_layer() -> sp.Expr:
-    """Linear-weight elements of the average layer held by one TP rank:
+    """Linear-weight elements of the average layer held by one GPU:
     :func:`attention_weights_local` (biases neglected), plus ``(2+g)*h*f/t`` for a dense MLP or, for the MoE
-    fraction of the layers (:func:`symcost.training.moe_layer_fraction`), the ``E`` routed and
-    ``n_s`` shared experts split by TP (``(E+n_s)*(2+g)*h*f_e/t``; vLLM and TensorRT-LLM
-    tensor-parallel MoE) and the replicated router ``h*E``."""
+    fraction of the layers (:func:`symcost.training.moe_layer_fraction`), the ``E`` routed
+    experts over ``max(t, ep)`` GPUs (``E/ep`` experts each split ``max(t/ep, 1)`` ways,
+    :func:`expert_tp`: ``E*(2+g)*h*f_e/max(t, ep)``), the ``n_s`` shared experts split by TP
+    (``n_s*(2+g)*h*f_e/t``) and the replicated router ``h*E``."""
     h, f, g, t = S.hidden, S.ffn_hidden, S.gated_mlp, S.tp
     fm = moe_layer_fraction()
-    moe = (S.n_experts + S.shared_experts) * params_expert() / t + h * S.n_experts
+    moe = (S.n_experts * params_expert() / smax(t, S.ep)
+           + S.shared_experts * params_expert() / t + h * S.n_experts)
     return attention_weights_local() + (1 - fm) * (2 + g) * h * f / t + fm * moe
 
 
@@ -233,9 +253,12 @@ def layer_gemms(rows: sp.Expr) -> dict[str, Cost]:
     and the KV up-projection (:func:`attention_weights_local`).
 
     MoE layers (a fraction :func:`symcost.training.moe_layer_fraction`) run, instead of the
-    MLP, the router, the shared experts and grouped GEMMs over the
-    :func:`active_experts` routed experts, each reading its weights once for its
-    ``rows*k/active`` tokens.
+    MLP, the router, the shared experts and grouped GEMMs over the GPU's share ``1/ep`` of the
+    :func:`active_experts` routed experts, each ``f_e/max(t/ep, 1)`` wide
+    (:func:`expert_tp`) and reading its weights once for its ``R*k/active`` tokens, where
+    ``R = rows * max(ep/t, 1)`` are the tokens of the replicas one expert-parallel group
+    serves (:func:`ep_replicas`): wide EP reads each expert once for more tokens. With
+    ``ep = 1`` every GPU runs every active expert ``f_e/t`` wide.
 
     Returns:
         ``{"qkv_proj", "out_proj", "mlp_up", "mlp_down", "router", "experts",
@@ -247,9 +270,11 @@ def layer_gemms(rows: sp.Expr) -> dict[str, Cost]:
           "overlap": S.gemm_overlap}
     peak = gemm_peak()
     fm = moe_layer_fraction()
-    fe, sh = S.moe_ffn_hidden / t, S.shared_experts * S.moe_ffn_hidden / t
-    active = active_experts(rows)
-    per = rows * S.top_k / smax(active, 1)
+    fe, sh = S.moe_ffn_hidden / expert_tp(), S.shared_experts * S.moe_ffn_hidden / t
+    group_rows = rows * ep_replicas()
+    active = active_experts(group_rows)
+    per = group_rows * S.top_k / smax(active, 1)
+    local = active / S.ep
     grouped = {**kw, "weight": False}
     return {
         "qkv_proj": qkv_projection(rows, peak, **kw),
@@ -257,8 +282,8 @@ def layer_gemms(rows: sp.Expr) -> dict[str, Cost]:
         "mlp_up": gemm(rows, (1 + g) * f / t, h, peak, **kw).scale(1 - fm),
         "mlp_down": gemm(rows, h, f / t, peak, **kw).scale(1 - fm),
         "router": gemm(rows, S.n_experts, h, peak, **kw).scale(fm),
-        "experts": (gemm(per, (1 + g) * fe, h, peak, active, **grouped)
-                    + gemm(per, h, fe, peak, active, **grouped)).scale(fm),
+        "experts": (gemm(per, (1 + g) * fe, h, peak, local, **grouped)
+                    + gemm(per, h, fe, peak, local, **grouped)).scale(fm),
         "shared_experts": (gemm(rows, (1 + g) * sh, h, peak, **kw)
                            + gemm(rows, h, sh, peak, **kw)).scale(fm),
     }
@@ -348,6 +373,25 @@ def tp_comm(rows: sp.Expr) -> Cost:
     return coll.all_reduce(rows * S.hidden * S.BYTES_ACT, S.tp).scale(2)
 
 
+def ep_comm(rows: sp.Expr) -> Cost:
+    """All-to-all dispatch and combine of one MoE layer under wide expert parallelism
+    (``ep > t``): each GPU sends its ``rows/t`` tokens' ``k`` routed copies (``h`` 16-bit
+    activations each) over the ``ep`` ranks and receives the results back
+    (:func:`symcost.ops.collectives.all_to_all`, twice); zero when the experts stay inside the
+    TP group (``ep <= t``: the tokens are already on every rank of the group and the TP
+    all-reduce combines, TensorRT-LLM). Weighted by the MoE fraction of the layers. The
+    attention's TP all-reduce (:func:`tp_comm`) is kept as it is.
+
+    References:
+        Rajbhandari et al. 2022, "DeepSpeed-MoE", Sec. 5.2 (expert-parallel all-to-all);
+        DeepSeek-V3 technical report (arXiv:2412.19437), Sec. 3.4 (dispatch/combine in
+        serving).
+    """
+    wide = flag(S.ep - S.tp > sp.Rational(1, 2))
+    a2a = coll.all_to_all(rows / S.tp * S.top_k * S.hidden * S.BYTES_ACT, S.ep)
+    return a2a.scale(2 * wide * moe_layer_fraction())
+
+
 def lm_head(rows: sp.Expr, logits_rows: sp.Expr) -> dict[str, Cost]:
     """Embedding gather for ``rows`` tokens, final norm, the vocabulary-parallel LM head GEMM
     (16-bit weights) and the fp32 logits write/read for sampling for ``logits_rows`` rows, and
@@ -399,6 +443,7 @@ def stage_costs(rows: sp.Expr, dec_seqs: sp.Expr, context: sp.Expr, pre_seqs: sp
         "attention": attn.scale(Ls),
         "memory_ops": total(layer_memory_ops(rows).values()).scale(Ls),
         "tp_comm": tp_comm(rows).scale(Ls),
+        "ep_comm": ep_comm(rows).scale(Ls),
         "lm_head": total(lm_head(rows, logits_rows).values()),
         "pp_p2p": pp_p2p(rows),
     }
@@ -510,10 +555,9 @@ def inference_expressions() -> dict[str, sp.Expr]:
     out["decode_gemm_time_compute"] = layers_per_stage() * sp.Add(*(g.flops for g in gemms)) / eff_c
     out["decode_gemm_time_memory"] = (layers_per_stage() * sp.Add(*(g.bytes for g in gemms))
                                       / (S.hbm_bw * S.eff_hbm))
-    out["decode_flops_per_step"] = sp.Add(*(c.flops for k, c in dec.items()
-                                            if k not in ("tp_comm", "pp_p2p")))
-    out["decode_bytes_per_step"] = sp.Add(*(c.bytes for k, c in dec.items()
-                                            if k not in ("tp_comm", "pp_p2p")))
+    comm = ("tp_comm", "ep_comm", "pp_p2p")
+    out["decode_flops_per_step"] = sp.Add(*(c.flops for k, c in dec.items() if k not in comm))
+    out["decode_bytes_per_step"] = sp.Add(*(c.bytes for k, c in dec.items() if k not in comm))
     out["e2e_latency"] = out["ttft"] + (s_out - 1) * out["tpot"]
     out["throughput_static"] = S.dp * B * s_out / out["e2e_latency"]
 

@@ -372,17 +372,33 @@ TRAINING_RULES: tuple[Rule, ...] = (
     EP_DP, EP_EXPERTS, ETP_DP, ETP_FFN, MOE_IMBALANCE, MOE_TP_SP, TP_OVERLAP_SP,
     TP_OVERLAP_NODE, HSDP_DP) + FINETUNE_RULES
 
+def _expert_tp(v: Values, xp: Any) -> Any:
+    """Serving's expert tensor-parallel size ``max(tp/ep, 1)`` (``ep`` absent: 1)."""
+    return xp.maximum(v["tp"] / v.get("ep", 1.0), 1.0)
+
+
 TP_MOE_FFN = Rule(
-    "tp_divides_moe_ffn_hidden", "tp", ("tp", "moe_ffn_hidden"),
+    "tp_divides_moe_ffn_hidden", "tp", ("tp", "moe_ffn_hidden", "ep"),
     lambda v, xp: (v["moe_ffn_hidden"] < 0.5) | ~indivisible(
-        xp, xp.maximum(v["moe_ffn_hidden"], 1), v["tp"]), "does not divide moe_ffn_hidden",
-    lambda v: f"{_i(v['tp'])} does not divide moe_ffn_hidden ({_i(v['moe_ffn_hidden'])}) "
-              "(serving splits every expert by tensor parallelism)")
+        xp, xp.maximum(v["moe_ffn_hidden"], 1), _expert_tp(v, xp)),
+    "tp/ep does not divide moe_ffn_hidden",
+    lambda v: f"expert tensor parallelism max(tp/ep, 1) = {_i(_expert_tp(v, np))} does not "
+              f"divide moe_ffn_hidden ({_i(v['moe_ffn_hidden'])}) (serving splits every expert "
+              "over the tp/ep GPUs of its expert-parallel group)")
+EP_SERVING = Rule(
+    "ep_divides_tp_or_replicas", "ep", ("ep", "tp", "pp", "num_gpus"),
+    lambda v, xp: ~indivisible(xp, v["tp"], v["ep"]) | (
+        ~indivisible(xp, v["ep"], v["tp"])
+        & ~indivisible(xp, v["num_gpus"] / v["pp"], v["ep"])),
+    "neither divides tp nor is a multiple of tp dividing num_gpus/pp",
+    lambda v: f"{_i(v['ep'])} neither divides tp = {_i(v['tp'])} (experts split inside the "
+              f"tensor-parallel group) nor is a multiple of tp that divides num_gpus/pp = "
+              f"{_i(v['num_gpus'] / v['pp'])} (experts over the TP groups of ep/tp replicas)")
 
 #: the inference rules, in order.
 INFERENCE_RULES: tuple[Rule, ...] = (
     NUM_GPUS_DIVISIBLE, CONTEXT_POSITIONS, TP_HEADS, TP_FFN, TP_KV_HEADS,
-    TP_MOE_FFN, PP_LAYERS,
+    EP_SERVING, EP_EXPERTS, TP_MOE_FFN, PP_LAYERS,
     _fp8_rule("weight_dtype"), _fp8_rule("act_dtype"), _fp8_rule("kv_dtype"), ACT_DTYPE_PEAK,
     WEIGHT_NOT_WIDER, ONE_8BIT_FORMAT)
 #: rules on model outputs, checked after evaluation.

@@ -31,7 +31,7 @@ SCHEMA_VERSION = 1
 #: the two agree; this layer cannot import the model).
 _TRAIN_BREAKDOWN = ("forward", "backward", "recompute", "tp_comm", "cp_comm", "ep_comm",
                     "pp_p2p", "pp_bubble", "dp_comm", "optimizer", "overhead")
-_INFER_STAGES = ("gemm", "attention", "memory_ops", "tp_comm", "lm_head", "pp_p2p")
+_INFER_STAGES = ("gemm", "attention", "memory_ops", "tp_comm", "ep_comm", "lm_head", "pp_p2p")
 
 #: model output name -> JSON key (also the CSV / Parquet column of a sweep).
 OUTPUT_KEYS: dict[str, str] = {

@@ -56,6 +56,7 @@ STAGE_HELP = {
     "attention": "attention (FlashAttention / flash-decoding over the KV cache)",
     "memory_ops": "norms, residuals, activation, KV-cache writes",
     "tp_comm": "tensor-parallel all-reduces",
+    "ep_comm": "expert-parallel all-to-all (wide EP)",
     "lm_head": "embedding, LM head, sampling, logits gather",
     "pp_p2p": "pipeline send to the next stage",
 }
@@ -68,7 +69,7 @@ def summary_tables(result) -> list:
 
     v, cfg = result.values, result.config
     title = (f"{result.model.name} on {cfg.num_gpus} x {result.hardware.name}: tp={cfg.tp} "
-             f"pp={cfg.pp} replicas={cfg.dp}, batch {cfg.batch}, {cfg.input_len} in -> "
+             f"pp={cfg.pp}{f' ep={cfg.ep}' if cfg.ep > 1 else ''} replicas={cfg.dp}, batch {cfg.batch}, {cfg.input_len} in -> "
              f"{cfg.output_len} out, weights {cfg.weight_dtype}, activations {cfg.act_dtype}, "
              f"KV {cfg.kv_dtype}")
     perf = Table(title=title, title_justify="left")
@@ -127,6 +128,7 @@ def infer(
     output_len: Annotated[int, _opt("output_len")] = _DEFAULT.output_len,
     tp: Annotated[int, _opt("tp")] = _DEFAULT.tp,
     pp: Annotated[int, _opt("pp")] = _DEFAULT.pp,
+    ep: Annotated[int, _opt("ep")] = _DEFAULT.ep,
     num_gpus: Annotated[int | None, _opt("num_gpus")] = None,
     dtype: Annotated[str, _opt("dtype")] = _DEFAULT.dtype,
     weight_dtype: Annotated[str | None, _opt("weight_dtype")] = None,
@@ -159,7 +161,8 @@ def infer(
     check_output_path(plot, "--plot", (".png",))
     m, hw, p = load_inputs(model, hardware, params)
     cfg = InferenceConfig(batch=batch, input_len=input_len, output_len=output_len, tp=tp,
-                          pp=pp, num_gpus=num_gpus, dtype=dtype, weight_dtype=weight_dtype,
+                          pp=pp, ep=ep, num_gpus=num_gpus, dtype=dtype,
+                          weight_dtype=weight_dtype,
                           act_dtype=act_dtype, kv_dtype=kv_dtype,
                           flash_attention=flash_attention, max_num_tokens=max_num_tokens,
                           kv_mem_frac=kv_mem_frac, kv_on_demand=kv_on_demand,

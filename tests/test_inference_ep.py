@@ -1,0 +1,140 @@
+"""Expert parallelism in serving (issue 11: "MoE inference too: expert weights per GPU, decode
+with EP/TP").
+
+``ep`` dividing ``tp``: the experts are split into ``ep`` groups inside the TP group, each over
+``tp/ep`` GPUs (TensorRT-LLM ``moe_ep_size``); ``ep`` a multiple of ``tp``: whole experts over
+the TP groups of ``ep/tp`` replicas, which serve each other's tokens and exchange them by
+all-to-all (vLLM ``--enable-expert-parallel``, SGLang wide EP). Expected values by hand.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import sympy as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from symcost import ConfigError, predict_inference
+from symcost import inference as INF
+from symcost import symbols as S
+from symcost.rules import TP_MOE_FFN
+
+H100 = "h100-sxm5-80gb"
+
+#: a tiny MoE layer: h 8, f_e 16, SwiGLU, 8 experts, top-2, every layer MoE, bf16
+TINY = {"hidden": 8, "moe_ffn_hidden": 16, "gated_mlp": 1, "n_experts": 8, "top_k": 2,
+        "shared_experts": 0, "n_layers": 4, "dense_layers": 0, "moe_layer_step": 1,
+        "act_bytes": 2, "w_bytes": 2}
+
+
+def _bind(expr: sp.Expr, values: dict[str, float]) -> float:
+    return float(expr.xreplace({S.lookup(k): v for k, v in values.items()}))
+
+
+def _experts(rows: int, tp: int, ep: int) -> tuple[float, float]:
+    cost = INF.layer_gemms(sp.Integer(rows))["experts"]
+    vals = {**TINY, "tp": tp, "ep": ep}
+    return _bind(cost.flops, vals), _bind(cost.bytes, vals)
+
+
+def test_wide_ep_expert_gemms_by_hand():
+    """One token per replica, tp 2, ep 4 (two replicas' tokens, R = 2): the group activates
+    8*(1 - 0.75^2) = 3.5 experts, 0.875 of them on this GPU, each whole (f_e 16) for
+    per = R*k/3.5 tokens, per*0.875 = R*k/ep = 1.
+    Up (h -> 2 f_e): activations 2*(1*8 + 1*32) = 80 B, weights 2*8*32*0.875 = 448 B;
+    down: 2*(1*16 + 1*8) = 48 B, weights 2*16*8*0.875 = 224 B; total 800 B.
+    FLOPs 2*1*(8*32 + 16*8) = 768 = 2*rows*k*f_e*h*(2+g)/tp, as with ep = 1."""
+    flops, nbytes = _experts(1, 2, 4)
+    assert nbytes == pytest.approx(800.0, rel=1e-12)
+    assert flops == pytest.approx(768.0, rel=1e-12)
+    # ep = 1: both active experts (k = 2 of one token) split over tp 2 (f_e/2 = 8 wide):
+    # up 2*(1*8 + 1*16)*2 + 2*8*16*2 = 608, down 2*(1*8 + 1*8)*2 + 2*8*8*2 = 320: 928 B
+    flops1, nbytes1 = _experts(1, 2, 1)
+    assert nbytes1 == pytest.approx(928.0, rel=1e-12)
+    assert flops1 == pytest.approx(768.0, rel=1e-12)
+
+
+@settings(max_examples=25, deadline=None)
+@given(rows=st.integers(1, 4096), tp=st.sampled_from([1, 2, 4, 8]),
+       ep=st.sampled_from([1, 2, 4, 8]), span=st.sampled_from([1, 2, 4]))
+def test_expert_flops_per_gpu_do_not_depend_on_ep(rows, tp, ep, span):
+    """Every layout does the same routed-expert work per GPU, 2*rows*k*(2+g)*h*f_e/tp
+    (balanced routing): ep only regroups it (ep dividing tp, or ep = tp*span over replicas)."""
+    ep = tp * span if span > 1 else min(ep, tp)
+    flops, _ = _experts(rows, tp, ep)
+    assert flops == pytest.approx(2 * rows * 2 * 3 * 8 * 16 / tp, rel=1e-9)
+
+
+def test_ep_comm_is_a_dispatch_and_a_combine_over_ep():
+    """Wide EP, tp 2, ep 4 (one node), 64 rows: each GPU dispatches its 32 tokens' 2 copies of
+    8 16-bit activations, 1,024 B, of which 3/4 leave: 768 B each way, 1,536 B per MoE layer.
+    Inside the TP group (ep <= tp) nothing moves."""
+    vals = {**TINY, "gpus_per_node": 8}
+    wide = INF.ep_comm(sp.Integer(64))
+    assert _bind(wide.bytes, {**vals, "tp": 2, "ep": 4}) == pytest.approx(1536.0)
+    for ep in (1, 2):
+        assert _bind(wide.bytes, {**vals, "tp": 2, "ep": ep}) == 0.0
+
+
+def test_wide_ep_weights_per_gpu_by_hand():
+    """Mixtral 8x7B, TP 2, bf16, 8 GPUs. ep 1 or 2: every expert's weights over the two GPUs
+    of the TP group, 8*3*h*f_e/2 per layer; ep 8 (four replicas): one whole expert per GPU,
+    1*3*h*f_e. Per GPU, bytes: 2 * (32 * (attention/2 + experts + h*8 + 2h) + 2*V*h/2 + h)."""
+    h, a, k, d, fe, V = 4096, 32, 8, 128, 14336, 32000
+    attention = h * d * (a / 2 + 2 * k / 2) + a / 2 * d * h
+
+    def want(experts: float) -> float:
+        layer = attention + experts + h * 8
+        return 2 * (32 * layer + 32 * 2 * h + 2 * V * h / 2 + h)
+
+    kw = dict(tp=2, batch=8, num_gpus=8)
+    for ep in (1, 2):
+        r = predict_inference("mixtral-8x7b", H100, ep=ep, **kw)
+        assert r.values["mem_weights"] == pytest.approx(want(8 * 3 * h * fe / 2), rel=1e-12)
+    wide = predict_inference("mixtral-8x7b", H100, ep=8, **kw)
+    assert wide.values["mem_weights"] == pytest.approx(want(3 * h * fe), rel=1e-12)
+    assert wide.values["decode_ep_comm"] > 0
+    assert wide.config.ep == 8
+
+
+def test_wide_ep_decodes_faster_when_weight_reads_dominate():
+    """DeepSeek-V3, fp8, 16 H200, 64 sequences per replica: wide EP over both replicas reads
+    each active expert once for twice the tokens, so its decode GEMMs take less time than
+    TP 8 with tensor-parallel experts, and its all-to-all is the price."""
+    kw = dict(batch=64, dtype="fp8", num_gpus=16)
+    tp = predict_inference("deepseek-v3", "h200-sxm-141gb", tp=8, **kw)
+    wide = predict_inference("deepseek-v3", "h200-sxm-141gb", tp=8, ep=16, **kw)
+    assert wide.values["decode_gemm"] < tp.values["decode_gemm"]
+    assert tp.values["decode_ep_comm"] == 0 < wide.values["decode_ep_comm"]
+    assert wide.values["mem_weights"] < 0.6 * tp.values["mem_weights"]
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(model="llama-3-8b", tp=2, ep=2, num_gpus=2),
+     "^ep: 2 > 1 needs a mixture-of-experts model"),
+    (dict(model="mixtral-8x7b", tp=2, ep=3, num_gpus=6),
+     "^ep: 3 neither divides tp = 2 .* nor is a multiple of tp that divides num_gpus/pp = 6"),
+    (dict(model="mixtral-8x7b", tp=2, ep=8, num_gpus=4),
+     "^ep: 8 neither divides tp = 2 .*num_gpus/pp = 4"),
+    (dict(model="qwen3-30b-a3b", tp=4, ep=3, num_gpus=12),
+     "^ep: 3 neither divides tp"),
+    (dict(model="mixtral-8x7b", tp=1, ep=16, num_gpus=16),
+     "^ep: 16 does not divide the number of experts \\(8\\)"),
+])
+def test_serving_ep_rules_name_field_and_rule(kwargs, match):
+    model = kwargs.pop("model")
+    with pytest.raises(ConfigError, match=match):
+        predict_inference(model, H100, **kwargs)
+
+
+def test_expert_tp_rule_uses_tp_over_ep():
+    """moe_ffn_hidden 768 (Qwen3-30B-A3B): tp 8 splits it (96 each); the rule reads the expert
+    tensor-parallel size max(tp/ep, 1)."""
+    r = predict_inference("qwen3-30b-a3b", H100, tp=8, ep=8, batch=4)
+    assert r.config.ep == 8
+    vals = {"tp": 8.0, "ep": 2.0, "moe_ffn_hidden": 768.0}
+    assert bool(TP_MOE_FFN.ok(vals, np))
+    assert not bool(TP_MOE_FFN.ok({**vals, "moe_ffn_hidden": 770.0}, np))
+    assert "max(tp/ep, 1) = 4 does not divide moe_ffn_hidden (770)" in TP_MOE_FFN.message(
+        {**vals, "moe_ffn_hidden": 770.0})
