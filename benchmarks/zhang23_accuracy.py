@@ -8,10 +8,11 @@ reports, for the ZHANG23 rows:
   fit: A800, RTX 4090, RTX 3090; a held-out generation without data takes a related one's
   values, :func:`symcost.calibrate.transfer_missing`);
 * peak-memory MAPE per platform and overall, and fit-vs-OOM agreement: with the documented
-  framework rules only (``mem_cache_frac = 0``), with ``mem_cache_frac`` fitted in sample
-  (:func:`symcost.calibrate.fit_memory`), and leave-one-platform-out (the platform's memory
-  rows held out of the memory fit; a generation the remaining rows cannot identify keeps the
-  fallback 0, and both RTX 3090 link variants are one platform);
+  framework rules only (``mem_cache_frac = mem_offload_layers = 0``), with both fitted in
+  sample (:func:`symcost.calibrate.fit_memory`), and leave-one-platform-out (the platform's
+  memory rows held out of the memory fit; a generation the remaining rows cannot identify
+  keeps the fallback 0 for ``mem_cache_frac``; ``mem_offload_layers`` is one value for every
+  GPU; both RTX 3090 link variants are one platform);
 * the predicted 1 -> 8 GPU scaling efficiencies and the RTX 3090 NVLink gain next to the
   paper's figures.
 
@@ -60,11 +61,13 @@ def memory_report(df: pd.DataFrame, params: Params) -> None:
     other, _ = prepare_other_rows(df)
     other = [r for r in other if r.source == "ZHANG23"]
     zero = dataclasses.replace(params, generations={
-        g: {**v, "mem_cache_frac": 0.0} for g, v in params.generations.items()})
-    _memory_table("documented rules only (mem_cache_frac = 0)", predict_other_rows(other, zero))
+        g: {**v, "mem_cache_frac": 0.0, "mem_offload_layers": 0.0}
+        for g, v in params.generations.items()})
+    _memory_table("documented rules only (mem_cache_frac = mem_offload_layers = 0)",
+                  predict_other_rows(other, zero))
     fitted, values = fit_memory(other, zero)
-    print(f"  mem_cache_frac fitted in sample: {values}")
-    _memory_table("mem_cache_frac in sample", predict_other_rows(other, fitted))
+    print(f"  fitted in sample: {values}")
+    _memory_table("memory constants in sample", predict_other_rows(other, fitted))
     platform = {r.case_id: r.hardware.name for r in other}
     held = []
     for hw in sorted(set(platform.values())):
@@ -75,7 +78,7 @@ def memory_report(df: pd.DataFrame, params: Params) -> None:
         held.append(p)
         m = p[p.metric == "peak_memory_gib"]
         print(f"  held out {hw}: peak memory MAPE {np.abs(m.error_pct).mean():.1f}% over "
-              f"{len(m)} rows (mem_cache_frac from the others: {vals})")
+              f"{len(m)} rows (fitted on the others: {vals})")
     _memory_table("leave-one-platform-out", pd.concat(held))
 
 

@@ -787,53 +787,81 @@ def _mape_dict(summary: dict[str, Any]) -> dict[str, float]:
 
 
 # ----------------------------------------------------------------------------- [memory]
-#: [memory] memory parameters :func:`fit_memory` fits (per generation).
-MEMORY_FIT: tuple[str, ...] = ("mem_cache_frac",)
-#: [memory] candidate values of ``mem_cache_frac`` (its :data:`~symcost.params.BOUNDS`, step
-#: 0.01): the device-level reading is piecewise in it (the cached blocks count only while they
+#: [memory] memory parameters :func:`fit_memory` fits: ``mem_cache_frac`` per generation,
+#: ``mem_offload_layers`` one value for every generation.
+MEMORY_FIT: tuple[str, ...] = ("mem_cache_frac", "mem_offload_layers")
+#: [memory] grid step of the memory parameters (over their :data:`~symcost.params.BOUNDS`):
+#: the device-level reading is piecewise in them (the cached blocks count only while they
 #: fit), so a grid search rather than a gradient fit.
 MEMORY_GRID_STEP = 0.01
 
 
+def _grid_fit(rows: Sequence[PreparedRow], params: Params, name: str
+              ) -> tuple[float | None, float]:
+    """The grid value of ``name`` (step :data:`MEMORY_GRID_STEP` over its bounds, the smallest
+    on ties) with the least MAPE of :func:`symcost.validate.memory_reading` over the rows whose
+    ``mem_cached`` depends on it, set to the same value in every generation of ``params``;
+    ``(None, 0)`` when none does. Returns ``(value, MAPE as a fraction)``."""
+    ones = {g: {**v, name: 1.0} for g, v in params.generations.items()}
+    unit = Params(ones, params.provenance)
+    zero = Params({g: {**v, name: 0.0} for g, v in ones.items()}, params.provenance)
+    stacked_unit, stacked_zero = stack_inputs(rows, unit), stack_inputs(rows, zero)
+    out = evaluate_rows(stacked_unit)
+    base = np.asarray(evaluate_rows(stacked_zero)["mem_cached"], dtype=float)[: len(rows)]
+    per_unit = np.asarray(out["mem_cached"], dtype=float)[: len(rows)] - base
+    used = per_unit > 0
+    if not np.any(used):
+        return None, 0.0
+    sub = [r for r, u in zip(rows, used) if u]
+    meas = np.array([r.measured for r in sub]) * 2**30
+    sliced = {k: np.asarray(out[k], dtype=float)[: len(rows)][used]
+              for k in ("mem_total", "mem_usable")}
+    lo, hi = BOUNDS[name]
+    errs = []
+    grid = np.arange(lo, hi + MEMORY_GRID_STEP / 2, MEMORY_GRID_STEP)
+    for v in grid:
+        trial = {**sliced, "mem_cached": base[used] + per_unit[used] * v}
+        pred = memory_reading(sub, trial, unit)
+        errs.append(float(np.mean(np.abs(pred - meas) / meas)))
+    i = int(np.argmin(errs))
+    return float(grid[i]), errs[i]
+
+
 def fit_memory(rows: Sequence[PreparedRow], params: Params
-               ) -> tuple[Params, dict[str, float | None]]:
-    """[memory] Fit ``mem_cache_frac`` per generation to the ``peak_memory_gib`` rows of
-    ``rows`` (prepared by :func:`symcost.validate.prepare_other_rows`): the grid value (step
-    :data:`MEMORY_GRID_STEP` over its bounds) with the least mean absolute percentage error of
-    :func:`symcost.validate.memory_reading`; the smallest such value on ties.
+               ) -> tuple[Params, dict[str, dict[str, float | None]]]:
+    """[memory] Fit the memory parameters (:data:`MEMORY_FIT`) to the ``peak_memory_gib`` rows
+    of ``rows`` (prepared by :func:`symcost.validate.prepare_other_rows`), each by a grid
+    search of the mean absolute percentage error of :func:`symcost.validate.memory_reading`
+    (:func:`_grid_fit`): ``mem_cache_frac`` per generation (the gradient copies the caching
+    allocator keeps depend on how much of the GPU is free), then ``mem_offload_layers`` once
+    for every generation (a property of DeepSpeed's parameter-offload path: the rows print
+    the same peak on every GPU).
 
     Args:
         rows: prepared rows; rows of other metrics are ignored.
         params: starting parameters (every row's generation must be present).
 
     Returns:
-        ``(params, fitted)``: the parameters with the fitted values, and generation -> fitted
-        value, or None where no row depends on it (the generation keeps its value).
+        ``(params, fitted)``: the parameters with the fitted values, and parameter ->
+        {generation (``all`` for ``mem_offload_layers``) -> fitted value, or None where no
+        row depends on it (the parameter keeps its value)}.
 
     Raises:
         ParamsError: no parameters for a row's generation.
     """
     mem = [r for r in rows if r.metric == "peak_memory_gib"]
-    lo, hi = BOUNDS["mem_cache_frac"]
-    grid = np.arange(lo, hi + MEMORY_GRID_STEP / 2, MEMORY_GRID_STEP)
     gens = {g: dict(v) for g, v in params.generations.items()}
-    fitted: dict[str, float | None] = {}
+    cache: dict[str, float | None] = {}
     for g in sorted({r.hardware.generation for r in mem}):
         sub = [r for r in mem if r.hardware.generation == g]
-        unit = Params({**gens, g: {**gens[g], "mem_cache_frac": 1.0}}, params.provenance)
-        out = evaluate_rows(stack_inputs(sub, unit))
-        per_unit = np.asarray(out["mem_cached"], dtype=float)
-        if not np.any(per_unit > 0):
-            fitted[g] = None
-            continue
-        meas = np.array([r.measured for r in sub]) * 2**30
-        errs = []
-        for v in grid:
-            trial = {**out, "mem_cached": per_unit * v}
-            pred = memory_reading(sub, trial, unit)
-            errs.append(float(np.mean(np.abs(pred - meas) / meas)))
-        best = float(grid[int(np.argmin(errs))])
-        gens[g]["mem_cache_frac"] = best
-        fitted[g] = best
+        best, _ = _grid_fit(sub, Params(gens, params.provenance), "mem_cache_frac")
+        cache[g] = best
+        if best is not None:
+            gens[g]["mem_cache_frac"] = best
+    layers, _ = _grid_fit(mem, Params(gens, params.provenance), "mem_offload_layers") \
+        if mem else (None, 0.0)
+    if layers is not None:
+        for g in gens:
+            gens[g]["mem_offload_layers"] = layers
     return Params(gens, params.provenance, params.stderr, params.covariance,
-                  params.fitted), fitted
+                  params.fitted), {"mem_cache_frac": cache, "mem_offload_layers": {"all": layers}}

@@ -817,6 +817,28 @@ def cached_gradient_bytes(trained_params: sp.Expr) -> sp.Expr:
             * S.BYTES_PARAM * trained_params)
 
 
+def offload_cached_param_bytes(params_gpu: sp.Expr) -> sp.Expr:
+    """[memory] What a device-level reading of a Hugging Face Trainer + DeepSpeed ZeRO-3 run
+    with parameter offload shows beyond its tensors: ``mem_offload_layers`` (calibrated,
+    :func:`symcost.calibrate.fit_memory`, one value for every GPU) decoder layers' worth of
+    16-bit weights, ``2 * params_gpu / L``.
+
+    Empirical, not derived: the ZHANG23 ZeRO-3 + offload runs print the same peak on A800,
+    RTX 4090 and RTX 3090, about 6-7 layers of 16-bit weights (2.3-2.9 GiB for Llama-2-7B,
+    3.6-4.4 GiB for 13B, with recomputation and/or FlashAttention) above the gathered
+    parameters DeepSpeed's ``stage3_max_live_parameters`` allows, the reduction bucket, the
+    activations and the CUDA context. Parameter fetches from host memory go through GPU
+    copies of each partition and of the gathered layer (deepspeed/runtime/zero/
+    partition_parameters.py, ``_allgather_params_coalesced``), released into the caching
+    allocator; the count of layers is what the rows identify. Not in ``mem_total``; zero
+    without parameter offload, at ZeRO 0-2 and for ``train_framework = megatron``.
+
+    Units: bytes. ``params_gpu`` in parameters (the whole model's, unsharded).
+    """
+    return (IS_HF * IS_ZERO3 * ft.IS_OFFLOAD_PARAMS * S.mem_offload_layers * S.BYTES_PARAM
+            * params_gpu / S.n_layers)
+
+
 def hf_activation_bytes_layer() -> sp.Expr:
     """[memory] Activation bytes one decoder layer of the Hugging Face Llama modeling code
     (transformers v4.31-v4.36 ``modeling_llama.py``, 16-bit weights, no recomputation) keeps
@@ -1052,7 +1074,8 @@ def training_expressions() -> dict[str, sp.Expr]:
     out["mem_usable"] = S.hbm_cap - S.mem_reserved
     # [memory] freed-but-cached blocks a device-level reading also shows (not in mem_total:
     # the allocator releases them and retries before failing an allocation)
-    out["mem_cached"] = cached_gradient_bytes(train_rep + train_exp)
+    out["mem_cached"] = (cached_gradient_bytes(train_rep + train_exp)
+                         + offload_cached_param_bytes(psi_rep + psi_exp))
     # headroom, not a Piecewise flag: a relational over Piecewise terms makes SymPy fold every
     # branch combination into the condition (exponential blow-up); ``fits`` is headroom >= 0.
     out["mem_headroom"] = out["mem_usable"] - out["mem_total"]
