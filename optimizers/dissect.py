@@ -419,11 +419,13 @@ def serving_value(model: Any, hw: HardwareSpec, num_gpus: int, dtype: str, input
                   ) -> tuple[float, InferenceConfig, dict[str, float]]:
     """Best serving throughput of ``num_gpus`` GPUs at a latency target.
 
-    Every tensor-parallel degree dividing ``num_gpus`` (``num_gpus/tp`` replicas, ``pp = 1``)
-    and every batch cap of :data:`SERVE_BATCHES` is evaluated in one vectorized call per
-    degree; the value is the largest continuous-batching ``throughput`` (generated tokens/s,
-    all replicas) whose iteration time (the time per output token of a request in flight)
-    is at most ``tpot_target_s`` and whose model fits.
+    Every tensor-parallel degree dividing ``num_gpus`` (``num_gpus/tp`` replicas, ``pp = 1``),
+    for a MoE model every expert-parallel degree the serving rules allow with it (dividing
+    ``tp``, or a multiple of ``tp`` dividing ``num_gpus``: :class:`symcost.config.
+    InferenceConfig`), and every batch cap of :data:`SERVE_BATCHES` is evaluated in one
+    vectorized call per layout; the value is the largest continuous-batching ``throughput``
+    (generated tokens/s, all replicas) whose iteration time (the time per output token of a
+    request in flight) is at most ``tpot_target_s`` and whose model fits.
 
     Returns:
         ``(tokens/s, the configuration, its symbol bindings)``.
@@ -432,9 +434,11 @@ def serving_value(model: Any, hw: HardwareSpec, num_gpus: int, dtype: str, input
         DissectError: no degree and batch meet the target on ``hw``.
     """
     best: tuple[float, InferenceConfig, dict[str, float]] | None = None
-    for tp in (d for d in range(1, num_gpus + 1) if num_gpus % d == 0):
+    divisors = [d for d in range(1, num_gpus + 1) if num_gpus % d == 0]
+    # a dense model refuses every ep > 1 (rule ep_divides_experts): only ep = 1 is evaluated
+    for tp, ep in ((t, e) for t in divisors for e in divisors):
         cfg = InferenceConfig(batch=1, input_len=input_len, output_len=output_len, tp=int(tp),
-                              num_gpus=num_gpus, dtype=dtype)
+                              ep=int(ep), num_gpus=num_gpus, dtype=dtype)
         try:
             inputs = inference_inputs(model, hw, cfg, params)
         except ConfigError:

@@ -5,7 +5,7 @@ reference chip's architecture on a given node, HBM generation, scale-up link and
 network, under a die-area and power budget). For training, the best parallel layout of each
 point is searched again (:func:`optimizers.search.search`), and the step is split into
 compute, memory and communication time (:func:`symcost.bottleneck.bottleneck`); for serving,
-the best tensor-parallel degree and batch at a latency target are searched again
+the best tensor- and expert-parallel degrees and batch at a latency target are searched again
 (:func:`optimizers.dissect.serving_value`) and the decode step is split the same way
 (:func:`decode_bound`). The result shows where the bottleneck moves as the node shrinks
 (compute -> memory -> interconnect), as the seed study does (Kundu et al. 2024,
@@ -52,14 +52,15 @@ def decode_bound(values: Mapping[str, float]) -> dict[str, float]:
     """Seconds of one decode step per category, from the inference model's outputs: the
     decode GEMMs and LM head count as compute or memory by their roofline side
     (``decode_gemm_time_compute`` vs ``decode_gemm_time_memory``), attention over the KV cache
-    and the elementwise ops as memory, tensor- and pipeline-parallel traffic as
+    and the elementwise ops as memory, tensor-, expert- and pipeline-parallel traffic as
     communication."""
     gemm = ("compute" if values["decode_gemm_time_compute"] >= values["decode_gemm_time_memory"]
             else "memory")
     parts = dict.fromkeys(CATEGORIES, 0.0)
     parts[gemm] += values["decode_gemm"] + values["decode_lm_head"]
     parts["memory"] += values["decode_attention"] + values["decode_memory_ops"]
-    parts["communication"] += values["decode_tp_comm"] + values["decode_pp_p2p"]
+    parts["communication"] += (values["decode_tp_comm"] + values["decode_ep_comm"]
+                               + values["decode_pp_p2p"])
     return parts
 
 
@@ -186,7 +187,8 @@ def dse_serving(model: Any, num_gpus: int, *, input_len: int, output_len: int,
         ``throughput_tokens_per_s``, ``speedup`` (over the first point),
         ``energy_per_token_j`` (the chips at their power budget per generated token),
         ``bound`` and the
-        decode-step shares ``<category>_share`` (:func:`decode_bound`), ``tp`` and ``batch``.
+        decode-step shares ``<category>_share`` (:func:`decode_bound`), ``tp``, ``ep`` and
+        ``batch``.
 
     Raises:
         DSEError: an empty axis, or a point that cannot meet the target.
@@ -211,7 +213,7 @@ def dse_serving(model: Any, num_gpus: int, *, input_len: int, output_len: int,
                      **_costs(price, watts, num_gpus, thr),
                      "bound": max(shares, key=lambda c: shares[c]),
                      **{f"{c}_share": v for c, v in shares.items()},
-                     "tp": cfg.tp, "batch": cfg.batch})
+                     "tp": cfg.tp, "ep": cfg.ep, "batch": cfg.batch})
     df = pd.DataFrame(rows)
     df.insert(4, "speedup", df["throughput_tokens_per_s"] / df["throughput_tokens_per_s"].iloc[0])
     return df

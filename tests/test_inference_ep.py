@@ -15,9 +15,13 @@ import sympy as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from symcost import ConfigError, predict_inference
+from hwspecs import load_hardware
+from optimizers.dissect import serving_value
+from optimizers.dse import decode_bound
+from symcost import ConfigError, get_model, predict_inference
 from symcost import inference as INF
 from symcost import symbols as S
+from symcost.params import load_params
 from symcost.rules import TP_MOE_FFN
 
 H100 = "h100-sxm5-80gb"
@@ -138,3 +142,24 @@ def test_expert_tp_rule_uses_tp_over_ep():
     assert not bool(TP_MOE_FFN.ok({**vals, "moe_ffn_hidden": 770.0}, np))
     assert "max(tp/ep, 1) = 4 does not divide moe_ffn_hidden (770)" in TP_MOE_FFN.message(
         {**vals, "moe_ffn_hidden": 770.0})
+
+
+def test_decode_bound_counts_the_all_to_all_as_communication():
+    values = {"decode_gemm_time_compute": 1.0, "decode_gemm_time_memory": 2.0,
+              "decode_gemm": 3.0, "decode_lm_head": 0.5, "decode_attention": 1.0,
+              "decode_memory_ops": 0.25, "decode_tp_comm": 0.125, "decode_ep_comm": 0.0625,
+              "decode_pp_p2p": 0.03125}
+    parts = decode_bound(values)
+    assert parts["communication"] == 0.125 + 0.0625 + 0.03125
+    assert parts["memory"] == 3.0 + 0.5 + 1.0 + 0.25
+
+
+def test_serving_search_tries_expert_parallel_layouts():
+    """serving_value searches ep with tp for a MoE model (Mixtral on 8 H100 in fp8 serves
+    fastest with wide EP) and keeps ep = 1 for a dense one."""
+    params = load_params()
+    hw = load_hardware(H100)
+    _, moe, _ = serving_value(get_model("mixtral-8x7b"), hw, 8, "fp8", 1024, 256, 0.05, params)
+    _, dense, _ = serving_value(get_model("llama-3-8b"), hw, 8, "fp8", 1024, 256, 0.05, params)
+    assert moe.ep > 1 and moe.ep % moe.tp == 0
+    assert dense.ep == 1

@@ -3,9 +3,9 @@ hardware factors) and ``symcost dse`` (design-space exploration over process nod
 and network generations).
 
 Shapley values over every hybrid of the two systems (each with its own best layout, or for
-``--workload serve`` its best tensor-parallel degree and batch at a latency target) and, as a
-second method, integrated gradients of the model along the log-space path between them
-(:mod:`optimizers.dissect`). ``--json`` prints one object; ``--plot`` writes a
+``--workload serve`` its best tensor- and expert-parallel degrees and batch at a latency
+target) and, as a second method, integrated gradients of the model along the log-space path
+between them (:mod:`optimizers.dissect`). ``--json`` prints one object; ``--plot`` writes a
 waterfall chart of the multiplicative factors.
 """
 
@@ -67,7 +67,7 @@ def dissect_cmd(
         "global_batch", help="Sequences per optimizer step (training; required there).")] = None,
     workload: Annotated[str, typer.Option(
         help="train (step time of the best layout) or serve (throughput at --tpot-target-ms "
-             "over tensor-parallel degrees and batch caps).")] = "train",
+             "over tensor- and expert-parallel degrees and batch caps).")] = "train",
     input_len: Annotated[int, field_option("input_len", INFERENCE_FIELDS)] = 2048,
     output_len: Annotated[int, field_option("output_len", INFERENCE_FIELDS)] = 128,
     tpot_target_ms: Annotated[float, typer.Option(
