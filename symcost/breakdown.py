@@ -155,10 +155,20 @@ def training_module_terms() -> dict[str, dict[str, sp.Expr]]:
     return out
 
 
+def _serving_mlp(gemms: dict[str, Cost]) -> sp.Expr:
+    """Time of the MLP GEMMs of one serving layer (:func:`symcost.inference.layer_gemms`):
+    the dense MLP's and, weighted by the MoE fraction, the router and the routed and shared
+    experts."""
+    return sp.Add(*(gemms[k].time for k in ("mlp_up", "mlp_down", "router", "experts",
+                                              "shared_experts")))
+
+
 def inference_module_terms() -> dict[str, dict[str, sp.Expr]]:
     """Per phase (prefill of the batch's prompts, all decode steps), per module, the time (s)
-    on the critical stage as SymPy expressions over the inference symbols. ``other``: LM
-    head, residuals, KV-cache writes, TP and pipeline communication and step overheads."""
+    on the critical stage as SymPy expressions over the inference symbols. ``mlp``: the dense
+    MLP or, in MoE layers, the router, routed and shared experts and their activation;
+    ``other``: LM head, residuals, KV-cache writes, tensor- and expert-parallel communication
+    and step overheads."""
     Ls = tr.layers_per_stage()
     b, s_in, s_out = S.batch, S.input_len, S.output_len
     d, heads, kv = tr.head_dim(), S.n_heads / S.tp, tr.kv_heads_local()
@@ -177,9 +187,10 @@ def inference_module_terms() -> dict[str, dict[str, sp.Expr]]:
         "softmax": sp.Piecewise((0, flash), (unf["softmax"], True)),
         "attn_v": sp.Piecewise((fl / 2, flash), (unf["attn_v"], True)),
         "out_proj": gm["out_proj"].time,
-        "mlp": gm["mlp_up"].time + gm["mlp_down"].time + mo["activation"].time,
+        "mlp": _serving_mlp(gm) + mo["activation"].time,
     }
-    pre_other = (mo["residual"].time + mo["kv_write"].time + inf.tp_comm(rows).time)
+    pre_other = (mo["residual"].time + mo["kv_write"].time + inf.tp_comm(rows).time
+                 + inf.ep_comm(rows).time)
     head = sum((c.time for c in inf.lm_head(rows, b).values()), sp.Integer(0))
     out["prefill"] = {k: Ls * v for k, v in pre.items()}
     out["prefill"]["other"] = Ls * pre_other + head + S.t_infer_step
@@ -195,9 +206,10 @@ def inference_module_terms() -> dict[str, dict[str, sp.Expr]]:
         # decode attention: QK^T and AV each read one of K and V (half the bytes each)
         "qk_t": ad / 2, "softmax": sp.Integer(0), "attn_v": ad / 2,
         "out_proj": gd["out_proj"].time,
-        "mlp": gd["mlp_up"].time + gd["mlp_down"].time + md["activation"].time,
+        "mlp": _serving_mlp(gd) + md["activation"].time,
     }
-    dec_other = md["residual"].time + md["kv_write"].time + inf.tp_comm(b).time
+    dec_other = (md["residual"].time + md["kv_write"].time + inf.tp_comm(b).time
+                 + inf.ep_comm(b).time)
     head_d = sum((c.time for c in inf.lm_head(b, b).values()), sp.Integer(0))
     out["decode"] = {k: steps * Ls * v for k, v in dec.items()}
     out["decode"]["other"] = steps * (Ls * dec_other + head_d + S.t_infer_step)

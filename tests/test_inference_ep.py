@@ -21,6 +21,8 @@ from optimizers.dse import decode_bound
 from symcost import ConfigError, get_model, predict_inference
 from symcost import inference as INF
 from symcost import symbols as S
+from symcost.breakdown import inference_modules
+from symcost.config import InferenceConfig
 from symcost.params import load_params
 from symcost.rules import TP_MOE_FFN
 
@@ -163,3 +165,20 @@ def test_serving_search_tries_expert_parallel_layouts():
     _, dense, _ = serving_value(get_model("llama-3-8b"), hw, 8, "fp8", 1024, 256, 0.05, params)
     assert moe.ep > 1 and moe.ep % moe.tp == 0
     assert dense.ep == 1
+
+
+@pytest.mark.parametrize("model, hw, kw", [
+    ("llama-2-7b", "rtx-4090", dict(batch=8, input_len=512, output_len=128)),
+    ("mixtral-8x7b", H100, dict(batch=16, input_len=512, output_len=64, tp=2, ep=8,
+                                num_gpus=8)),
+    ("deepseek-v3", "h200-sxm-141gb", dict(batch=16, input_len=512, output_len=64, tp=8,
+                                           dtype="fp8")),
+])
+def test_serving_module_breakdown_sums_to_the_decode_time(model, hw, kw):
+    """The decode modules (minus RoPE, which the serving model does not time) sum to
+    (output_len - 1) * TPOT: the MoE router, experts and all-to-all are in ``mlp`` and
+    ``other``, not lost."""
+    cfg = InferenceConfig(**kw)
+    mods = inference_modules(model, hw, cfg)["decode"]
+    want = (cfg.output_len - 1) * predict_inference(model, hw, cfg).tpot
+    assert sum(mods.values()) - mods["rope"] == pytest.approx(want, rel=1e-9)
