@@ -80,6 +80,10 @@ def _attention_parts_unfused(b: sp.Expr, s: sp.Expr, heads: sp.Expr, kv: sp.Expr
 def training_module_terms() -> dict[str, dict[str, sp.Expr]]:
     """Per phase, per module, the time (s) per optimizer step as SymPy expressions.
 
+    ``mlp`` is the dense MLP or, in MoE layers, the router and the routed and shared experts
+    (GEMMs and activations); token permutation and the expert-parallel all-to-all are in
+    ``other``.
+
     Returns:
         ``{"forward" | "backward" | "optimizer": {module: expr}}`` over :data:`MODULES`;
         the three phases sum to ``step_time`` of
@@ -129,7 +133,12 @@ def training_module_terms() -> dict[str, dict[str, sp.Expr]]:
             "softmax": attn("softmax", backward),
             "attn_v": attn("attn_v", backward),
             "out_proj": proj(("out_proj",), w_o, backward),
-            "mlp": proj(("mlp_up", "mlp_down"), w_mlp, backward) + k * fwd["activation"].time,
+            # the dense MLP and, in MoE layers, the router and the routed and shared experts
+            # (their adapters and dequantization are not modelled: share 0)
+            "mlp": (proj(("mlp_up", "mlp_down"), w_mlp, backward)
+                    + proj(("router", "expert_up", "expert_down", "shared_experts"),
+                           sp.Integer(0), backward)
+                    + k * (fwd["activation"].time + fwd["expert_activation"].time)),
         }
 
     rec_share = tr.IS_FULL * 1 + tr.IS_SELECTIVE * 0  # full recompute re-runs the forward

@@ -10,6 +10,7 @@ import sympy as sp
 
 from symcost import finetune as ft
 from symcost import symbols as S
+from symcost import training as T
 from symcost.api import predict_training, training_inputs
 from symcost.breakdown import evaluate_terms, training_module_terms
 from symcost.config import ConfigError, TrainingConfig
@@ -123,6 +124,26 @@ def test_module_breakdown_sums_to_step_time() -> None:
         total = sum(sum(m.values()) for m in out.values())
         assert total - rope == pytest.approx(step, rel=1e-9)
         assert all(x >= 0 for m in out.values() for x in m.values())
+
+
+def test_module_breakdown_of_a_moe_model_puts_the_experts_in_mlp() -> None:
+    """Mixtral on 64 H100 (tp 2, ep 8): the modules still sum to the step time, and the
+    forward ``mlp`` module is every micro-batch's router, routed-expert and shared-expert
+    GEMMs and activations over the stage's layers (no dense MLP in a Mixtral layer)."""
+    cfg = TrainingConfig(num_gpus=64, tp=2, sp=True, ep=8, global_batch=256, dtype="fp8",
+                         zero=1, recompute="selective")
+    v = training_inputs("mixtral-8x7b", "h100-sxm5-80gb", cfg)
+    out = evaluate_terms(training_module_terms(), v)
+    step = predict_training("mixtral-8x7b", "h100-sxm5-80gb", cfg).step_time
+    rope = out["forward"]["rope"] + out["backward"]["rope"]
+    assert sum(sum(m.values()) for m in out.values()) - rope == pytest.approx(step, rel=1e-9)
+    assert all(x >= 0 for m in out.values() for x in m.values())
+    fwd = T.layer_forward_compute()
+    moe = sum(_eval(fwd[k].time, v) for k in ("router", "expert_up", "expert_down",
+                                                "expert_activation", "shared_experts"))
+    per_step = _eval(T.micro_batches() * T.layers_per_stage(), v)
+    assert out["forward"]["mlp"] == pytest.approx(per_step * moe, rel=1e-9)
+    assert out["backward"]["mlp"] == pytest.approx(2 * per_step * moe, rel=1e-9)
 
 
 @pytest.mark.skipif(not SHARED.exists(), reason="shared measurements not present")
