@@ -617,13 +617,16 @@ def _prepare_serve_row(rec: Row, params: Params, mlperf_in: float
             raise RowError(f"hardware: unknown id {hw_id!r} (known: "
                            f"{', '.join(list_hardware())})") from None
         tp, pp, n = cell_int(rec, "tp"), cell_int(rec, "pp"), cell_int(rec, "n_gpus")
+        ep = cell_int(rec, "ep")
         tp = 1 if tp is None else tp
         pp = 1 if pp is None else pp
+        ep = 1 if ep is None else ep
         n = tp * pp if n is None else n
         dtype = str(cell(rec, "dtype") or "bf16").lower()
         s_in, s_out, settings = _row_request(rec, source, metric, measured, mlperf_in)
         cfg = InferenceConfig(batch=settings["batch_cap"], input_len=s_in,
-                              output_len=s_out, tp=tp, pp=pp, num_gpus=n, dtype=dtype,
+                              output_len=s_out, tp=tp, pp=pp, ep=ep, num_gpus=n,
+                              dtype=dtype,
                               max_num_tokens=settings.get("max_num_tokens", 8192),
                               kv_mem_frac=settings["kv_mem_frac"],
                               kv_on_demand=settings.get("kv_on_demand", False))

@@ -10,6 +10,7 @@ all-to-all (vLLM ``--enable-expert-parallel``, SGLang wide EP). Expected values 
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 import sympy as sp
 from hypothesis import given, settings
@@ -23,6 +24,7 @@ from symcost import inference as INF
 from symcost import symbols as S
 from symcost.breakdown import inference_modules
 from symcost.config import InferenceConfig
+from symcost.infer_api import predict_inference_rows
 from symcost.params import load_params
 from symcost.rules import TP_MOE_FFN
 
@@ -182,3 +184,19 @@ def test_serving_module_breakdown_sums_to_the_decode_time(model, hw, kw):
     mods = inference_modules(model, hw, cfg)["decode"]
     want = (cfg.output_len - 1) * predict_inference(model, hw, cfg).tpot
     assert sum(mods.values()) - mods["rope"] == pytest.approx(want, rel=1e-9)
+
+
+def test_a_serve_row_reads_its_ep_column():
+    """A measurement row of MoE serving with ``ep`` is predicted with that expert
+    parallelism (the same value as predict_inference with ep), and a row whose ep breaks a
+    serving rule is skipped naming the field."""
+    base = dict(workload="serve", model="Mixtral-8x7B", hardware=H100, n_gpus=8, tp=2, pp=1,
+                dtype="bf16", source="test", notes="", input_len=128, output_len=128,
+                case_id="MINE-ep", metric="output_throughput", value=20000.0)
+    wide = predict_inference_rows(pd.DataFrame([{**base, "ep": 8}]))
+    none = predict_inference_rows(pd.DataFrame([base]))
+    assert len(wide) == len(none) == 1
+    assert wide.iloc[0]["predicted"] != none.iloc[0]["predicted"]
+    bad = predict_inference_rows(pd.DataFrame([{**base, "ep": 3}]))
+    (skip,) = bad.attrs["skipped"]
+    assert skip["reason"].startswith("ep: 3 neither divides tp")
