@@ -296,6 +296,9 @@ class InferenceConfig:
             whole experts over the TP groups of ``ep/tp`` replicas (attention data
             parallelism, vLLM ``--enable-expert-parallel`` and SGLang wide EP), which
             exchange their tokens by all-to-all in every MoE layer.
+        moe_imbalance: routed tokens of the busiest expert-parallel rank over the mean (>= 1,
+            at most ``min(ep, experts/top_k)``; 1: balanced routing, and the only value
+            without expert parallelism).
         num_gpus: GPUs in total; ``tp*pp`` (one replica) when None; must be a multiple of
             ``tp*pp`` (``num_gpus/(tp*pp)`` independent replicas).
         dtype: default for the three dtypes below.
@@ -322,6 +325,7 @@ class InferenceConfig:
     tp: int = 1
     pp: int = 1
     ep: int = 1
+    moe_imbalance: float = 1.0
     num_gpus: int | None = None
     dtype: str = "bf16"
     weight_dtype: str | None = None

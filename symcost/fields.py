@@ -264,6 +264,8 @@ INFERENCE_FIELDS: dict[str, Field] = _table(
     _int("ep", "expert-parallel degree: routed experts split over ep GPUs, inside the TP "
          "group (ep <= tp, expert TP tp/ep) or over ep/tp replicas (ep > tp, wide EP with "
          "all-to-all)"),
+    # the same field as in training (one declaration): the busiest expert-parallel rank's load
+    TRAINING_FIELDS["moe_imbalance"],
     Field("num_gpus", "int", "1", None, "GPUs; tp*pp (one replica) when not given", None,
           minimum=1, maximum=MAX_COUNT),
     Field("dtype", "str", "1", "bf16", "sets weight, activation and KV dtypes", None,

@@ -257,8 +257,9 @@ def layer_gemms(rows: sp.Expr) -> dict[str, Cost]:
     :func:`active_experts` routed experts, each ``f_e/max(t/ep, 1)`` wide
     (:func:`expert_tp`) and reading its weights once for its ``R*k/active`` tokens, where
     ``R = rows * max(ep/t, 1)`` are the tokens of the replicas one expert-parallel group
-    serves (:func:`ep_replicas`): wide EP reads each expert once for more tokens. With
-    ``ep = 1`` every GPU runs every active expert ``f_e/t`` wide.
+    serves (:func:`ep_replicas`): wide EP reads each expert once for more tokens. The busiest
+    expert-parallel rank, whose time counts, runs ``moe_imbalance`` times the mean tokens
+    (1: balanced). With ``ep = 1`` every GPU runs every active expert ``f_e/t`` wide.
 
     Returns:
         ``{"qkv_proj", "out_proj", "mlp_up", "mlp_down", "router", "experts",
@@ -273,7 +274,7 @@ def layer_gemms(rows: sp.Expr) -> dict[str, Cost]:
     fe, sh = S.moe_ffn_hidden / expert_tp(), S.shared_experts * S.moe_ffn_hidden / t
     group_rows = rows * ep_replicas()
     active = active_experts(group_rows)
-    per = group_rows * S.top_k / smax(active, 1)
+    per = group_rows * S.top_k / smax(active, 1) * S.moe_imbalance
     local = active / S.ep
     grouped = {**kw, "weight": False}
     return {
@@ -299,8 +300,8 @@ def layer_memory_ops(rows: sp.Expr) -> dict[str, Cost]:
         "norms": ew.norm(rows * h).scale(2),
         "residual": ew.residual_dropout(rows * h, sp.Integer(0)).scale(2),
         "activation": ew.activation(rows * f / t, g).scale(1 - moe_layer_fraction())
-        + ew.activation(rows * (S.top_k + S.shared_experts) * S.moe_ffn_hidden / t,
-                        g).scale(moe_layer_fraction()),
+        + ew.activation(rows * (S.top_k * S.moe_imbalance + S.shared_experts)
+                        * S.moe_ffn_hidden / t, g).scale(moe_layer_fraction()),
         "kv_write": Cost(sp.Integer(0), kv_write,
                          time_memory_bound(kv_write, S.hbm_bw, S.eff_hbm)),
     }
@@ -376,7 +377,8 @@ def tp_comm(rows: sp.Expr) -> Cost:
 def ep_comm(rows: sp.Expr) -> Cost:
     """All-to-all dispatch and combine of one MoE layer under wide expert parallelism
     (``ep > t``): each GPU sends its ``rows/t`` tokens' ``k`` routed copies (``h`` 16-bit
-    activations each) over the ``ep`` ranks and receives the results back
+    activations each; ``moe_imbalance`` times as many arrive at the busiest rank) over the
+    ``ep`` ranks and receives the results back
     (:func:`symcost.ops.collectives.all_to_all`, twice); zero when the experts stay inside the
     TP group (``ep <= t``: the tokens are already on every rank of the group and the TP
     all-reduce combines, TensorRT-LLM). Weighted by the MoE fraction of the layers. The
@@ -388,7 +390,8 @@ def ep_comm(rows: sp.Expr) -> Cost:
         serving).
     """
     wide = flag(S.ep - S.tp > sp.Rational(1, 2))
-    a2a = coll.all_to_all(rows / S.tp * S.top_k * S.hidden * S.BYTES_ACT, S.ep)
+    a2a = coll.all_to_all(rows / S.tp * S.top_k * S.moe_imbalance * S.hidden * S.BYTES_ACT,
+                          S.ep)
     return a2a.scale(2 * wide * moe_layer_fraction())
 
 

@@ -398,7 +398,7 @@ EP_SERVING = Rule(
 #: the inference rules, in order.
 INFERENCE_RULES: tuple[Rule, ...] = (
     NUM_GPUS_DIVISIBLE, CONTEXT_POSITIONS, TP_HEADS, TP_FFN, TP_KV_HEADS,
-    EP_SERVING, EP_EXPERTS, TP_MOE_FFN, PP_LAYERS,
+    EP_SERVING, EP_EXPERTS, MOE_IMBALANCE, TP_MOE_FFN, PP_LAYERS,
     _fp8_rule("weight_dtype"), _fp8_rule("act_dtype"), _fp8_rule("kv_dtype"), ACT_DTYPE_PEAK,
     WEIGHT_NOT_WIDER, ONE_8BIT_FORMAT)
 #: rules on model outputs, checked after evaluation.

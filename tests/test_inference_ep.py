@@ -42,7 +42,7 @@ def _bind(expr: sp.Expr, values: dict[str, float]) -> float:
 
 def _experts(rows: int, tp: int, ep: int) -> tuple[float, float]:
     cost = INF.layer_gemms(sp.Integer(rows))["experts"]
-    vals = {**TINY, "tp": tp, "ep": ep}
+    vals = {**TINY, "tp": tp, "ep": ep, "moe_imbalance": 1}
     return _bind(cost.flops, vals), _bind(cost.bytes, vals)
 
 
@@ -78,7 +78,7 @@ def test_ep_comm_is_a_dispatch_and_a_combine_over_ep():
     """Wide EP, tp 2, ep 4 (one node), 64 rows: each GPU dispatches its 32 tokens' 2 copies of
     8 16-bit activations, 1,024 B, of which 3/4 leave: 768 B each way, 1,536 B per MoE layer.
     Inside the TP group (ep <= tp) nothing moves."""
-    vals = {**TINY, "gpus_per_node": 8}
+    vals = {**TINY, "gpus_per_node": 8, "moe_imbalance": 1}
     wide = INF.ep_comm(sp.Integer(64))
     assert _bind(wide.bytes, {**vals, "tp": 2, "ep": 4}) == pytest.approx(1536.0)
     for ep in (1, 2):
@@ -200,3 +200,22 @@ def test_a_serve_row_reads_its_ep_column():
     bad = predict_inference_rows(pd.DataFrame([{**base, "ep": 3}]))
     (skip,) = bad.attrs["skipped"]
     assert skip["reason"].startswith("ep: 3 neither divides tp")
+
+
+def test_routing_imbalance_scales_the_busiest_ranks_tokens_by_hand():
+    """moe_imbalance 1.5 with tp 2, ep 4, one token per replica: the busiest rank's grouped
+    GEMMs run 1.5 x the tokens (FLOPs 768 -> 1,152; activation traffic 2*(1.5*(8+32)) +
+    2*(1.5*(16+8)) = 192 B instead of 128 B, weights read unchanged: 672 B), and 1.5 x the
+    routed copies arrive in its all-to-all (1,536 -> 2,304 B for 64 rows)."""
+    vals = {**TINY, "tp": 2, "ep": 4, "moe_imbalance": 1.5}
+    cost = INF.layer_gemms(sp.Integer(1))["experts"]
+    assert _bind(cost.flops, vals) == pytest.approx(1152.0, rel=1e-12)
+    assert _bind(cost.bytes, vals) == pytest.approx(192.0 + 672.0, rel=1e-12)
+    a2a = INF.ep_comm(sp.Integer(64))
+    assert _bind(a2a.bytes, {**vals, "gpus_per_node": 8}) == pytest.approx(2304.0)
+    with pytest.raises(ConfigError, match="^moe_imbalance: 1.5 exceeds min\\(ep, experts/top_k\\)"
+                                          " = 1"):
+        predict_inference("mixtral-8x7b", H100, tp=2, moe_imbalance=1.5, batch=4)
+    r = predict_inference("mixtral-8x7b", H100, tp=2, ep=8, num_gpus=8, moe_imbalance=2.0,
+                          batch=4)
+    assert r.config.moe_imbalance == 2.0

@@ -129,6 +129,7 @@ def infer(
     tp: Annotated[int, _opt("tp")] = _DEFAULT.tp,
     pp: Annotated[int, _opt("pp")] = _DEFAULT.pp,
     ep: Annotated[int, _opt("ep")] = _DEFAULT.ep,
+    moe_imbalance: Annotated[float, _opt("moe_imbalance")] = _DEFAULT.moe_imbalance,
     num_gpus: Annotated[int | None, _opt("num_gpus")] = None,
     dtype: Annotated[str, _opt("dtype")] = _DEFAULT.dtype,
     weight_dtype: Annotated[str | None, _opt("weight_dtype")] = None,
@@ -161,7 +162,8 @@ def infer(
     check_output_path(plot, "--plot", (".png",))
     m, hw, p = load_inputs(model, hardware, params)
     cfg = InferenceConfig(batch=batch, input_len=input_len, output_len=output_len, tp=tp,
-                          pp=pp, ep=ep, num_gpus=num_gpus, dtype=dtype,
+                          pp=pp, ep=ep, moe_imbalance=moe_imbalance, num_gpus=num_gpus,
+                          dtype=dtype,
                           weight_dtype=weight_dtype,
                           act_dtype=act_dtype, kv_dtype=kv_dtype,
                           flash_attention=flash_attention, max_num_tokens=max_num_tokens,

@@ -78,8 +78,9 @@ and 13, 2026-11-25): MBRIDGE rows whose notes say ``fine-tuning method=LoRA`` ar
 LoRA (rank 32 on q,k,v, the performance recipes' adapter) and their FLOP-rate metric by
 Megatron-Bridge's LoRA count (``megatron_bridge_lora``); with the previous parameter file this
 moved only those 10 validation rows and no draw; the parameters were recalibrated and the
-whole snapshot was rewritten. A fourteenth (issue 11, same day): expert parallelism in serving
-(``ep`` of ``InferenceConfig``, default 1) moved nothing. A fifteenth (issue 13, same day): the
+whole snapshot was rewritten. A fourteenth (issue 11, same day): expert parallelism and routing
+imbalance in serving (``ep`` and ``moe_imbalance`` of ``InferenceConfig``, defaults 1) moved
+nothing. A fifteenth (issue 13, same day): the
 fitted ``mem_offload_layers`` of ZeRO-3 parameter offload in the Hugging Face layout
 (``training.offload_cached_param_bytes``) moved nothing with the previous parameter file (0)
 and, fitted (6.24), only the 32 ZHANG23 ZeRO-3 + offload peak-memory rows; the snapshot was
