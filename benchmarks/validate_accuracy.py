@@ -11,7 +11,9 @@ Target: MAPE <= 10% on the train rows. With ``--cross-validate`` it also prints 
 leave-one-source-out MAPE (:func:`symcost.calibrate.cross_validate`: each source predicted by
 a calibration fitted on the other sources only, from data-independent start values) per
 source and GPU generation, per generation and dense vs MoE, against issue 11's targets
-(<= 10% per source, <= 6% in-sample).
+(<= 10% per source, <= 6% in-sample). The ``floor`` lines give, per source that published
+the same configuration more than once, the MAPE no model can beat
+(:func:`symcost.validate.replicate_floor`).
 
 Usage::
 
@@ -40,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from symcost.training import BREAKDOWN
-    from symcost.validate import metric_factor, validate_file
+    from symcost.validate import metric_factor, replicate_floor, validate_file
 
     t0 = time.perf_counter()
     rep = validate_file(args.path, args.params, intervals=True)
@@ -80,6 +82,12 @@ def main(argv: list[str] | None = None) -> int:
         for name, x in g.iterrows():
             print(f"{'by ' + col:8} {str(name):26} {'train':8} {int(x['count']):4d} "
                   f"{x['mean']:8.2f}")
+    # replicates: rows of one source with identical inputs and different published values
+    floor = replicate_floor(rep.prepared)
+    for src, x in floor[floor.n_replicated > 0].iterrows():
+        print(f"{'floor':8} {src:26} {'train':8} {int(x['n']):4d} {x['floor_mape_pct']:8.2f}"
+              f"   (best any model can do: {int(x['n_replicated'])} rows repeat another "
+              "row's inputs)")
     target = 10.0
     print(f"\ntarget MAPE <= {target:.0f}% on train rows: "
           f"{'MET' if s['mape_pct'] <= target else 'NOT MET'} ({s['mape_pct']:.2f}%)")

@@ -52,8 +52,10 @@ experts, ...       the MoE columns (``experts``, ``top_k``, ``shared_experts``,
 =================  =====================================================================
 
 Rows the training model cannot represent are skipped with the column named, never predicted
-as something else (:func:`unmodelled_reason`): hybrid Mamba-Transformer models, ``offload``,
-``quant`` (quantized base weights) and ``finetune``/``lora_rank`` (adapter fine-tuning).
+as something else (:func:`unmodelled_reason`): hybrid Mamba-Transformer models and
+``quant`` other than ``nf4``. Rows whose source flags them as a known performance regression
+(:data:`REGRESSION_NOTE`) are skipped too: they measure a software defect, not the
+configuration.
 
 Architecture flags (MLP kind, norm, biases, tied embeddings, positions, dropout) come from the
 preset the row's model name maps to (see :func:`preset_for_name`), else from the preset of the
@@ -107,7 +109,7 @@ __all__ = [
     "FLOPS_COUNTERS", "MEGATRON_COUNTERS", "BRIDGE_COUNTER_REVISED", "flops_counter_of",
     "load_measurements", "mape", "metric_factor", "nar21_flops",
     "predict_rows", "prepare_rows", "preset_for_name", "source_of", "split_by_params",
-    "unmodelled_reason",
+    "unmodelled_reason", "REGRESSION_NOTE", "replicate_floor",
     "predict_inference_hook", "stack_inputs", "summarize", "validate_file", "validate_frame",
 ]
 
@@ -684,12 +686,21 @@ def flash_attention_rule(source: str, notes: str | None) -> tuple[bool, str]:
     return True, "default (FlashAttention)"
 
 
+#: how a row's ``notes`` say that its source published the run as a known performance
+#: regression (MBRIDGE 26.06.01 gpt-oss-120b: "footnote: Performance regression in GPT-OSS
+#: 120B pre-training is a known issue ... It will be resolved with the next container
+#: release", Megatron-Bridge docs/performance-summary-archive.md @067f987).
+REGRESSION_NOTE = re.compile(r"\bperformance regression\b", re.IGNORECASE)
+
+
 def unmodelled_reason(row: Row) -> str | None:
     """Why the training model cannot represent a measurement row, or None.
 
     Checked: ``notes`` naming a hybrid Mamba-Transformer (Nemotron-H/Nemotron-3: the Mamba-2
-    scan layers have no cost model here); ``offload`` other than ``none`` (ZeRO-Offload); ``quant`` (quantized base weights);
-    ``finetune`` or ``lora_rank`` (adapter fine-tuning).
+    scan layers have no cost model here); ``notes`` saying the source published the run as a
+    known performance regression (:data:`REGRESSION_NOTE`: a software defect its source
+    announces a fix for, not what the configuration achieves; predicting it would teach the
+    calibration the defect); ``quant`` other than ``nf4`` (quantized base weights).
 
     Args:
         row: one measurement row (column -> cell; blank cells None/NaN/empty).
@@ -704,6 +715,9 @@ def unmodelled_reason(row: Row) -> str | None:
     if "mamba" in notes or "hybrid" in notes:
         return ("model: hybrid Mamba-Transformer models (Mamba-2 state-space layers) are not "
                 "modelled")
+    if REGRESSION_NOTE.search(notes):
+        return ("notes: the source flags this run as a known performance regression (a "
+                "software defect, not what the configuration achieves)")
     # [finetune] offload, quant (nf4) and finetune (lora/qlora) are modelled: finetune_columns
     quant = cell(row, "quant")
     if quant is not None and str(quant).lower() != "nf4":
@@ -1302,6 +1316,42 @@ def mape(errors_pct: npt.ArrayLike) -> float:
     """Mean absolute percentage error of signed errors in percent (NaN when empty)."""
     e = np.abs(np.asarray(errors_pct, dtype=np.float64))
     return float(e.mean()) if e.size else float("nan")
+
+
+def replicate_floor(prepared: Sequence[PreparedRow]) -> pd.DataFrame:
+    """The smallest MAPE any deterministic model can reach on ``prepared``, per source: rows
+    with identical inputs (model, hardware, configuration, metric and FLOP convention) get one
+    prediction, so where a source published the same configuration more than once with
+    different values (e.g. successive container releases of a benchmark table) the spread
+    of those replicates is error no cost model can remove.
+
+    For each group of identical rows the best single prediction is the median of the
+    measured values weighted by ``1/value`` (it minimizes ``sum |c - v| / v``); the floor is
+    the mean absolute percentage error of those predictions over every row of the source
+    (rows measured once contribute 0).
+
+    Returns:
+        DataFrame indexed by source with columns ``n`` (rows), ``n_replicated`` (rows whose
+        inputs another row shares) and ``floor_mape_pct``.
+    """
+    groups: dict[tuple[Any, ...], list[float]] = {}
+    for r in prepared:
+        key = (r.source, r.metric, r.hardware.name, r.config,
+               dataclasses.replace(r.model, source="-"), r.flops_convention, r.flops_counter,
+               r.n_params)
+        groups.setdefault(key, []).append(float(r.measured))
+    out: dict[str, dict[str, float]] = {}
+    for key, vals in groups.items():
+        v = np.sort(np.asarray(vals))
+        w = 1.0 / v
+        c = v[np.searchsorted(np.cumsum(w), 0.5 * w.sum())]
+        rec = out.setdefault(key[0], {"n": 0, "n_replicated": 0, "abs_pct": 0.0})
+        rec["n"] += len(v)
+        rec["n_replicated"] += len(v) if len(v) > 1 else 0
+        rec["abs_pct"] += float(np.sum(np.abs(c - v) / v)) * 100.0
+    df = pd.DataFrame.from_dict(out, orient="index")
+    df["floor_mape_pct"] = df["abs_pct"] / df["n"]
+    return df.drop(columns="abs_pct").astype({"n": int, "n_replicated": int}).sort_index()
 
 
 def summarize(rows: pd.DataFrame, skipped: Sequence[SkippedRow] = ()) -> dict[str, Any]:

@@ -84,7 +84,11 @@ nothing. A fifteenth (issue 13, same day): the
 fitted ``mem_offload_layers`` of ZeRO-3 parameter offload in the Hugging Face layout
 (``training.offload_cached_param_bytes``) moved nothing with the previous parameter file (0)
 and, fitted (6.24), only the 32 ZHANG23 ZeRO-3 + offload peak-memory rows; the snapshot was
-rewritten. Every other value is as first written.
+rewritten. A sixteenth (issue 11, 2026-11-26): rows whose source flags them as a known
+performance regression (``validate.REGRESSION_NOTE``) are skipped; with the previous parameter
+file this removed only those 4 MBRIDGE validation rows (26.06.01 gpt-oss-120b MXFP8) and moved
+nothing else; the parameters were recalibrated and the whole snapshot was rewritten. Every
+other value is as first written.
 
 The draws are described by plain field values (API keywords), so the test can replay them
 through the public API whatever the internals become.
