@@ -20,7 +20,8 @@ Conventions:
   rotation of Q and K: read and write ``(a + k) * d`` 16-bit elements per token per rank
   (Su et al. 2021, RoFormer, Sec. 3.4.2). It is reported here only, not added to the step.
 * ``other`` collects what is not a layer module: embedding and LM head with the loss,
-  residual adds and dropout, fp8 casts, communication, pipeline bubble and fixed overheads,
+  residual adds and dropout, fp8 casts, a hybrid model's Mamba-2 mixers, communication,
+  pipeline bubble and fixed overheads,
   so that the phases sum to the predicted step time plus the RoPE terms (training).
 """
 
@@ -102,9 +103,11 @@ def training_module_terms() -> dict[str, dict[str, sp.Expr]]:
     fl_b = att.attention_flash_backward(S.micro_batch, S.seq_len, heads, kv, d,
                                         S.peak_flops_16).time
 
+    fa = tr.attention_layer_fraction()  # [hybrid] attention blocks per layer
+
     def attn(part: str, backward: bool) -> sp.Expr:
         fused = 0 if part == "softmax" else (fl_b if backward else fl_f) / 2
-        return sp.Piecewise((fused, flash), (unf[part] * (2 if backward else 1), True))
+        return fa * sp.Piecewise((fused, flash), (unf[part] * (2 if backward else 1), True))
 
     adapters = ft.adapter_compute_layer(n, peak).time
     deq = ft.dequant_time_layer()
@@ -128,7 +131,7 @@ def training_module_terms() -> dict[str, dict[str, sp.Expr]]:
         return {
             "rmsnorm": k * fwd["norms"].time,
             "qkv_proj": proj(("qkv_proj",), w_qkv, backward),
-            "rope": k * rope_cost(n).time,
+            "rope": k * fa * rope_cost(n).time,
             "qk_t": attn("qk_t", backward),
             "softmax": attn("softmax", backward),
             "attn_v": attn("attn_v", backward),
@@ -149,7 +152,7 @@ def training_module_terms() -> dict[str, dict[str, sp.Expr]]:
         out["backward"][mod] = m * Ls * (b_layer[mod] + rec_share * f_layer[mod])
     # selective recomputation (unfused attention core) goes to its three parts
     for part in ("qk_t", "softmax", "attn_v"):
-        out["backward"][part] += m * Ls * tr.IS_SELECTIVE * (1 - S.flash_attn) * unf[part]
+        out["backward"][part] += m * Ls * tr.IS_SELECTIVE * (1 - S.flash_attn) * fa * unf[part]
     out["optimizer"] = {mod: sp.Integer(0) for mod in MODULES}
     out["optimizer"]["other"] = ex["time_optimizer"]
     known = sum((sum(out[p][mod] for mod in MODULES[:-1]) for p in ("forward", "backward")),

@@ -67,7 +67,7 @@ __all__ = [
     "DEFAULT_FIT", "TRANSFER_FROM", "CalibrationError", "CalibrationResult", "GenerationFit",
     "bound_warnings", "calibrate", "calibrate_rows", "check_output_path", "cross_validate",
     "run_table", "start_params", "transfer_missing", "write_params",
-    "MEMORY_FIT", "fit_memory",
+    "MEMORY_FIT", "fit_memory", "KERNEL_PARAMS",
 ]
 
 #: parameters fitted by default (per generation): the achieved fractions of peak of GEMMs
@@ -77,7 +77,9 @@ __all__ = [
 #: host link (``eff_host``) and the host's CPU Adam rate (``cpu_adam_rate``), the speed of
 #: FlashAttention-2 kernels relative to native ones (``fa2_ratio``: identified only where a
 #: generation has runs with both, Hopper; on Ampere every FlashAttention run is FA2 and the
-#: ratio is not separable from ``eff_attn``, so it keeps its start value 1); a parameter the rows of a
+#: ratio is not separable from ``eff_attn``, so it keeps its start value 1), the Mamba-2
+#: mixer's non-GEMM kernels against their roofline (``eff_ssm``, identified by the hybrid
+#: Mamba-Transformer runs only); a parameter the rows of a
 #: generation cannot identify (no MoE or offload run) keeps its start value. The others keep their starting values, documented here because each was
 #: tried on the shared measurements: ``eff_hbm`` (training data constrain it only through
 #: small models' elementwise time; the fit pulled hopper's to 0.41, a stand-in for other
@@ -90,7 +92,7 @@ __all__ = [
 #: ``eff_intra`` (NVLink, rarely exposed), ``mem_reserved`` (memory only) and
 #: the inference-only constants.
 DEFAULT_FIT: tuple[str, ...] = ("eff_gemm", "eff_attn", "eff_inter", "eff_moe", "eff_host",
-                                 "cpu_adam_rate", "fa2_ratio",
+                                 "cpu_adam_rate", "fa2_ratio", "eff_ssm",
                                  # [moe] grouped-GEMM size penalty, fixed time per MoE layer
                                  "moe_m_half", "t_moe_layer")
 
@@ -430,6 +432,7 @@ def calibrate_rows(prepared: Sequence[PreparedRow], start: Params | None = None,
     if not fits:
         why = "; ".join(f"{g}: {r}" for g, r in not_fitted.items()) or "no rows"
         raise CalibrationError(f"calibrate: nothing could be fitted ({why})")
+    borrowed = _borrow_kernel_params(fits, new_gens, fit)
     stderr = {g: dict(v) for g, v in start.stderr.items()}
     cov = {g: v for g, v in start.covariance.items()}
     fitted = {g: tuple(v) for g, v in start.fitted.items()}
@@ -444,8 +447,34 @@ def calibrate_rows(prepared: Sequence[PreparedRow], start: Params | None = None,
     transferred = {g: v for g, v in dict(prov.get("transferred_from") or {}).items()
                    if g not in fits}
     prov["transferred_from"] = transferred
+    prov["borrowed_from"] = borrowed
     params = Params(new_gens, prov, stderr, cov, fitted)
     return CalibrationResult(params, fits, not_fitted, start)
+
+
+#: parameters of a kernel family that only some generations' runs identify (the Mamba-2
+#: mixer's kernels: hybrid runs exist on Hopper and Blackwell only): a generation whose rows
+#: cannot identify one takes the value of the nearest generation that did
+#: (:data:`TRANSFER_FROM` order) instead of its data-independent start value.
+KERNEL_PARAMS: tuple[str, ...] = ("eff_ssm",)
+
+
+def _borrow_kernel_params(fits: Mapping[str, GenerationFit], gens: dict[str, dict[str, float]],
+                          fit: Sequence[str]) -> dict[str, dict[str, str]]:
+    """Give each generation in ``gens`` that did not fit a :data:`KERNEL_PARAMS` parameter the
+    value fitted for the first generation of its :data:`TRANSFER_FROM` list that did (in
+    place). Returns ``{generation: {parameter: source generation}}``."""
+    out: dict[str, dict[str, str]] = {}
+    for p in (q for q in KERNEL_PARAMS if q in fit):
+        have = {g for g, f in fits.items() if p in f.fitted}
+        for g in gens:
+            if g in have:
+                continue
+            src = next((s for s in TRANSFER_FROM.get(g, ()) if s in have), None)
+            if src is not None:
+                gens[g] = {**gens[g], p: fits[src].values[p]}
+                out.setdefault(g, {})[p] = src
+    return out
 
 
 def bound_warnings(result: CalibrationResult) -> list[str]:

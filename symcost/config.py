@@ -149,10 +149,11 @@ def hardware_facts(hw: "HardwareSpec") -> dict[str, float]:
 
 
 def model_facts(model: "ModelSpec") -> dict[str, float]:
-    """The model values the rules read, by field name (``layers``, ``heads``, ...) and
-    ``learned_pos``."""
+    """The model values the rules read, by field name (``layers``, ``heads``, ...),
+    ``learned_pos`` and ``hybrid`` (1 for a hybrid Mamba-Transformer)."""
     out = {name: float(getattr(model, name)) for name in MODEL_FIELDS}
     out["learned_pos"] = float(model.position == "learned")
+    out["hybrid"] = float(model.is_hybrid)  # [hybrid]
     return out
 
 
@@ -226,6 +227,11 @@ def model_bindings(model: "ModelSpec") -> dict[str, float]:
         **{f.symbol: float(getattr(model, name)) for name, f in MODEL_FIELDS.items()
            if f.symbol is not None and name not in ("layers", "hidden", "heads", "kv_heads",
                                                     "ffn_hidden", "vocab", "max_seq_len")},
+        # [hybrid] the pattern's block counts (0 for a transformer: not read then)
+        S.hybrid.name: float(model.is_hybrid),
+        S.attn_layers.name: float(model.attention_layers if model.is_hybrid else 0),
+        S.mamba_layers.name: float(model.mamba_layers),
+        S.mlp_layers.name: float(model.mlp_layers if model.is_hybrid else 0),
     }
 
 

@@ -318,6 +318,13 @@ MODEL_FIELDS: dict[str, Field] = _table(
          symbol=S.full_attention_step.name, minimum=0),
     _int("mtp_layers", "multi-token-prediction modules (DeepSeek-V3: 1)", 0,
          symbol=S.mtp_layers.name, minimum=0),
+    # [hybrid] Mamba-2 mixer sizes of a hybrid Mamba-Transformer (0 without Mamba-2 blocks)
+    _int("mamba_heads", "Mamba-2 heads H", 0, symbol=S.mamba_heads.name, minimum=0),
+    _int("mamba_head_dim", "Mamba-2 head width P", 0, symbol=S.mamba_head_dim.name,
+         minimum=0),
+    _int("mamba_state", "Mamba-2 state size N", 0, symbol=S.mamba_state.name, minimum=0),
+    _int("mamba_groups", "Mamba-2 groups G sharing B and C", 0, symbol=S.mamba_groups.name,
+         minimum=0),
 )
 
 

@@ -31,6 +31,7 @@ __all__ = [
     "HF_DEFAULT_SEQ_LEN",
     "MAX_SIZE",
     "GATED_MLP_KINDS",
+    "HYBRID_SYMBOLS",
     "MLP_KINDS",
     "NORM_KINDS",
     "POSITION_KINDS",
@@ -60,15 +61,16 @@ MAX_SIZE: int = 2**24
 #: ``seq_len`` of the training configuration. Presets keep their own ``seq_len``.
 HF_DEFAULT_SEQ_LEN: int = 4096
 
-#: ``gelu``: two matrices; ``swiglu``: gated with a SiLU gate (three matrices); ``geglu``: gated
+#: ``gelu``: two matrices; ``relu2``: two matrices with a squared-ReLU activation (Nemotron-H,
+#: Nemotron-3; the same FLOPs and memory as ``gelu``); ``swiglu``: gated with a SiLU gate (three matrices); ``geglu``: gated
 #: with a GELU-type gate (three matrices, the same FLOPs and memory as ``swiglu``; Gemma's
 #: tanh-GELU gate, gpt-oss's ``x*sigmoid(1.702*x)``). Megatron's FLOP counters count the gated
 #: third matrix only for a SiLU gate (:func:`symcost.validate.megatron_flops_per_token`).
-MLP_KINDS: tuple[str, ...] = ("gelu", "swiglu", "geglu")
+MLP_KINDS: tuple[str, ...] = ("gelu", "swiglu", "geglu", "relu2")
 #: the gated kinds of :data:`MLP_KINDS` (gate, up and down projections).
 GATED_MLP_KINDS: frozenset[str] = frozenset({"swiglu", "geglu"})
 NORM_KINDS: tuple[str, ...] = ("layernorm", "rmsnorm")
-POSITION_KINDS: tuple[str, ...] = ("learned", "rope", "alibi")
+POSITION_KINDS: tuple[str, ...] = ("learned", "rope", "alibi", "none")
 
 _SIZE_FIELDS: tuple[str, ...] = (
     "layers",
@@ -87,7 +89,11 @@ _SIZE_FIELDS: tuple[str, ...] = (
 _COUNT_FIELDS: tuple[str, ...] = ("experts", "top_k", "shared_experts", "moe_ffn_hidden",
                                   "dense_layers", "kv_lora_rank", "q_lora_rank",
                                   "rope_head_dim", "sliding_window", "full_attention_step",
-                                  "mtp_layers")
+                                  "mtp_layers", "mamba_heads", "mamba_head_dim", "mamba_state",
+                                  "mamba_groups")
+#: the block kinds of a hybrid layer pattern (Megatron-Core ``hybrid_layer_pattern``): a
+#: Mamba-2 mixer, self-attention, a dense MLP, a mixture-of-experts MLP.
+HYBRID_SYMBOLS: dict[str, str] = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
 _BOOL_FIELDS: tuple[str, ...] = ("bias", "tied_embeddings", "dropout")
 _ENUM_FIELDS: dict[str, tuple[str, ...]] = {
     "mlp": MLP_KINDS,
@@ -124,14 +130,15 @@ class ModelSpec:
             (i.e. already padded, e.g. 51200 for Megatron GPT).
         seq_len: Default training sequence length (tokens).
         max_seq_len: Maximum context, ``max_position_embeddings`` (tokens).
-        mlp: ``'gelu'`` (2 matrices), ``'swiglu'`` or ``'geglu'`` (3 matrices, gated by a
-            SiLU or a GELU-type activation; :data:`MLP_KINDS`).
+        mlp: ``'gelu'`` or ``'relu2'`` (2 matrices), ``'swiglu'`` or ``'geglu'`` (3 matrices,
+            gated by a SiLU or a GELU-type activation; :data:`MLP_KINDS`).
         norm: ``'layernorm'`` or ``'rmsnorm'``.
         bias: Linear layers (and LayerNorms) carry biases (GPT-2/3, Megatron
             GPT) or not (Llama, MPT).
         tied_embeddings: The LM head shares the input embedding matrix.
         position: ``'learned'`` (adds ``max_seq_len * hidden`` parameters),
-            ``'rope'`` or ``'alibi'``.
+            ``'rope'``, ``'alibi'`` or ``'none'`` (no position encoding: Nemotron-H and
+            Nemotron-3, whose Mamba-2 blocks carry the order).
         dropout: Dropout layers are active during training (Megatron GPT:
             True; Llama/MPT pretraining: False).
         source: Where the numbers come from (paper table / config file).
@@ -163,13 +170,24 @@ class ModelSpec:
             kind plus a ``2h -> h`` projection, sharing the embedding and output head;
             HF ``num_nextn_predict_layers``). Not counted in :meth:`num_params` (the
             published 671B excludes the 14B MTP module).
+        hybrid_pattern: Hybrid Mamba-Transformer layout, one character per block
+            (Megatron-Core ``hybrid_layer_pattern``, NemotronH ``hybrid_override_pattern``):
+            ``M`` a Mamba-2 mixer, ``*`` self-attention, ``-`` a dense MLP, ``E`` a MoE MLP
+            (:data:`HYBRID_SYMBOLS`); each block has its own pre-norm and residual and counts
+            as one of the ``layers``. Empty (the default): a transformer, every layer an
+            attention block and an MLP (dense or MoE per ``dense_layers``/``moe_layer_step``).
+        mamba_heads, mamba_head_dim, mamba_state, mamba_groups: the Mamba-2 mixer's heads
+            ``H``, head width ``P`` (inner width ``H*P``), state size ``N`` and groups ``G``
+            sharing ``B``/``C`` (Dao and Gu 2024, arXiv:2405.21060, Sec. 7.1); set exactly
+            when the pattern has ``M`` blocks.
 
     Raises:
         ModelSpecError: On construction (and :meth:`replace`) if a size is not
             an int in ``[1, MAX_SIZE]`` (:data:`MAX_SIZE` = 2**24), ``hidden % heads != 0``, ``heads % kv_heads != 0``,
             an enum value is unknown, a flag is not a bool, ``name``/``source``
             is not a non-empty string, or ``position == 'learned'`` with
-            ``seq_len > max_seq_len`` (no position rows for those tokens).
+            ``seq_len > max_seq_len`` (no position rows for those tokens), or a hybrid
+            pattern that does not match ``layers``, the Mamba-2 sizes or the experts.
     """
 
     name: str
@@ -201,6 +219,11 @@ class ModelSpec:
     sliding_window: int = 0
     full_attention_step: int = 0
     mtp_layers: int = 0
+    hybrid_pattern: str = ""
+    mamba_heads: int = 0
+    mamba_head_dim: int = 0
+    mamba_state: int = 0
+    mamba_groups: int = 0
 
     def __post_init__(self) -> None:
         if self.head_dim is None and isinstance(self.heads, int) and self.heads > 0 \
@@ -219,11 +242,46 @@ class ModelSpec:
         return self.experts > 0
 
     @property
+    def is_hybrid(self) -> bool:
+        """True for a hybrid Mamba-Transformer (a non-empty ``hybrid_pattern``)."""
+        return bool(self.hybrid_pattern)
+
+    @property
+    def attention_layers(self) -> int:
+        """Blocks with self-attention: the pattern's ``*`` blocks, or every layer."""
+        return self.hybrid_pattern.count("*") if self.is_hybrid else self.layers
+
+    @property
+    def mamba_layers(self) -> int:
+        """Mamba-2 blocks: the pattern's ``M`` blocks (0 for a transformer)."""
+        return self.hybrid_pattern.count("M")
+
+    @property
+    def mlp_layers(self) -> int:
+        """Blocks with a dense MLP: the pattern's ``-`` blocks, or the non-MoE layers."""
+        return self.hybrid_pattern.count("-") if self.is_hybrid else \
+            self.layers - self.moe_layers
+
+    @property
     def moe_layers(self) -> int:
-        """Number of MoE layers: ``ceil((layers - dense_layers) / moe_layer_step)``."""
+        """Number of MoE layers: the pattern's ``E`` blocks, or
+        ``ceil((layers - dense_layers) / moe_layer_step)``."""
+        if self.is_hybrid:
+            return self.hybrid_pattern.count("E")
         if not self.is_moe:
             return 0
         return -(-(self.layers - self.dense_layers) // self.moe_layer_step)
+
+    def mamba_params(self) -> int:
+        """Parameters of one Mamba-2 mixer (no pre-norm; 0 without Mamba-2 blocks): input
+        projection ``h*(2HP + 2GN + H)``, convolution weights and biases
+        ``(HP + 2GN)*(4 + 1)``, ``dt`` bias, ``A`` and ``D`` (``3H``), the gated norm ``HP`` and
+        the output projection ``HP*h`` (Megatron-Core ``MambaMixer``; Dao and Gu 2024,
+        arXiv:2405.21060, Sec. 7.1)."""
+        heads, inner = self.mamba_heads, self.mamba_heads * self.mamba_head_dim
+        xbc = inner + 2 * self.mamba_groups * self.mamba_state
+        return (self.hidden * (inner + xbc + heads) + xbc * 5 + 3 * heads + inner
+                + inner * self.hidden)
 
     @property
     def swa_layers(self) -> int:
@@ -298,8 +356,15 @@ class ModelSpec:
         # 2022, Switch Transformer, Sec. 2; DeepSeek-V3, arXiv:2412.19437, Sec. 2.1.2).
         moe = (h * self.experts
                + (self.experts + self.shared_experts) * self._expert_params())
-        total = (self.vocab * h + self.layers * per_layer + (self.layers - n_moe)
-                 * (mlp + mlp_bias) + n_moe * moe + norm)
+        if self.is_hybrid:
+            # one pre-norm per block; attention, MLP, MoE and Mamba-2 blocks as counted
+            attn_block = per_layer - 2 * norm
+            total = (self.vocab * h + self.layers * norm + self.attention_layers * attn_block
+                     + self.mlp_layers * (mlp + mlp_bias) + n_moe * moe
+                     + self.mamba_layers * self.mamba_params() + norm)
+        else:
+            total = (self.vocab * h + self.layers * per_layer + (self.layers - n_moe)
+                     * (mlp + mlp_bias) + n_moe * moe + norm)
         if not self.tied_embeddings:
             total += self.vocab * h
         if self.position == "learned":
@@ -414,11 +479,52 @@ def _validate(spec: ModelSpec) -> None:
         raise ModelSpecError(
             f"{who}: heads ({spec.heads}) must be divisible by kv_heads ({spec.kv_heads})"
         )
+    _validate_hybrid(spec, who)
     if spec.position == "learned" and spec.seq_len > spec.max_seq_len:
         raise ModelSpecError(
             f"{who}: seq_len ({spec.seq_len}) must not exceed max_seq_len "
             f"({spec.max_seq_len}) with learned positions"
         )
+
+
+def _validate_hybrid(spec: ModelSpec, who: str) -> None:
+    """The hybrid-pattern rules: characters of :data:`HYBRID_SYMBOLS`, one per layer; ``E``
+    blocks exactly when ``experts > 0`` (and then no ``dense_layers``/``moe_layer_step``:
+    the pattern places them); Mamba-2 sizes set exactly when there are ``M`` blocks, with
+    ``mamba_groups`` dividing ``mamba_heads``."""
+    pattern = spec.hybrid_pattern
+    if not isinstance(pattern, str):
+        raise ModelSpecError(f"{who}: hybrid_pattern must be a string (got {pattern!r})")
+    mamba = ("mamba_heads", "mamba_head_dim", "mamba_state", "mamba_groups")
+    if not pattern:
+        if any(getattr(spec, f) for f in mamba):
+            raise ModelSpecError(f"{who}: {', '.join(mamba)} need a hybrid_pattern with "
+                                 "M (Mamba-2) blocks")
+        return
+    bad = sorted(set(pattern) - set(HYBRID_SYMBOLS))
+    if bad:
+        raise ModelSpecError(f"{who}: hybrid_pattern may only hold "
+                             f"{', '.join(HYBRID_SYMBOLS)} (got {''.join(bad)!r})")
+    if len(pattern) != spec.layers:
+        raise ModelSpecError(f"{who}: hybrid_pattern has {len(pattern)} blocks but layers is "
+                             f"{spec.layers} (one character per block)")
+    if ("E" in pattern) != bool(spec.experts):
+        raise ModelSpecError(f"{who}: hybrid_pattern has E (MoE) blocks exactly when experts "
+                             f"> 0 (experts = {spec.experts})")
+    if spec.dense_layers or spec.moe_layer_step != 1:
+        raise ModelSpecError(f"{who}: dense_layers and moe_layer_step must stay 0 and 1 with "
+                             "a hybrid_pattern (it places the MoE blocks)")
+    if "M" in pattern:
+        for f in mamba:
+            if getattr(spec, f) < 1:
+                raise ModelSpecError(f"{who}: {f} must be positive with M (Mamba-2) blocks "
+                                     "in the hybrid_pattern")
+        if spec.mamba_heads % spec.mamba_groups:
+            raise ModelSpecError(f"{who}: mamba_heads ({spec.mamba_heads}) must be divisible "
+                                 f"by mamba_groups ({spec.mamba_groups})")
+    elif any(getattr(spec, f) for f in mamba):
+        raise ModelSpecError(f"{who}: {', '.join(mamba)} need M (Mamba-2) blocks in the "
+                             "hybrid_pattern")
 
 
 # --------------------------------------------------------------------------- presets
@@ -632,7 +738,9 @@ def from_hf_config(
 ) -> ModelSpec:
     """Build a :class:`ModelSpec` from a Hugging Face ``config.json``.
 
-    Two schemas are understood.
+    Three schemas are understood: Llama style, GPT-2 style (below) and the hybrid
+    Mamba-Transformer ``NemotronHConfig`` (a ``hybrid_override_pattern`` or
+    ``layers_block_type`` key; see :func:`_nemotron_h_fields`).
 
     Llama style (``model_type`` llama / mistral / qwen2, or any config with
     ``hidden_size``): ``hidden_size``, ``num_hidden_layers``,
@@ -714,6 +822,8 @@ def _from_hf_mapping(
         )
     if any(key in cfg for key in ("n_embd", "n_layer", "n_head")):
         fields = _gpt2_fields(cfg, label)
+    elif any(key in cfg for key in _HYBRID_KEYS):
+        fields = _nemotron_h_fields(cfg, label)
     else:
         fields = _llama_fields(cfg, label)
         fields.update(_moe_fields(cfg, label, fields["ffn_hidden"]))
@@ -726,6 +836,89 @@ def _from_hf_mapping(
         return ModelSpec(name=name, source=source, **fields)
     except ModelSpecError as exc:
         raise ModelSpecError(f"{label}: {exc}") from exc
+
+
+#: keys that mark a hybrid Mamba-Transformer config (HF ``NemotronHConfig``): the block pattern
+#: as a string (``hybrid_override_pattern``) or as a list of block kinds
+#: (``layers_block_type``).
+_HYBRID_KEYS: tuple[str, ...] = ("hybrid_override_pattern", "layers_block_type")
+_BLOCK_KINDS: dict[str, str] = {kind: sym for sym, kind in HYBRID_SYMBOLS.items()}
+
+
+def _nemotron_h_fields(cfg: Mapping[str, Any], label: str) -> dict[str, Any]:
+    """Fields of a hybrid Mamba-Transformer config (Hugging Face ``NemotronHConfig``,
+    ``model_type`` ``nemotron_h``): the block pattern (``hybrid_override_pattern``, or
+    ``layers_block_type`` mapped through :data:`HYBRID_SYMBOLS`), the Mamba-2 sizes
+    (``mamba_num_heads``, ``mamba_head_dim``, ``ssm_state_size``, ``n_groups``), attention
+    (``num_attention_heads``, ``num_key_value_heads``, ``head_dim``), the squared-ReLU MLP
+    (``mlp_hidden_act`` ``relu2``), the experts of the ``E`` blocks (``n_routed_experts``,
+    ``num_experts_per_tok``, ``moe_intermediate_size``, ``n_shared_experts`` of
+    ``moe_shared_expert_intermediate_size``, counted as experts of ``moe_intermediate_size``),
+    RMSNorm and no position encoding, and ``num_nextn_predict_layers``.
+
+    Raises:
+        ModelSpecError: a LatentMoE config (``moe_latent_size``: its experts run in a smaller
+            latent width, not modelled), another MLP activation, a block kind outside
+            :data:`HYBRID_SYMBOLS`, or a shared-expert width that is not a multiple of the
+            routed one.
+    """
+    if cfg.get("moe_latent_size") is not None:
+        raise ModelSpecError(f"{label}: LatentMoE (moe_latent_size) is not modelled")
+    pattern = cfg.get("hybrid_override_pattern")
+    if pattern is None:
+        kinds = cfg.get("layers_block_type")
+        if not isinstance(kinds, list) or any(k not in _BLOCK_KINDS for k in kinds):
+            raise ModelSpecError(f"{label}: 'layers_block_type' must list block kinds of "
+                                 f"{', '.join(_BLOCK_KINDS)} (got {kinds!r})")
+        pattern = "".join(_BLOCK_KINDS[k] for k in kinds)
+    if not isinstance(pattern, str):
+        raise ModelSpecError(f"{label}: 'hybrid_override_pattern' must be a string")
+    act = cfg.get("mlp_hidden_act", "relu2")
+    if act != "relu2":
+        raise ModelSpecError(f"{label}: unsupported 'mlp_hidden_act' {act!r} (expected relu2)")
+    hidden = _get_int(cfg, "hidden_size", label)
+    heads = _get_int(cfg, "num_attention_heads", label)
+    max_pos = _get_int(cfg, "max_position_embeddings", label)
+    head_dim = _head_dim(cfg, label)
+    bias = _get_bool(cfg, "attention_bias", label, False)
+    fields: dict[str, Any] = dict(
+        layers=len(pattern), hybrid_pattern=pattern, hidden=hidden, heads=heads,
+        kv_heads=_get_int(cfg, "num_key_value_heads", label, default=heads),
+        head_dim=head_dim, ffn_hidden=_get_int(cfg, "intermediate_size", label),
+        vocab=_get_int(cfg, "vocab_size", label, default=131072),
+        seq_len=min(max_pos, HF_DEFAULT_SEQ_LEN), max_seq_len=max_pos, mlp="relu2",
+        norm="rmsnorm", bias=bias,
+        tied_embeddings=_get_bool(cfg, "tie_word_embeddings", label, False),
+        position="none", dropout=False,
+        mtp_layers=_first_int(cfg, ("num_nextn_predict_layers",), label) or 0)
+    if "M" in pattern:
+        fields.update(mamba_heads=_get_int(cfg, "mamba_num_heads", label),
+                      mamba_head_dim=_get_int(cfg, "mamba_head_dim", label),
+                      mamba_state=_get_int(cfg, "ssm_state_size", label),
+                      mamba_groups=_get_int(cfg, "n_groups", label, default=1))
+    if "E" in pattern:
+        fe = _get_int(cfg, "moe_intermediate_size", label)
+        shared_width = (_first_int(cfg, ("n_shared_experts",), label) or 0) * (
+            _first_int(cfg, ("moe_shared_expert_intermediate_size",), label) or 0)
+        if shared_width % fe:
+            raise ModelSpecError(f"{label}: the shared experts' width ({shared_width}) is not a "
+                                 f"multiple of moe_intermediate_size ({fe})")
+        fields.update(experts=_get_int(cfg, "n_routed_experts", label),
+                      top_k=_get_int(cfg, "num_experts_per_tok", label),
+                      moe_ffn_hidden=fe, shared_experts=shared_width // fe)
+    return fields
+
+
+def _head_dim(cfg: Mapping[str, Any], label: str) -> int | None:
+    """A config's explicit ``head_dim`` (None when absent), checked as a size.
+
+    Raises:
+        ModelSpecError: ``head_dim`` is not an int in ``[1, MAX_SIZE]``.
+    """
+    head_dim = cfg.get("head_dim")
+    if head_dim is not None and _size_problem(head_dim):
+        raise ModelSpecError(f"{label}: 'head_dim' {_size_problem(head_dim)}")
+    return head_dim
 
 
 def _first_int(cfg: Mapping[str, Any], keys: tuple[str, ...], label: str) -> int | None:
@@ -855,9 +1048,7 @@ def _llama_fields(cfg: Mapping[str, Any], label: str) -> dict[str, Any]:
     vocab = _get_int(cfg, "vocab_size", label)
     max_pos = _get_int(cfg, "max_position_embeddings", label)
 
-    head_dim = cfg.get("head_dim")
-    if head_dim is not None and _size_problem(head_dim):
-        raise ModelSpecError(f"{label}: 'head_dim' {_size_problem(head_dim)}")
+    head_dim = _head_dim(cfg, label)
 
     act = cfg.get("hidden_act")
     if act is None:

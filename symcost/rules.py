@@ -12,7 +12,7 @@ JAX arrays alike (``xp`` is the array module). The same objects serve three uses
 
 Value names a rule reads: configuration fields (:data:`symcost.fields.TRAINING_FIELDS`,
 :data:`~symcost.fields.INFERENCE_FIELDS`; enums and bools by their codes), model fields
-(:data:`~symcost.fields.MODEL_FIELDS` and ``learned_pos``), hardware facts ``hw_bf16``,
+(:data:`~symcost.fields.MODEL_FIELDS`, ``learned_pos`` and ``hybrid``), hardware facts ``hw_bf16``,
 ``hw_fp16``, ``hw_fp8`` (1 when the GPU has that dense tensor-core peak), ``hw_node`` (GPUs
 per node), ``global_batch_given``
 (1 when the user gave the global batch), and model outputs for :data:`OUTPUT_RULES`.
@@ -328,6 +328,38 @@ BRIDGE_HARDWARE = Rule(
 FINETUNE_RULES: tuple[Rule, ...] = (OFFLOAD_NEEDS_ZERO, OFFLOAD_PARAMS_ZERO3, BRIDGE_HARDWARE)
 # --- end of fine-tuning rules -------------------------------------------------------------
 
+# --- hybrid Mamba-Transformer models (issue 11; symcost.training, symcost.ops.ssm) ---------
+# ``hybrid`` is a model fact (1 for a hybrid_pattern); a caller without it is a transformer.
+TP_MAMBA = Rule(
+    "tp_divides_mamba_heads_groups", "tp", ("tp", "mamba_heads", "mamba_groups"),
+    lambda v, xp: ~(indivisible(xp, v.get("mamba_heads", 0.0), v["tp"])
+                    | indivisible(xp, v.get("mamba_groups", 0.0), v["tp"])),
+    "does not divide the Mamba-2 heads and groups",
+    lambda v: f"{_i(v['tp'])} does not divide the Mamba-2 heads ({_i(v['mamba_heads'])}) "
+              f"and groups ({_i(v['mamba_groups'])}) (Megatron-Core MambaMixer splits both "
+              "over the tensor-parallel ranks)")
+HYBRID_CP = Rule(
+    "hybrid_without_cp", "cp", ("cp", "hybrid"),
+    lambda v, xp: (v["cp"] < 1.5) | (v.get("hybrid", 0.0) < 0.5),
+    "context parallelism of a hybrid Mamba-Transformer is not modelled",
+    lambda v: f"{_i(v['cp'])} > 1 with a hybrid Mamba-Transformer model: context parallelism "
+              "of the Mamba-2 scan (state passing between sequence chunks) is not modelled")
+HYBRID_FULL_MEGATRON = Rule(
+    "hybrid_full_training_megatron", "finetune", ("finetune", "train_framework", "hybrid"),
+    lambda v, xp: (v.get("hybrid", 0.0) < 0.5)
+    | ((v.get("finetune", 0.0) < 0.5) & (v.get("train_framework", 0.0) < 0.5)),
+    "a hybrid Mamba-Transformer is modelled for full training with Megatron only",
+    lambda v: "hybrid Mamba-Transformer models are modelled for full training "
+              "(finetune full) in the Megatron layout (train_framework megatron) only")
+HYBRID_SERVING = Rule(
+    "hybrid_not_served", "model", ("hybrid",),
+    lambda v, xp: v.get("hybrid", 0.0) < 0.5,
+    "serving a hybrid Mamba-Transformer is not modelled",
+    lambda v: "serving hybrid Mamba-Transformer models is not modelled (their Mamba-2 "
+              "blocks keep a recurrent state, not a KV cache)")
+HYBRID_RULES: tuple[Rule, ...] = (TP_MAMBA, HYBRID_CP, HYBRID_FULL_MEGATRON)
+# --- end of hybrid rules ------------------------------------------------------------------
+
 
 # ----------------------------------------------------------------------------- inference dtypes
 def _fp8_rule(field: str) -> Rule:
@@ -370,7 +402,7 @@ TRAINING_RULES: tuple[Rule, ...] = (
     SEQ_LEN_POSITIONS, TP_HEADS, TP_FFN, TP_KV_HEADS, PP_LAYERS, GLOBAL_BATCH_NEEDED,
     VPP_NEEDS_PP, VPP_LAYERS, VPP_MICROBATCHES, ZERO_PP, DTYPE_HARDWARE, CP_SEQ, CP_FLASH,
     EP_DP, EP_EXPERTS, ETP_DP, ETP_FFN, MOE_IMBALANCE, MOE_TP_SP, TP_OVERLAP_SP,
-    TP_OVERLAP_NODE, HSDP_DP) + FINETUNE_RULES
+    TP_OVERLAP_NODE, HSDP_DP) + FINETUNE_RULES + HYBRID_RULES
 
 def _expert_tp(v: Values, xp: Any) -> Any:
     """Serving's expert tensor-parallel size ``max(tp/ep, 1)`` (``ep`` absent: 1)."""
@@ -397,7 +429,7 @@ EP_SERVING = Rule(
 
 #: the inference rules, in order.
 INFERENCE_RULES: tuple[Rule, ...] = (
-    NUM_GPUS_DIVISIBLE, CONTEXT_POSITIONS, TP_HEADS, TP_FFN, TP_KV_HEADS,
+    HYBRID_SERVING, NUM_GPUS_DIVISIBLE, CONTEXT_POSITIONS, TP_HEADS, TP_FFN, TP_KV_HEADS,
     EP_SERVING, EP_EXPERTS, MOE_IMBALANCE, TP_MOE_FFN, PP_LAYERS,
     _fp8_rule("weight_dtype"), _fp8_rule("act_dtype"), _fp8_rule("kv_dtype"), ACT_DTYPE_PEAK,
     WEIGHT_NOT_WIDER, ONE_8BIT_FORMAT)
@@ -440,5 +472,5 @@ def first_broken(rules: Sequence[Rule], values: Values, xp: Any, shape: Any) -> 
     return code
 
 
-__all__ = ["FINETUNE_RULES", "CONTEXT_POSITIONS", "INFERENCE_RULES", "MEMORY_FITS", "OUTPUT_RULES", "Rule",
+__all__ = ["FINETUNE_RULES", "HYBRID_RULES", "CONTEXT_POSITIONS", "INFERENCE_RULES", "MEMORY_FITS", "OUTPUT_RULES", "Rule",
            "TRAINING_RULES", "broken", "check", "first_broken", "indivisible"]

@@ -173,6 +173,27 @@ full_attention_step = _declare("full_attention_step", "model", "1",
 mtp_layers = _declare("mtp_layers", "model", "1",
                       "multi-token-prediction modules trained with the model (DeepSeek-V3)",
                       integer=True, nonneg=True)
+# [hybrid] hybrid Mamba-Transformer models (ModelSpec.hybrid_pattern): block counts of the
+# pattern (used only when ``hybrid`` is 1) and the Mamba-2 mixer's sizes
+hybrid = _declare("hybrid", "model", "1",
+                  "1 for a hybrid Mamba-Transformer (layers are single blocks of a pattern)",
+                  integer=True, nonneg=True)
+attn_layers = _declare("attn_layers", "model", "1",
+                       "self-attention blocks of a hybrid pattern", integer=True, nonneg=True)
+mamba_layers = _declare("mamba_layers", "model", "1",
+                        "Mamba-2 blocks of a hybrid pattern (0: a transformer)", integer=True,
+                        nonneg=True)
+mlp_layers = _declare("mlp_layers", "model", "1",
+                      "dense MLP blocks of a hybrid pattern", integer=True, nonneg=True)
+mamba_heads = _declare("mamba_heads", "model", "1", "Mamba-2 heads H", integer=True,
+                       nonneg=True)
+mamba_head_dim = _declare("mamba_head_dim", "model", "1", "Mamba-2 head width P",
+                          integer=True, nonneg=True)
+mamba_state = _declare("mamba_state", "model", "1", "Mamba-2 state size N", integer=True,
+                       nonneg=True)
+mamba_groups = _declare("mamba_groups", "model", "1",
+                        "Mamba-2 groups G (heads of a group share B and C)", integer=True,
+                        nonneg=True)
 
 # --- parallelism, batch and modes ------------------------------------------------------
 tp = _declare("tp", "parallel", "1", "tensor-parallel degree t", integer=True)
@@ -428,6 +449,10 @@ fa2_ratio = _declare("fa2_ratio", "efficiency", "1",
                      "speed of FlashAttention-2 kernels relative to the generation's native "
                      "fused attention (1 where FlashAttention-2 is the native kernel: Ampere, "
                      "Ada)")
+# [hybrid] Mamba-2 mixer kernels (symcost.ops.ssm)
+eff_ssm = _declare("eff_ssm", "efficiency", "1",
+                   "achieved fraction of the roofline speed of the Mamba-2 mixer's non-GEMM "
+                   "kernels (causal convolution, chunked SSD scan, gated norm)")
 
 
 ALL_SYMBOLS: tuple[sp.Symbol, ...] = tuple(info.symbol for info in REGISTRY.values())

@@ -47,6 +47,7 @@ from .ops import attention as att
 from .ops import collectives as coll
 from .ops import elementwise as ew
 from .ops import embedding as emb
+from .ops import ssm
 from .ops.cost import Cost, select, sum_time
 from .ops.gemm import gemm, size_efficiency
 from .ops.optimizer import adam_step
@@ -61,6 +62,8 @@ IS_INTERLEAVED = flag(S.vpp > sp.Rational(3, 2))
 IS_MOE = flag(S.n_experts > sp.Rational(1, 2))
 IS_MLA = flag(S.kv_lora_rank > sp.Rational(1, 2))
 IS_CP = flag(S.cp > sp.Rational(3, 2))
+#: 1 for a hybrid Mamba-Transformer: each layer is one block of its pattern.
+IS_HYBRID = flag(S.hybrid > sp.Rational(1, 2))
 
 
 # ----------------------------------------------------------------------------- shapes
@@ -87,8 +90,43 @@ def moe_layer_fraction() -> sp.Expr:
     """Fraction of the layers that are MoE layers: ``(L - L_dense) / (step * L)`` (0 for a
     dense model). Per-stage costs use the average layer; MoE layers spread over the
     pipeline stages as in Megatron-Core (the leading dense layers sit on the first stage,
-    which the average slightly understates)."""
-    return IS_MOE * (S.n_layers - S.dense_layers) / (S.moe_layer_step * S.n_layers)
+    which the average slightly understates). [hybrid] For a hybrid pattern, its ``E`` blocks
+    over all blocks: ``(L - L_attn - L_mamba - L_mlp)/L``."""
+    blocks = (S.n_layers - S.attn_layers - S.mamba_layers - S.mlp_layers) / S.n_layers
+    dense = (S.n_layers - S.dense_layers) / (S.moe_layer_step * S.n_layers)
+    return IS_MOE * (IS_HYBRID * blocks + (1 - IS_HYBRID) * dense)
+
+
+# [hybrid] layer fractions: a transformer layer holds an attention block and an MLP (dense or
+# MoE); a hybrid Mamba-Transformer layer is one block of its pattern (Megatron-Core
+# HybridModel: each block has its own pre-norm and residual), so the average layer is the
+# pattern's mix of attention, Mamba-2, dense-MLP and MoE blocks.
+def attention_layer_fraction() -> sp.Expr:
+    """Attention blocks per layer: 1 for a transformer, ``L_attn/L`` for a hybrid."""
+    return IS_HYBRID * S.attn_layers / S.n_layers + (1 - IS_HYBRID)
+
+
+def mamba_layer_fraction() -> sp.Expr:
+    """Mamba-2 blocks per layer: ``L_mamba/L`` (0 for a transformer)."""
+    return IS_HYBRID * S.mamba_layers / S.n_layers
+
+
+def ffn_layer_fraction() -> sp.Expr:
+    """MLP blocks (dense or MoE) per layer: 1 for a transformer, ``(L - L_attn -
+    L_mamba)/L`` for a hybrid."""
+    return (IS_HYBRID * (S.n_layers - S.attn_layers - S.mamba_layers) / S.n_layers
+            + (1 - IS_HYBRID))
+
+
+def mlp_layer_fraction() -> sp.Expr:
+    """Dense-MLP blocks per layer: :func:`ffn_layer_fraction` less the MoE ones."""
+    return ffn_layer_fraction() - moe_layer_fraction()
+
+
+def blocks_per_layer() -> sp.Expr:
+    """Pre-norms, residual adds and tensor-parallel collective pairs per layer: 2 for a
+    transformer layer (attention and MLP), 1 for a hybrid block."""
+    return 2 - IS_HYBRID
 
 
 def swa_layer_fraction() -> sp.Expr:
@@ -262,24 +300,46 @@ def params_moe_dense_part() -> sp.Expr:
     return S.hidden * S.n_experts + S.shared_experts * params_expert()
 
 
+def params_mamba() -> sp.Expr:
+    """[hybrid] Parameters of one Mamba-2 mixer (unsharded, no pre-norm): input projection
+    ``h*(2HP + 2GN + H)``, convolution weights and biases ``(HP + 2GN)*(w + 1)``, ``dt`` bias,
+    ``A`` and ``D`` (``3H``), gated norm ``HP``, output projection ``HP*h`` (as
+    :meth:`symcost.models.ModelSpec.mamba_params`)."""
+    H, P, G, N = S.mamba_heads, S.mamba_head_dim, S.mamba_groups, S.mamba_state
+    xbc = H * P + 2 * G * N
+    return (S.hidden * ssm.in_proj_width(H, P, G, N) + xbc * (ssm.CONV_WIDTH + 1) + 3 * H
+            + H * P + H * P * S.hidden)
+
+
+def _params_layer_blocks(ffn_part: sp.Expr) -> sp.Expr:
+    """Attention (with its norms), the FFN side ``ffn_part`` and the Mamba-2 mixers of the
+    average layer; a hybrid block has one norm, a transformer layer two
+    (:func:`params_attention` counts two)."""
+    norm = S.hidden * (1 + S.norm_bias)
+    fa = attention_layer_fraction()
+    return (fa * params_attention() + (blocks_per_layer() - 2 * fa) * norm + ffn_part
+            + mamba_layer_fraction() * params_mamba())
+
+
 def params_layer() -> sp.Expr:
     """Parameters of the average transformer layer (unsharded): attention, and the dense MLP
     or (a fraction :func:`moe_layer_fraction` of the layers) the router, shared and ``E``
-    routed experts.
+    routed experts; [hybrid] the pattern's mix of blocks.
 
     For GPT (``k=a``, ``f=4h``, biases) this is ``12h^2 + 13h`` (Narayanan et al. 2021,
     Sec. 5.1).
     """
     fm = moe_layer_fraction()
     moe = params_moe_dense_part() + S.n_experts * params_expert()
-    return params_attention() + (1 - fm) * params_mlp() + fm * moe
+    return _params_layer_blocks(mlp_layer_fraction() * params_mlp() + fm * moe)
 
 
 def params_layer_replicated() -> sp.Expr:
     """Parameters of the average layer outside the routed experts (replicated across the
     expert-parallel group; sharded by data parallelism over ``d*c`` ranks)."""
     fm = moe_layer_fraction()
-    return params_attention() + (1 - fm) * params_mlp() + fm * params_moe_dense_part()
+    return _params_layer_blocks(mlp_layer_fraction() * params_mlp()
+                                + fm * params_moe_dense_part())
 
 
 def params_layer_experts() -> sp.Expr:
@@ -409,13 +469,14 @@ def layer_forward_compute() -> dict[str, Cost]:
     # [moe] grouped-GEMM efficiency falls with the tokens per local expert (M of each GEMM)
     eff_grouped = grouped_gemm_efficiency(per_expert)
     eff = dense_gemm_efficiency()
+    fa, fd = attention_layer_fraction(), mlp_layer_fraction()
     return {
-        "qkv_proj": qkv_projection(n, peak, eff=eff),
-        "attention": attention_core_forward(),
-        "out_proj": gemm(n, h, heads * d, peak, eff=eff),
-        "mlp_up": gemm(n, (1 + g) * f / t, h, peak, eff=eff).scale(1 - fm),
-        "mlp_down": gemm(n, h, f / t, peak, eff=eff).scale(1 - fm),
-        "activation": ew.activation(n * f / t, g).scale(1 - fm),
+        "qkv_proj": qkv_projection(n, peak, eff=eff).scale(fa),
+        "attention": attention_core_forward().scale(fa),
+        "out_proj": gemm(n, h, heads * d, peak, eff=eff).scale(fa),
+        "mlp_up": gemm(n, (1 + g) * f / t, h, peak, eff=eff).scale(fd),
+        "mlp_down": gemm(n, h, f / t, peak, eff=eff).scale(fd),
+        "activation": ew.activation(n * f / t, g).scale(fd),
         # [moe] router GEMM (16-bit, replicated over TP), score function and top-k
         "router": (gemm(n, S.n_experts, h, S.peak_flops_16)
                    + ew.router_scores(n, S.n_experts)).scale(fm),
@@ -431,9 +492,37 @@ def layer_forward_compute() -> dict[str, Cost]:
         "shared_experts": (gemm(n, (1 + g) * shared, h, peak, eff=eff)
                            + gemm(n, h, shared, peak, eff=eff)
                            + ew.activation(n * shared, g)).scale(fm * smin(S.shared_experts, 1)),
-        "norms": ew.norm(tokens_sp() * h).scale(2),
-        "residual_dropout": ew.residual_dropout(tokens_sp() * h, S.has_dropout).scale(2),
+        "norms": ew.norm(tokens_sp() * h).scale(blocks_per_layer()),
+        "residual_dropout": ew.residual_dropout(tokens_sp() * h,
+                                                S.has_dropout).scale(blocks_per_layer()),
         "fp8_cast": fp8_cast_layer(),
+        **{k: c.scale(mamba_layer_fraction()) for k, c in mamba_forward(n, peak, eff).items()},
+    }
+
+
+def mamba_forward(n: sp.Expr, peak: sp.Expr, eff: sp.Expr) -> dict[str, Cost]:
+    """[hybrid] Forward of one Mamba-2 mixer for ``n`` tokens on one GPU (``H/t`` heads and
+    ``G/t`` groups per tensor-parallel rank, Megatron-Core ``MambaMixer``): the input
+    projection (column-parallel GEMM), the depthwise causal convolution with SiLU over
+    ``x, B, C``, the SSD scan (:func:`symcost.ops.ssm.ssd_scan`), the norm gated by ``z`` and
+    the output projection (row-parallel GEMM). GEMMs at ``eff`` (the dense GEMMs' size
+    efficiency) in the GEMM dtype's ``peak``; the scan at the 16-bit peak.
+
+    Returns:
+        Mapping ``mamba_in_proj``, ``mamba_conv``, ``mamba_scan``, ``mamba_norm``,
+        ``mamba_out_proj`` -> :class:`Cost`.
+
+    References:
+        Dao and Gu 2024 (arXiv:2405.21060), Sec. 6-7.
+    """
+    t, h = S.tp, S.hidden
+    H, P, G, N = S.mamba_heads / t, S.mamba_head_dim, S.mamba_groups / t, S.mamba_state
+    return {
+        "mamba_in_proj": gemm(n, ssm.in_proj_width(H, P, G, N), h, peak, eff=eff),
+        "mamba_conv": ssm.causal_conv1d(n, H * P + 2 * G * N),
+        "mamba_scan": ssm.ssd_scan(n, H, P, G, N, S.peak_flops_16),
+        "mamba_norm": ssm.gated_norm(n, H * P),
+        "mamba_out_proj": gemm(n, h, H * P, peak, eff=eff),
     }
 
 
@@ -489,10 +578,13 @@ def fp8_cast_layer() -> Cost:
     # [moe] MoE layers cast the routed tokens into each expert GEMM (k copies of h, then fe)
     # and the shared experts' inputs, instead of the dense MLP's two inputs
     fm, k, fe = moe_layer_fraction(), S.top_k, S.moe_ffn_hidden
-    mlp = ((1 - fm) * (h + f / t)
+    mlp = (mlp_layer_fraction() * (h + f / t)
            + fm * (k * moe_load_factor() / t * (S.etp * h + fe)
                    + smin(S.shared_experts, 1) * h + S.shared_experts * fe / t))
-    activations = n * (h + S.n_heads / t * head_dim() + mlp)
+    # [hybrid] a Mamba-2 block casts its two projections' inputs (h, then HP/t)
+    mamba = mamba_layer_fraction() * (h + S.mamba_heads * S.mamba_head_dim / t)
+    activations = n * (attention_layer_fraction() * (h + S.n_heads / t * head_dim()) + mlp
+                       + mamba)
     nbytes = (S.fp8 + S.fp4) * 3 * activations
     return Cost(sp.Integer(0), nbytes, nbytes / (S.hbm_bw * S.eff_hbm))
 
@@ -508,7 +600,10 @@ def fp8_weight_cast_bytes_layer() -> sp.Expr:
                  + (1 - IS_MLA) * (h * (heads + 2 * kv) * d + heads * d * h))
     fm = moe_layer_fraction()
     experts = (S.shared_experts / t + experts_local() / S.etp) * params_expert()
-    weights = attention + (1 - fm) * (2 + g) * h * f / t + fm * experts
+    H, P, G, N = S.mamba_heads, S.mamba_head_dim, S.mamba_groups, S.mamba_state
+    mamba = (ssm.in_proj_width(H, P, G, N) + H * P) * h / t
+    weights = (attention_layer_fraction() * attention + mlp_layer_fraction() * (2 + g) * h * f
+               / t + fm * experts + mamba_layer_fraction() * mamba)
     return (S.fp8 + S.fp4) * 4 * weights
 
 
@@ -525,9 +620,14 @@ def layer_backward_compute() -> dict[str, Cost]:
     # gradients (ops.elementwise.token_permutation_backward), not twice the forward
     out["moe_permute"] = ew.token_permutation_backward(tokens_micro() / t, S.top_k,
                                                        S.hidden).scale(moe_layer_fraction())
-    out["attention"] = select(S.flash_attn > sp.Rational(1, 2), flash_b,
-                               att.attention_unfused_backward(unfused_attention_forward())
-                               ).scale(1 / S.cp)
+    out["attention"] = select(S.flash_attn > sp.Rational(1, 2),
+                              flash_b.scale(attention_layer_fraction()),
+                              att.attention_unfused_backward(unfused_attention_forward())
+                              ).scale(1 / S.cp)
+    # [hybrid] the SSD scan's backward kernels (ops.ssm.ssd_scan_backward)
+    out["mamba_scan"] = ssm.ssd_scan_backward(
+        tokens_micro(), S.mamba_heads / t, S.mamba_head_dim, S.mamba_groups / t,
+        S.mamba_state, S.peak_flops_16).scale(mamba_layer_fraction())
     return out
 
 
@@ -536,7 +636,7 @@ def unfused_attention_forward() -> Cost:
     softmax, dropout, AV): what selective recomputation recomputes."""
     return att.attention_unfused(S.micro_batch, S.seq_len, S.n_heads / S.tp, kv_heads_local(),
                                  attention_head_dim(), S.peak_flops_16, S.has_dropout
-                                 ).scale(1 / S.cp)
+                                 ).scale(attention_layer_fraction() / S.cp)
 
 
 def layer_recompute() -> Cost:
@@ -553,12 +653,14 @@ def layer_recompute() -> Cost:
 
 def tp_comm_layer_forward() -> Cost:
     """Megatron TP communication of one layer's forward: two all-reduces of ``b*s*h`` 16-bit
-    activations (with SP: two all-gathers and two reduce-scatters, the same ring volume).
+    activations (with SP: two all-gathers and two reduce-scatters, the same ring volume);
+    [hybrid] one per block of a hybrid (:func:`blocks_per_layer`).
 
     References:
         Shoeybi et al. 2019, Sec. 3 (f/g operators); Korthikanti et al. 2022, Sec. 4.2.2.
     """
-    return coll.all_reduce(tokens_micro() * S.hidden * S.BYTES_ACT, S.tp).scale(2)
+    return coll.all_reduce(tokens_micro() * S.hidden * S.BYTES_ACT, S.tp).scale(
+        blocks_per_layer())
 
 
 def tp_comm_layer_exposed(passes: sp.Expr) -> sp.Expr:
@@ -585,14 +687,22 @@ def tp_comm_layer_exposed(passes: sp.Expr) -> sp.Expr:
     """
     t = S.tp
     whole = tp_comm_layer_forward().time
-    one = whole / 4
+    # one all-gather or reduce-scatter: half an all-reduce
+    one = coll.all_reduce(tokens_micro() * S.hidden * S.BYTES_ACT, t).time / 2
     fwd = layer_forward_compute()
     chunks = (t - 1) / t
-    gemms = (fwd["qkv_proj"].time, fwd["out_proj"].time,
-             fwd["mlp_up"].time + fwd["shared_experts"].time / 2,
-             fwd["mlp_down"].time + fwd["shared_experts"].time / 2)
-    exposed_f = sp.Add(*(smax(one - g * chunks, 0) for g in gemms))
-    exposed_b = sp.Add(*(smax(one - 2 * g * chunks, 0) for g in gemms))
+    # [hybrid] each block kind's GEMM pair against its own collectives, weighted by its
+    # share of the layers (the layer dict's times are already weighted: divided back; a
+    # kind absent from the model has weight and time 0)
+    fa, ff, fmb = attention_layer_fraction(), ffn_layer_fraction(), mamba_layer_fraction()
+    tiny = sp.Float(1e-30)
+    pairs = ((fa, (fwd["qkv_proj"].time / smax(fa, tiny), fwd["out_proj"].time / smax(fa, tiny))),
+             (ff, ((fwd["mlp_up"].time + fwd["shared_experts"].time / 2) / smax(ff, tiny),
+                   (fwd["mlp_down"].time + fwd["shared_experts"].time / 2) / smax(ff, tiny))),
+             (fmb, (fwd["mamba_in_proj"].time / smax(fmb, tiny),
+                    fwd["mamba_out_proj"].time / smax(fmb, tiny))))
+    exposed_f = sp.Add(*(w * smax(one - g * chunks, 0) for w, gs in pairs for g in gs))
+    exposed_b = sp.Add(*(w * smax(one - 2 * g * chunks, 0) for w, gs in pairs for g in gs))
     overlapped = exposed_f * (passes - 1) + exposed_b
     return (1 - S.tp_overlap) * whole * passes + S.tp_overlap * overlapped
 
@@ -615,8 +725,9 @@ def cp_comm_layer_forward() -> Cost:
     nbytes = tokens_micro() * kv_heads_local() * (qk_head_dim() + head_dim()) * S.BYTES_ACT
     step = coll.p2p(nbytes, S.tp * c <= S.gpus_per_node)
     comm = IS_CP * (c - 1) * step.time
-    return Cost(sp.Integer(0), IS_CP * (c - 1) * nbytes,
-                smax(comm - attention_core_forward().time, 0))
+    fa = attention_layer_fraction()  # [hybrid] attention blocks only
+    return Cost(sp.Integer(0), fa * IS_CP * (c - 1) * nbytes,
+                fa * smax(comm - attention_core_forward().time, 0))
 
 
 def cp_comm_layer_backward() -> sp.Expr:
@@ -625,7 +736,10 @@ def cp_comm_layer_backward() -> sp.Expr:
     c = S.cp
     nbytes = tokens_micro() * kv_heads_local() * (qk_head_dim() + head_dim()) * S.BYTES_ACT
     comm = IS_CP * (c - 1) * coll.p2p(2 * nbytes, S.tp * c <= S.gpus_per_node).time
-    return smax(comm - layer_backward_compute()["attention"].time, 0)
+    # [hybrid] per attention block (the layer's backward attention is weighted by fa)
+    fa = attention_layer_fraction()
+    per_block = layer_backward_compute()["attention"].time / smax(fa, sp.Float(1e-30))
+    return fa * smax(comm - per_block, 0)
 
 
 def ep_comm_layer_forward() -> Cost:
@@ -665,6 +779,11 @@ def activation_bytes_layer() -> sp.Expr:
     * selective: ``s*b*h*(10 + 24/t)``; with SP ``34*s*b*h/t``
     * full: ``2*s*b*h`` (layer input only; ``/t`` with SP).
 
+    [hybrid] A hybrid's average layer mixes its blocks: attention terms weighted by
+    :func:`attention_layer_fraction`, the MLP ones by the dense and MoE fractions, one norm
+    input, GEMM input and dropout mask per block, and a Mamba-2 block's projection, convolution,
+    scan and gated-norm outputs (:func:`mamba_layer_fraction`).
+
     Terms (16-bit unless noted): replicated across TP (split by SP): QKV input 2, LN inputs 4,
     MLP input 2, dropout masks 1+1 (uint8); split by TP: Q ``2sbh``, K and V ``4*s*b*k*d``,
     output-projection input 2, activation input ``2*s*b*f*(1+g)``, down-projection input
@@ -678,13 +797,25 @@ def activation_bytes_layer() -> sp.Expr:
     sbh = n * h
     fm, k, fe = moe_layer_fraction(), S.top_k, S.moe_ffn_hidden
     kl = k * moe_load_factor()  # [moe] routed copies on the busiest expert-parallel rank
-    mlp = ((1 - fm) * 2 * n * f * (2 + g)
+    mlp = (mlp_layer_fraction() * 2 * n * f * (2 + g)
            + fm * (2 * n * (kl + S.shared_experts) * fe * (2 + g) + 4 * n * kl * h * S.etp))
-    replicated = tokens_sp() * h * (8 + 2 * drop)
-    split = (2 * sbh + 2 * sbh + mlp) / t + 4 * n * d * kv_heads_local()
+    # per block: its norm's input and the first GEMM's input (2 + 2 bytes per element) and a
+    # dropout mask; a transformer layer has two blocks (attention, MLP)
+    replicated = tokens_sp() * h * (4 + drop) * blocks_per_layer()
+    fa = attention_layer_fraction()
+    split = (fa * (2 * sbh + 2 * sbh) + mlp) / t + fa * 4 * n * d * kv_heads_local()
     scores = a * s * n * (2 + 3 * drop) / t
     lse = 4 * a * n / t
-    score_mem = sp.Piecewise((lse, S.flash_attn > sp.Rational(1, 2)), (scores * IS_NONE, True))
+    score_mem = fa * sp.Piecewise((lse, S.flash_attn > sp.Rational(1, 2)),
+                                  (scores * IS_NONE, True))
+    # [hybrid] a Mamba-2 block keeps (16-bit, per token) the input projection's output
+    # (z, x, B, C, dt), the convolution's output (x, B, C), the scan output and the gated
+    # norm's output (the output projection's input); the scan keeps no states (its backward
+    # recomputes them)
+    H, P, G, N = S.mamba_heads, S.mamba_head_dim, S.mamba_groups, S.mamba_state
+    mamba = mamba_layer_fraction() * 2 * n * (ssm.in_proj_width(H, P, G, N)
+                                              + H * P + 2 * G * N + 2 * H * P) / t
+    split = split + mamba
     full = 2 * tokens_sp() * h
     # [memory] the Hugging Face modeling code keeps more (hf_activation_bytes_layer)
     kept = (1 - IS_HF) * (replicated + split + score_mem) + IS_HF * hf_activation_bytes_layer()
@@ -1027,18 +1158,24 @@ def training_expressions() -> dict[str, sp.Expr]:
 
     # --- FLOPs, throughput, utilisation
     s, h, a, f, g = S.seq_len, S.hidden, S.n_heads, S.ffn_hidden, S.gated_mlp
-    fm = moe_layer_fraction()
-    mlp_active = ((1 - fm) * (2 + g) * h * f
+    fm, fa, fmb = moe_layer_fraction(), attention_layer_fraction(), mamba_layer_fraction()
+    mlp_active = (mlp_layer_fraction() * (2 + g) * h * f
                   + fm * ((S.top_k + S.shared_experts) * params_expert() + h * S.n_experts))
-    layer_matmul = 2 * s * (attention_linear_params() + mlp_active)
-    layer_attn = 4 * s**2 * a * attention_head_dim() * attention_context_factor()
+    # [hybrid] Mamba-2 blocks: their two projections and the SSD scan's FLOPs
+    H, P, G, N = S.mamba_heads, S.mamba_head_dim, S.mamba_groups, S.mamba_state
+    mamba_linear = fmb * (ssm.in_proj_width(H, P, G, N) + H * P) * h
+    layer_matmul = 2 * s * (fa * attention_linear_params() + mlp_active + mamba_linear)
+    layer_attn = fa * 4 * s**2 * a * attention_head_dim() * attention_context_factor()
+    layer_ssd = fmb * ssm.ssd_scan(s, H, P, G, N, S.peak_flops_16).flops
     head_flops = 2 * s * h * S.vocab
     B = S.global_batch
     # MTP module: a layer, the 2h -> h projection and the output head (DeepSeek-V3 Sec. 2.2)
     mtp_flops = S.mtp_layers * (layer_matmul + layer_attn + 2 * s * 2 * h**2 + head_flops)
-    flops_model = 3 * B * (S.n_layers * (layer_matmul + layer_attn) + head_flops + mtp_flops)
+    flops_model = 3 * B * (S.n_layers * (layer_matmul + layer_attn + layer_ssd) + head_flops
+                           + mtp_flops)
     flops_recompute = B * (S.n_layers + S.mtp_layers) * (
-        IS_FULL * (layer_matmul + layer_attn) + IS_SELECTIVE * (1 - S.flash_attn) * layer_attn)
+        IS_FULL * (layer_matmul + layer_attn + layer_ssd)
+        + IS_SELECTIVE * (1 - S.flash_attn) * layer_attn)
     n_gpus = t * c * p * d
     out["flops_model"] = flops_model
     out["flops_hardware"] = flops_model + flops_recompute

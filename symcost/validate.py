@@ -52,7 +52,7 @@ experts, ...       the MoE columns (``experts``, ``top_k``, ``shared_experts``,
 =================  =====================================================================
 
 Rows the training model cannot represent are skipped with the column named, never predicted
-as something else (:func:`unmodelled_reason`): hybrid Mamba-Transformer models and
+as something else (:func:`unmodelled_reason`): hybrid Mamba-Transformer models without a hybrid preset and
 ``quant`` other than ``nf4``. Rows whose source flags them as a known performance regression
 (:data:`REGRESSION_NOTE`) are skipped too: they measure a software defect, not the
 configuration.
@@ -222,6 +222,10 @@ _MOE_COLUMNS = ("experts", "top_k", "shared_experts", "moe_ffn_hidden", "dense_l
 #: prediction), taken from a preset of the same width and heads.
 _ATTENTION_FROM_PRESET = ("head_dim", "kv_lora_rank", "q_lora_rank", "rope_head_dim",
                           "sliding_window", "full_attention_step", "mtp_layers")
+#: the block layout and Mamba-2 sizes of a hybrid Mamba-Transformer (no column gives them),
+#: taken from its preset when the row has the preset's layer count.
+_HYBRID_FROM_PRESET = ("hybrid_pattern", "mamba_heads", "mamba_head_dim", "mamba_state",
+                       "mamba_groups")
 #: percent metrics: a published value above 100 is a data error.
 PERCENT_METRICS = ("MFU", "HFU", "pct_of_peak")
 #: plausible range of the measured step time a row implies (s): below a microsecond (a kernel
@@ -378,6 +382,8 @@ def megatron_flops_per_token(model: ModelSpec, seq: float, *, counter: str,
                               + 18 * model.ffn_hidden / h + 6 * vocab / (L * h))
         return 2.0 / 3.0 * frozen, 0.0
     bridge = counter != "megatron"
+    if bridge and model.is_hybrid:
+        return _bridge_hybrid_flops_per_token(model, seq, tp)
     revised = counter == "megatron_bridge"
     h, a, k, d, L = model.hidden, model.heads, model.kv_heads, model.head_dim or 0, model.layers
     m = 3 if (model.is_gated if revised else model.mlp == "swiglu") else 2
@@ -410,6 +416,31 @@ def megatron_flops_per_token(model: ModelSpec, seq: float, *, counter: str,
     extra = mtp * (3 * h + 2 * h * h) if bridge else 0
     total = 6.0 * (mlp + proj_total + attn + h * vocab * (mtp + 1) + extra)
     return total, 6.0 * attn
+
+
+def _bridge_hybrid_flops_per_token(model: ModelSpec, seq: float, tp: int) -> tuple[float, float]:
+    """Megatron-Bridge's count for a hybrid Mamba-Transformer (``flop_utils.py`` @067f987,
+    ``hybrid_flops``), per token: ``3 x`` the forward of its blocks, which counts an attention
+    block's projections ``4*h*q*(1 + k/a)`` and its whole score matrix ``2*q*s`` (not halved),
+    a Mamba-2 block ``2*h*(2*d + 2*G*N + H) + 7*d*N + 2*d*h`` with ``d = 2h`` (Bridge's
+    ``mamba_layer_flops`` takes the inner width as twice the hidden size whatever the heads),
+    a dense MLP ``4*h*f`` (``6*h*f`` gated), a MoE block ``4*h*f_e*(k + S)`` (gated ``x 3/2``;
+    no router) and the logits ``2*h*V`` (vocabulary padded to ``128*tp``). Returns
+    ``(total, attention)`` as :func:`megatron_flops_per_token`."""
+    h, a, k, q = model.hidden, model.heads, model.kv_heads, model.heads * (model.head_dim or 0)
+    scale = 1.5 if model.is_gated else 1.0
+    attn_proj = 4 * h * q * (1 + k / a)
+    attn_core = 2 * q * seq
+    d_in = 2 * h
+    mamba = (2 * h * (2 * d_in + 2 * model.mamba_groups * model.mamba_state
+                      + model.mamba_heads) + 7 * d_in * model.mamba_state + 2 * d_in * h)
+    mlp = 4 * h * model.ffn_hidden * scale
+    moe = 4 * h * model.moe_ffn_hidden * (model.top_k + model.shared_experts) * scale
+    vocab = -(-model.vocab // (128 * tp)) * (128 * tp)
+    fwd = (model.attention_layers * (attn_proj + attn_core) + model.mamba_layers * mamba
+           + model.mlp_layers * mlp + model.moe_layers * moe
+           + 2 * h * vocab * (1 + model.mtp_layers))
+    return 3.0 * fwd, 3.0 * model.attention_layers * attn_core
 
 
 #: the model whose LoRA runs Megatron-Bridge counts with its LoRA formula
@@ -696,8 +727,9 @@ REGRESSION_NOTE = re.compile(r"\bperformance regression\b", re.IGNORECASE)
 def unmodelled_reason(row: Row) -> str | None:
     """Why the training model cannot represent a measurement row, or None.
 
-    Checked: ``notes`` naming a hybrid Mamba-Transformer (Nemotron-H/Nemotron-3: the Mamba-2
-    scan layers have no cost model here); ``notes`` saying the source published the run as a
+    Checked: ``notes`` naming a hybrid Mamba-Transformer whose model has no hybrid preset
+    (its block pattern and Mamba-2 sizes are in no column: Nemotron-3 Super and Ultra, whose
+    LatentMoE experts are not modelled either); ``notes`` saying the source published the run as a
     known performance regression (:data:`REGRESSION_NOTE`: a software defect its source
     announces a fix for, not what the configuration achieves; predicting it would teach the
     calibration the defect); ``quant`` other than ``nf4`` (quantized base weights).
@@ -713,8 +745,10 @@ def unmodelled_reason(row: Row) -> str | None:
     """
     notes = (cell(row, "notes") or "").lower()
     if "mamba" in notes or "hybrid" in notes:
-        return ("model: hybrid Mamba-Transformer models (Mamba-2 state-space layers) are not "
-                "modelled")
+        exact, _ = preset_for_name(cell(row, "model"))
+        if exact is None or not exact.is_hybrid:
+            return (f"model: hybrid Mamba-Transformer {cell(row, 'model')!r} has no preset "
+                    "with its block pattern and Mamba-2 sizes (no column gives them)")
     if REGRESSION_NOTE.search(notes):
         return ("notes: the source flags this run as a known performance regression (a "
                 "software defect, not what the configuration achieves)")
@@ -747,6 +781,8 @@ def _model_for_row(row: Row, source: str, seq: int | None) -> ModelSpec:
             shape[col] = v
     if exact is not None and (shape["hidden"], shape["heads"]) == (exact.hidden, exact.heads):
         shape.update({k: getattr(exact, k) for k in _ATTENTION_FROM_PRESET})
+    if exact is not None and exact.is_hybrid and shape["layers"] == exact.layers:
+        shape.update({k: getattr(exact, k) for k in _HYBRID_FROM_PRESET})
     if shape.get("kv_lora_rank"):
         shape["kv_heads"] = shape["heads"]
     if seq is not None:

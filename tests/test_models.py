@@ -22,6 +22,10 @@ from symcost.models import (
 
 # Preset ids the validation set relies on.
 EXPECTED_IDS = {
+    # hybrid Mamba-Transformer models (tests/test_hybrid.py)
+    "nemotron-h-8b",
+    "nemotron-h-56b",
+    "nemotron-3-nano",
     "gpt3-175b",
     "gpt-1.7b",
     "gpt-3.6b",
@@ -430,8 +434,17 @@ def test_preset_families():
             assert (spec.mlp, spec.norm, spec.position) == ("gelu", "layernorm", "alibi")
             assert not spec.bias and spec.tied_embeddings and not spec.dropout
             assert (spec.vocab, spec.ffn_hidden) == (50368, 4 * spec.hidden)
-        elif model_id.startswith(("nemotron", "gpt-moe")):
-            # squared-ReLU (Nemotron) / GELU (assumed, GPT-MoE-1.8T) two-matrix MLP
+        elif spec.is_hybrid:
+            # Nemotron-H / Nemotron-3 (Megatron-Bridge HybridModelProvider): squared ReLU,
+            # RMSNorm, no position encoding
+            assert (spec.mlp, spec.norm, spec.position) == ("relu2", "rmsnorm", "none")
+            assert not spec.bias and not spec.tied_embeddings and not spec.dropout
+        elif model_id.startswith("nemotron"):
+            # Nemotron-4: squared-ReLU two-matrix MLP, LayerNorm, RoPE
+            assert (spec.mlp, spec.norm, spec.position) == ("relu2", "layernorm", "rope")
+            assert not spec.bias and not spec.tied_embeddings and not spec.dropout
+        elif model_id.startswith("gpt-moe"):
+            # GELU (assumed, GPT-MoE-1.8T) two-matrix MLP
             assert (spec.mlp, spec.norm, spec.position) == ("gelu", "layernorm", "rope")
             assert not spec.bias and not spec.tied_embeddings and not spec.dropout
         else:
@@ -495,7 +508,7 @@ def test_preset_yaml_is_consistent():
         ({"ffn_hidden": 0}, r"ffn_hidden must be a positive int \(got 0\)"),
         ({"vocab": 1000.0}, r"vocab must be a positive int \(got 1000\.0\)"),
         ({"seq_len": True}, r"seq_len must be a positive int \(got True\)"),
-        ({"mlp": "relu"}, r"mlp must be one of gelu, swiglu, geglu \(got 'relu'\)"),
+        ({"mlp": "relu"}, r"mlp must be one of gelu, swiglu, geglu, relu2 \(got 'relu'\)"),
         ({"norm": "batchnorm"}, r"norm must be one of layernorm, rmsnorm"),
         ({"position": "sinusoidal"}, r"position must be one of learned, rope, alibi"),
         ({"bias": "yes"}, r"bias must be a bool"),

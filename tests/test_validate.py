@@ -452,8 +452,8 @@ def test_shipped_rows_are_within_the_plausibility_checks():
     ("changes", "reason"),
     [
         ({"notes": "hybrid Mamba-Transformer MoE"},
-         "model: hybrid Mamba-Transformer models (Mamba-2 state-space layers) are not "
-         "modelled"),
+         "model: hybrid Mamba-Transformer 'GPT-3 175B' has no preset with its block pattern "
+         "and Mamba-2 sizes (no column gives them)"),
         ({"ep": 8}, "ep: 8 > 1 needs a mixture-of-experts model (this model is dense)"),
         ({"experts": 128, "top_k": 8}, "model 'GPT-3 175B': moe_ffn_hidden must be positive "
                                        "for a mixture-of-experts model (got 0)"),

@@ -87,8 +87,12 @@ and, fitted (6.24), only the 32 ZHANG23 ZeRO-3 + offload peak-memory rows; the s
 rewritten. A sixteenth (issue 11, 2026-11-26): rows whose source flags them as a known
 performance regression (``validate.REGRESSION_NOTE``) are skipped; with the previous parameter
 file this removed only those 4 MBRIDGE validation rows (26.06.01 gpt-oss-120b MXFP8) and moved
-nothing else; the parameters were recalibrated and the whole snapshot was rewritten. Every
-other value is as first written.
+nothing else; the parameters were recalibrated and the whole snapshot was rewritten. A
+seventeenth (issue 11, same day): hybrid Mamba-Transformer models (``ModelSpec.hybrid_pattern``,
+the Mamba-2 mixer of ``ops.ssm``, layer fractions in ``training``, the calibrated ``eff_ssm``)
+moved, with the previous parameter file, no stored draw and no validation row (the 40
+Nemotron-3 Nano rows were added); the parameters were recalibrated with those rows and
+``eff_ssm`` and the whole snapshot was rewritten. Every other value is as first written.
 
 The draws are described by plain field values (API keywords), so the test can replay them
 through the public API whatever the internals become.
