@@ -73,7 +73,7 @@ DESCRIPTIONS = {
     "mlp_up": "MLP up (and gate) projection GEMM",
     "mlp_down": "MLP down projection GEMM",
     "activation": "GeLU / SwiGLU",
-    "norms": "LayerNorm / RMSNorm (two per layer)",
+    "norms": "LayerNorm / RMSNorm (two per layer, one per hybrid block)",
     "residual_dropout": "bias + dropout + residual add",
     "layer_overhead": "fixed per-layer time (kernel launches)",
     "lm_head": "LM head GEMM",
@@ -91,6 +91,12 @@ DESCRIPTIONS = {
     "shared_experts": "shared experts (GEMMs and activation)",
     "moe_permute": "MoE token permutation and unpermutation",  # [moe]
     "moe_overhead": "fixed time per MoE layer (launches, dispatcher sync)",  # [moe]
+    # [hybrid] Mamba-2 mixer (symcost.ops.ssm)
+    "mamba_in_proj": "Mamba-2 input projection GEMM (z, x, B, C, dt)",
+    "mamba_conv": "Mamba-2 causal convolution with SiLU",
+    "mamba_scan": "Mamba-2 chunked SSD scan",
+    "mamba_norm": "Mamba-2 norm gated by z",
+    "mamba_out_proj": "Mamba-2 output projection GEMM",
     "fp8_cast": "fp8/fp4 casts of GEMM inputs",
     "optimizer": "Adam step",
     "pp_bubble": "pipeline fill and drain",

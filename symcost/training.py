@@ -663,6 +663,38 @@ def tp_comm_layer_forward() -> Cost:
         blocks_per_layer())
 
 
+def _tp_exposure() -> tuple[sp.Expr, sp.Expr, sp.Expr]:
+    """``(whole, exposed_f, exposed_b)`` of :func:`tp_comm_layer_exposed`: one forward pass's
+    collectives, and with overlap their exposed parts in a forward and in a backward pass."""
+    t = S.tp
+    whole = tp_comm_layer_forward().time
+    # one all-gather or reduce-scatter: half an all-reduce
+    one = coll.all_reduce(tokens_micro() * S.hidden * S.BYTES_ACT, t).time / 2
+    fwd = layer_forward_compute()
+    chunks = (t - 1) / t
+    # [hybrid] each block kind's GEMM pair against its own collectives, weighted by its
+    # share of the layers (the layer dict's times are already weighted: divided back; a
+    # kind absent from the model has weight and time 0)
+    fa, ff, fmb = attention_layer_fraction(), ffn_layer_fraction(), mamba_layer_fraction()
+    tiny = sp.Float(1e-30)
+    pairs = ((fa, (fwd["qkv_proj"].time / smax(fa, tiny), fwd["out_proj"].time / smax(fa, tiny))),
+             (ff, ((fwd["mlp_up"].time + fwd["shared_experts"].time / 2) / smax(ff, tiny),
+                   (fwd["mlp_down"].time + fwd["shared_experts"].time / 2) / smax(ff, tiny))),
+             (fmb, (fwd["mamba_in_proj"].time / smax(fmb, tiny),
+                    fwd["mamba_out_proj"].time / smax(fmb, tiny))))
+    exposed_f = sp.Add(*(w * smax(one - g * chunks, 0) for w, gs in pairs for g in gs))
+    exposed_b = sp.Add(*(w * smax(one - 2 * g * chunks, 0) for w, gs in pairs for g in gs))
+    return whole, exposed_f, exposed_b
+
+
+def tp_comm_forward_exposed() -> sp.Expr:
+    """Exposed tensor-parallel communication of one layer's forward pass, s: the forward share
+    of :func:`tp_comm_layer_exposed` (all four collectives without overlap, their exposed
+    parts with it)."""
+    whole, exposed_f, _ = _tp_exposure()
+    return (1 - S.tp_overlap) * whole + S.tp_overlap * exposed_f
+
+
 def tp_comm_layer_exposed(passes: sp.Expr) -> sp.Expr:
     """Exposed tensor-parallel communication of one layer's forward and backward, s.
 
@@ -685,24 +717,7 @@ def tp_comm_layer_exposed(passes: sp.Expr) -> sp.Expr:
         in large deep learning models" (ASPLOS'23), Sec. 3; NVIDIA Transformer Engine
         userbuffers / Megatron-Core ``--tp-comm-overlap`` (requires sequence parallelism).
     """
-    t = S.tp
-    whole = tp_comm_layer_forward().time
-    # one all-gather or reduce-scatter: half an all-reduce
-    one = coll.all_reduce(tokens_micro() * S.hidden * S.BYTES_ACT, t).time / 2
-    fwd = layer_forward_compute()
-    chunks = (t - 1) / t
-    # [hybrid] each block kind's GEMM pair against its own collectives, weighted by its
-    # share of the layers (the layer dict's times are already weighted: divided back; a
-    # kind absent from the model has weight and time 0)
-    fa, ff, fmb = attention_layer_fraction(), ffn_layer_fraction(), mamba_layer_fraction()
-    tiny = sp.Float(1e-30)
-    pairs = ((fa, (fwd["qkv_proj"].time / smax(fa, tiny), fwd["out_proj"].time / smax(fa, tiny))),
-             (ff, ((fwd["mlp_up"].time + fwd["shared_experts"].time / 2) / smax(ff, tiny),
-                   (fwd["mlp_down"].time + fwd["shared_experts"].time / 2) / smax(ff, tiny))),
-             (fmb, (fwd["mamba_in_proj"].time / smax(fmb, tiny),
-                    fwd["mamba_out_proj"].time / smax(fmb, tiny))))
-    exposed_f = sp.Add(*(w * smax(one - g * chunks, 0) for w, gs in pairs for g in gs))
-    exposed_b = sp.Add(*(w * smax(one - 2 * g * chunks, 0) for w, gs in pairs for g in gs))
+    whole, exposed_f, exposed_b = _tp_exposure()
     overlapped = exposed_f * (passes - 1) + exposed_b
     return (1 - S.tp_overlap) * whole * passes + S.tp_overlap * overlapped
 
@@ -1077,8 +1092,13 @@ def training_expressions() -> dict[str, sp.Expr]:
     # communication of that pass (the all-to-all split by its passes: 1 forward, 1 + full
     # recomputation backward), so faster kernels never expose more of it than they save
     ep_f = t_ep / (2 + IS_FULL)
-    win_f = t_f + Lc * cp_comm_layer_forward().time + ep_f
-    win_b = t_b + t_r + (t_cp - Lc * cp_comm_layer_forward().time) + (t_ep - ep_f)
+    # ... and the exposed tensor-parallel collectives (on NVLink, while the data-parallel ones
+    # use the network: a faster GEMM that exposes more of them must not also expose more of
+    # the data-parallel traffic, which would make the step slower)
+    tp_f = Lc * tp_comm_forward_exposed()
+    win_f = t_f + Lc * cp_comm_layer_forward().time + ep_f + tp_f
+    win_b = (t_b + t_r + (t_cp - Lc * cp_comm_layer_forward().time) + (t_ep - ep_f)
+             + (t_tp - tp_f))
     c = S.cp
     intra_pp = t * c * d * p <= S.gpus_per_node
     t_p2p = IS_PP * v * 2 * coll.p2p(n * S.hidden * S.BYTES_ACT / t, intra_pp).time

@@ -63,9 +63,10 @@ def _scale(name: str, ref: dict) -> float:
     return abs(ref[name])
 
 
-# 8 examples: each evaluates every output in SymPy (~13 s on a 2-core CI machine); the
-# regression snapshot replays 1,000 stored configurations through the compiled model as well
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.filter_too_much,
+# 5 examples: each evaluates every output in SymPy (~20 s on a 2-core CI machine since the
+# hybrid Mamba-Transformer terms; ~13 s before); the regression snapshot replays 1,000 stored
+# configurations through the compiled model as well
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.filter_too_much,
                                                                 HealthCheck.too_slow])
 @given(valid_configs())
 def test_compiled_float32_and_float64_agree_with_sympy(case):

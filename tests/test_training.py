@@ -235,9 +235,25 @@ def test_step_time_never_rises_when_a_rate_rises(c, name, factor):
     assert out["step_time"][1] <= out["step_time"][0] * (1 + 1e-12)
 
 
-# 8 examples: each evaluates every output in SymPy (~6 s); the regression snapshot replays
+def test_faster_gemms_do_not_expose_more_data_parallel_traffic():
+    """The case hypothesis found (GPT 7.5B, A100, tp 2 with TP overlap, cp 2, dp 8, one
+    micro-batch, ZeRO-1): 3x the 16-bit peak made the step 0.08% slower, because faster GEMMs
+    hid less TP traffic while the data-parallel sync, overlapped with compute only, was
+    exposed by exactly the compute saved. The overlap window now includes the exposed TP
+    time: the step stays at the data-parallel bound."""
+    c = {"tp": 2, "pp": 1, "dp": 8, "mb": 1, "m": 1, "recompute": "none", "zero": 1,
+         "sp": True, "flash": False, "model": "gpt-7.5b", "hw": "a100-sxm4-80gb", "cp": 2,
+         "ep": 1, "ep_overlap": False, "dp_replicate": 1, "tp_overlap": True}
+    inp = _inputs(c)
+    faster = {**inp, "peak_flops_16": 3 * inp["peak_flops_16"]}
+    out = evaluate_training({k: np.array([inp[k], faster[k]]) for k in inp}, "float64")
+    assert out["time_tp_comm"][1] > out["time_tp_comm"][0]  # more TP traffic exposed
+    assert out["step_time"][1] <= out["step_time"][0] * (1 + 1e-12)
+
+
+# 6 examples: each evaluates five outputs in SymPy (~9 s); the regression snapshot replays
 # 1,000 stored configurations through the compiled model as well
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_SPACE)
 def test_compiled_equals_sympy_random_configs(c):
     inp = _inputs(c)

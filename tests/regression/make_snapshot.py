@@ -92,7 +92,13 @@ seventeenth (issue 11, same day): hybrid Mamba-Transformer models (``ModelSpec.h
 the Mamba-2 mixer of ``ops.ssm``, layer fractions in ``training``, the calibrated ``eff_ssm``)
 moved, with the previous parameter file, no stored draw and no validation row (the 40
 Nemotron-3 Nano rows were added); the parameters were recalibrated with those rows and
-``eff_ssm`` and the whole snapshot was rewritten. Every other value is as first written.
+``eff_ssm`` and the whole snapshot was rewritten. An eighteenth (same day): the
+data-parallel overlap window includes the exposed tensor-parallel time (a faster GEMM that
+hides less TP traffic no longer exposes more data-parallel traffic: hypothesis found a step
+that grew with the peak); with the previous parameter file 103 stored training draws (DP-bound,
+tp > 1; every one faster) and 48 validation rows (NAR21 30, MLM24 15, MLM22 3) moved; the parameters
+were recalibrated and the whole snapshot was rewritten. Every other value is as first
+written.
 
 The draws are described by plain field values (API keywords), so the test can replay them
 through the public API whatever the internals become.
