@@ -223,7 +223,7 @@ _MOE_COLUMNS = ("experts", "top_k", "shared_experts", "moe_ffn_hidden", "dense_l
 _ATTENTION_FROM_PRESET = ("head_dim", "kv_lora_rank", "q_lora_rank", "rope_head_dim",
                           "sliding_window", "full_attention_step", "mtp_layers")
 #: the block layout and Mamba-2 sizes of a hybrid Mamba-Transformer (no column gives them),
-#: taken from its preset when the row has the preset's layer count.
+#: taken from its preset (a row stating another layer count is refused).
 _HYBRID_FROM_PRESET = ("hybrid_pattern", "mamba_heads", "mamba_head_dim", "mamba_state",
                        "mamba_groups")
 #: percent metrics: a published value above 100 is a data error.
@@ -781,7 +781,10 @@ def _model_for_row(row: Row, source: str, seq: int | None) -> ModelSpec:
             shape[col] = v
     if exact is not None and (shape["hidden"], shape["heads"]) == (exact.hidden, exact.heads):
         shape.update({k: getattr(exact, k) for k in _ATTENTION_FROM_PRESET})
-    if exact is not None and exact.is_hybrid and shape["layers"] == exact.layers:
+    if exact is not None and exact.is_hybrid:
+        if shape["layers"] != exact.layers:
+            raise RowError(f"layers: {shape['layers']} does not match the block pattern of the "
+                           f"hybrid preset {exact.name!r} ({exact.layers} blocks)")
         shape.update({k: getattr(exact, k) for k in _HYBRID_FROM_PRESET})
     if shape.get("kv_lora_rank"):
         shape["kv_heads"] = shape["heads"]

@@ -209,6 +209,13 @@ def test_hybrid_rows_are_predicted_with_their_preset_and_others_skipped(shared):
     assert reasons == {"model: hybrid Mamba-Transformer 'Nemotron-3-Super-120B-A12B' has no "
                        "preset with its block pattern and Mamba-2 sizes (no column gives them)"}
     assert unmodelled_reason({"model": "Nemotron-3-Nano", "notes": "hybrid Mamba"}) is None
+    # a row stating another layer count cannot take the preset's pattern: refused, not
+    # predicted as a transformer
+    row = shared[shared.model == "Nemotron-3-Nano"].iloc[:1].copy()
+    row["layers"] = 48
+    none, (skip,) = prepare_rows(row)
+    assert none == [] and skip.reason == ("layers: 48 does not match the block pattern of the "
+                                          "hybrid preset 'nemotron-3-nano' (52 blocks)")
 
 
 # ------------------------------------------------------------------------ Hugging Face configs
