@@ -46,7 +46,7 @@ from .params import Params
 from .ops import attention as att
 from .ops.cost import Cost, time_memory_bound
 from .ops.gemm import gemm
-from .functions import replace_symbols
+from .functions import replace_symbols, xreplace_shared
 
 __all__ = ["inference_modules", "training_modules", "MODULES", "TRAIN_PHASES", "INFER_PHASES", "evaluate_terms", "rope_cost",
            "training_module_terms", "inference_module_terms"]
@@ -238,11 +238,12 @@ def evaluate_terms(terms: Mapping[str, Mapping[str, sp.Expr]],
         ValueError: a term depends on a symbol missing from ``values``.
     """
     subs = {S.REGISTRY[k].symbol: sp.Float(v) for k, v in values.items() if k in S.REGISTRY}
+    memo: dict[sp.Basic, sp.Basic] = {}
     out: dict[str, dict[str, float]] = {}
     for phase, mods in terms.items():
         out[phase] = {}
         for mod, expr in mods.items():
-            val: Any = sp.sympify(expr).xreplace(subs)
+            val: Any = xreplace_shared(sp.sympify(expr), subs, memo)
             if val.free_symbols:
                 missing = ", ".join(sorted(str(x) for x in val.free_symbols))
                 raise ValueError(f"breakdown: {phase}.{mod} needs values for {missing}")

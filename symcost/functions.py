@@ -56,7 +56,33 @@ def replace_symbols(expr: sp.Expr, mapping: Mapping[sp.Basic, sp.Expr],
     """``expr`` with the symbols of ``mapping`` replaced, rebuilding ``Max``/``Min`` with
     ``evaluate=False`` (``xreplace`` re-evaluates them, and SymPy's zero-finding on large
     arguments takes tens of seconds; see :func:`symcost.functions.smax`)."""
-    memo: dict[sp.Basic, sp.Expr] = {} if _memo is None else _memo
+    return _replace(expr, mapping, {} if _memo is None else _memo, False)
+
+
+def xreplace_shared(expr: sp.Basic, mapping: Mapping[sp.Basic, sp.Basic],
+                    memo: dict[sp.Basic, sp.Basic] | None = None) -> sp.Basic:
+    """``expr.xreplace(mapping)``, visiting each distinct subexpression once.
+
+    SymPy's ``xreplace`` walks the expression as a tree, so a subexpression shared by many
+    terms (the cost formulas share most of theirs) is rebuilt and re-evaluated once per
+    occurrence; here each distinct node is rebuilt once, and ``memo`` (pass the same dict
+    for several expressions over the same ``mapping``) carries the work across expressions.
+    The result equals ``expr.xreplace(mapping)``: the same nodes rebuilt with the same SymPy
+    evaluation (``Max``, ``Piecewise`` and :class:`CeilDiv` of numbers evaluate). Substituting
+    numbers for every symbol of a training formula takes ~0.03 s instead of ~16 s.
+
+    Args:
+        expr: a SymPy expression.
+        mapping: subexpression -> replacement (typically symbol -> number).
+        memo: cache of rebuilt nodes for this ``mapping``; updated in place.
+    """
+    return _replace(expr, mapping, {} if memo is None else memo, True)
+
+
+def _replace(expr: sp.Basic, mapping: Mapping[sp.Basic, sp.Basic],
+             memo: dict[sp.Basic, sp.Basic], evaluate_extrema: bool) -> sp.Basic:
+    """Memoized ``xreplace``; with ``evaluate_extrema`` False, ``Max``/``Min`` are rebuilt
+    unevaluated."""
     hit = memo.get(expr)
     if hit is not None:
         return hit
@@ -65,10 +91,10 @@ def replace_symbols(expr: sp.Expr, mapping: Mapping[sp.Basic, sp.Expr],
     elif not expr.args:
         out = expr
     else:
-        args = [replace_symbols(a, mapping, memo) for a in expr.args]
+        args = [_replace(a, mapping, memo, evaluate_extrema) for a in expr.args]
         if all(x is y for x, y in zip(args, expr.args)):
             out = expr
-        elif isinstance(expr, (sp.Max, sp.Min)):
+        elif not evaluate_extrema and isinstance(expr, (sp.Max, sp.Min)):
             out = expr.func(*args, evaluate=False)
         else:
             out = expr.func(*args)

@@ -20,6 +20,7 @@ import sympy as sp
 
 from . import symbols as S
 from .fields import INFERENCE_FIELDS, MODEL_FIELDS, TRAINING_FIELDS
+from .functions import xreplace_shared
 
 #: significant digits of substituted numbers in printed formulas.
 DIGITS = 4
@@ -98,7 +99,7 @@ def substitute(expr: sp.Expr, values: Mapping[str, float], keep: Sequence[str] =
         v = values[s.name]
         subs[s] = sp.Integer(int(v)) if float(v).is_integer() and abs(v) < 2**53 else \
             sp.Float(v, 15)
-    out: sp.Expr = expr.xreplace(subs)
+    out: sp.Expr = xreplace_shared(expr, subs)
     if not kept:
         return out
     out = out.evalf(DIGITS)

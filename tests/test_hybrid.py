@@ -98,7 +98,7 @@ def _no_layer_overhead() -> Params:
         g: {**v, "t_layer_overhead": 0.0} for g, v in p.generations.items()})
 
 
-@settings(max_examples=6, deadline=None)
+@settings(max_examples=12, deadline=None)
 @given(tp=st.sampled_from([1, 2, 4]), mb=st.sampled_from([1, 2]),
        recompute=st.sampled_from(["none", "selective"]), sp_=st.booleans(),
        dtype=st.sampled_from(["bf16", "fp8"]))

@@ -13,13 +13,14 @@ import math
 
 import numpy as np
 import pytest
+import sympy as sp
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from symcost import symbols as S
 from symcost.api import training_inputs, training_model
 from symcost.config import ConfigError, TrainingConfig, resolve
-from symcost.functions import CeilDiv
+from symcost.functions import CeilDiv, xreplace_shared
 from symcost.lower import lower
 from symcost.models import get_model
 
@@ -63,12 +64,11 @@ def _scale(name: str, ref: dict) -> float:
     return abs(ref[name])
 
 
-# 3 examples: each evaluates every output in SymPy (~20 s on a 2-core CI machine since the
-# hybrid Mamba-Transformer terms; ~13 s before), within the CI budget of 15 minutes; the
-# regression snapshot replays 1,000 stored configurations through the compiled model, and
-# test_training.test_compiled_equals_sympy_random_configs checks five outputs
-@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.filter_too_much,
-                                                                HealthCheck.too_slow])
+# 25 examples: each evaluates every output in SymPy (about 0.1 s with the shared-subexpression
+# evaluation of CompiledModel.evaluate_sympy; the regression snapshot replays 1,000 stored
+# configurations through the compiled model as well)
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.filter_too_much,
+                                                                 HealthCheck.too_slow])
 @given(valid_configs())
 def test_compiled_float32_and_float64_agree_with_sympy(case):
     model, hw, cfg = case
@@ -81,6 +81,25 @@ def test_compiled_float32_and_float64_agree_with_sympy(case):
         scale = _scale(name, ref)
         assert abs(float(got64[name]) - r) <= 1e-10 * scale, (name, float(got64[name]), r)
         assert abs(float(got32[name]) - r) <= 1e-4 * scale, (name, float(got32[name]), r)
+
+
+@pytest.mark.parametrize("fields", [dict(tp=2, pp=2, dp=2, global_batch=16, zero=1),
+                                    dict(tp=1, pp=1, dp=4, global_batch=8, zero=3,
+                                         recompute="full")])
+def test_shared_replacement_equals_xreplace(fields):
+    """``xreplace_shared`` (the reference evaluation above) gives exactly SymPy's
+    ``xreplace`` on the mid-sized outputs (the largest take seconds with plain ``xreplace``),
+    with one memo carried across them."""
+    values = training_inputs("llama2-7b", "a100-sxm4-80gb", TrainingConfig(**fields))
+    cm = training_model("float64")
+    repl = {s: sp.Float(values[s.name], 30) for s in cm.inputs}
+    memo: dict = {}
+    names = ["time_tp_comm", "time_ep_comm", "time_optimizer", "mem_total", "mem_headroom",
+             "flops_hardware", "time_layer_backward"]
+    for name in names:
+        e = cm.expressions[name]
+        assert xreplace_shared(e, repl, memo) == e.xreplace(repl), name
+    assert len(memo) > 1000  # the subexpressions were shared, not re-walked
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
