@@ -21,7 +21,7 @@ CASE = dict(model="gpt3-175b", hardware="h100-sxm5-80gb",
 @pytest.fixture(scope="module")
 def client():
     cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                       dashboard_address=None, silence_logs=40)
+                                       dashboard_address=":0", silence_logs=40)
     c = distributed.Client(cluster)
     yield c
     c.close()

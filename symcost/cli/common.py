@@ -266,8 +266,8 @@ class ProgressBar:
 @contextlib.contextmanager
 def dask_client(workers: int | None, scheduler: str | None) -> Iterator[Any]:
     """A ``dask.distributed.Client`` for ``--workers N`` (a ``LocalCluster`` of N worker
-    processes, one thread each, closed on exit) or ``--scheduler ADDRESS`` (an existing
-    cluster), or None for neither.
+    processes, one thread each, its dashboard on a free port, closed on exit) or
+    ``--scheduler ADDRESS`` (an existing cluster), or None for neither.
 
     Raises:
         CliInputError: dask.distributed is not installed, or the scheduler cannot be
@@ -292,7 +292,7 @@ def dask_client(workers: int | None, scheduler: str | None) -> Iterator[Any]:
             client.close()
         return
     with distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                  dashboard_address=None, silence_logs=40) as cluster, \
+                                  dashboard_address=":0", silence_logs=40) as cluster, \
             distributed.Client(cluster) as client:
         yield client
 
