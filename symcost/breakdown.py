@@ -18,7 +18,8 @@ Conventions:
   between QK^T and attention·V by their FLOPs (half each) and softmax gets none.
 * ``RoPE`` (rotary position embedding, not in the step-time model) is the memory-bound
   rotation of Q and K: read and write ``(a + k) * d`` 16-bit elements per token per rank
-  (Su et al. 2021, RoFormer, Sec. 3.4.2). It is reported here only, not added to the step.
+  (Su et al. 2021, RoFormer, Sec. 3.4.2). It is reported here only, not added to the step,
+  and is zero for a model without rotary embeddings (``position`` learned, alibi or none).
 * ``other`` collects what is not a layer module: embedding and LM head with the loss,
   residual adds and dropout, fp8 casts, a hybrid model's Mamba-2 mixers, communication,
   pipeline bubble and fixed overheads,
@@ -39,9 +40,9 @@ from . import inference as inf
 from . import symbols as S
 from . import training as tr
 from .api import training_inputs
-from .config import InferenceConfig, TrainingConfig
+from .config import InferenceConfig, TrainingConfig, model_bindings
 from .infer_api import inference_inputs
-from .models import ModelSpec
+from .models import ModelSpec, get_model
 from .params import Params
 from .ops import attention as att
 from .ops.cost import Cost, time_memory_bound
@@ -131,7 +132,7 @@ def training_module_terms() -> dict[str, dict[str, sp.Expr]]:
         return {
             "rmsnorm": k * fwd["norms"].time,
             "qkv_proj": proj(("qkv_proj",), w_qkv, backward),
-            "rope": k * fa * rope_cost(n).time,
+            "rope": k * fa * S.rotary_pos * rope_cost(n).time,
             "qk_t": attn("qk_t", backward),
             "softmax": attn("softmax", backward),
             "attn_v": attn("attn_v", backward),
@@ -194,7 +195,7 @@ def inference_module_terms() -> dict[str, dict[str, sp.Expr]]:
     fl = att.attention_flash(b, s_in, heads, kv, d, S.peak_flops_16).time
     pre = {
         "rmsnorm": mo["norms"].time, "qkv_proj": gm["qkv_proj"].time,
-        "rope": rope_cost(rows).time,
+        "rope": S.rotary_pos * rope_cost(rows).time,
         "qk_t": sp.Piecewise((fl / 2, flash), (unf["qk_t"], True)),
         "softmax": sp.Piecewise((0, flash), (unf["softmax"], True)),
         "attn_v": sp.Piecewise((fl / 2, flash), (unf["attn_v"], True)),
@@ -214,7 +215,7 @@ def inference_module_terms() -> dict[str, dict[str, sp.Expr]]:
     ad = inf.attention_decode(b, ctx, inf.mean_decode_window_context()).time
     dec = {
         "rmsnorm": md["norms"].time, "qkv_proj": gd["qkv_proj"].time,
-        "rope": rope_cost(b).time,
+        "rope": S.rotary_pos * rope_cost(b).time,
         # decode attention: QK^T and AV each read one of K and V (half the bytes each)
         "qk_t": ad / 2, "softmax": sp.Integer(0), "attn_v": ad / 2,
         "out_proj": gd["out_proj"].time,
@@ -280,5 +281,7 @@ def inference_modules(model: ModelSpec | str, hardware: HardwareSpec | str,
     Raises:
         InferenceConfigError, ModelSpecError, HardwareSpecError, ParamsError: invalid input.
     """
-    values = inference_inputs(model, hardware, config, params)
+    spec = model if isinstance(model, ModelSpec) else get_model(model)
+    # the compiled serving model's inputs, and the model facts only the modules read (RoPE)
+    values = {**model_bindings(spec), **inference_inputs(spec, hardware, config, params)}
     return evaluate_terms(inference_module_terms(), values)

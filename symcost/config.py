@@ -219,6 +219,7 @@ def model_bindings(model: "ModelSpec") -> dict[str, float]:
         S.norm_bias.name: float(model.norm == "layernorm" and model.bias),
         S.tied_embed.name: float(model.tied_embeddings),
         S.learned_pos.name: float(model.position == "learned"),
+        S.rotary_pos.name: float(model.position == "rope"),
         S.has_dropout.name: float(model.dropout),
         # 0 unless the model sets a head width other than h/a (see training.head_dim), so a
         # sweep over ``hidden`` keeps d = h/a for models that derive it

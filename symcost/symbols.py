@@ -136,6 +136,9 @@ tied_embed = _declare("tied_embed", "model", "1", "1 when the LM head shares the
                       integer=True, nonneg=True)
 learned_pos = _declare("learned_pos", "model", "1", "1 for learned position embeddings",
                        integer=True, nonneg=True)
+rotary_pos = _declare("rotary_pos", "model", "1",
+                      "1 for rotary position embeddings (RoPE; Su et al. 2021)",
+                      integer=True, nonneg=True)
 has_dropout = _declare("has_dropout", "model", "1", "1 when dropout layers are active",
                        integer=True, nonneg=True)
 head_dim_given = _declare("head_dim_given", "model", "1",

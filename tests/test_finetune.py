@@ -12,8 +12,8 @@ from symcost import finetune as ft
 from symcost import symbols as S
 from symcost import training as T
 from symcost.api import predict_training, training_inputs
-from symcost.breakdown import evaluate_terms, training_module_terms
-from symcost.config import ConfigError, TrainingConfig
+from symcost.breakdown import evaluate_terms, inference_modules, training_module_terms
+from symcost.config import ConfigError, InferenceConfig, TrainingConfig
 from symcost.fields import TRAINING_FIELDS, coerce
 
 # Llama-2-7B: per layer 4*4096^2 attention + 3*4096*11008 MLP linear weights
@@ -124,6 +124,29 @@ def test_module_breakdown_sums_to_step_time() -> None:
         total = sum(sum(m.values()) for m in out.values())
         assert total - rope == pytest.approx(step, rel=1e-9)
         assert all(x >= 0 for m in out.values() for x in m.values())
+
+
+def test_rope_is_reported_only_for_rotary_models() -> None:
+    """RoPE is the rotation of Q and K: a rotary model (Llama-2) reports its hand-computed
+    memory-bound time, GPT-3 (learned positions) and Nemotron-H (no position encoding) none;
+    the step time does not change either way."""
+    cfg = TrainingConfig(seq_len=2048, micro_batch=1, global_batch=1)
+    llama = evaluate_terms(training_module_terms(),
+                           training_inputs("llama-2-7b", "a100-sxm4-80gb", cfg))
+    v = training_inputs("llama-2-7b", "a100-sxm4-80gb", cfg)
+    # 32 layers x 2048 tokens x (32 + 32 heads) x 128 x 2 bytes, read and written
+    nbytes = 32 * 2048 * 64 * 128 * 2 * 2
+    assert llama["forward"]["rope"] == pytest.approx(
+        nbytes / (v["hbm_bw"] * v["eff_hbm"]), rel=1e-9)
+    assert llama["backward"]["rope"] == pytest.approx(2 * llama["forward"]["rope"], rel=1e-9)
+    for model in ("gpt-1.7b", "nemotron-h-8b"):
+        out = evaluate_terms(training_module_terms(),
+                             training_inputs(model, "h100-sxm5-80gb", cfg))
+        assert out["forward"]["rope"] == 0 and out["backward"]["rope"] == 0, model
+    serve = InferenceConfig(batch=4, input_len=512, output_len=16)
+    assert inference_modules("llama-2-7b", "h100-sxm5-80gb", serve)["prefill"]["rope"] > 0
+    gpt = inference_modules("gpt-1.7b", "h100-sxm5-80gb", serve)
+    assert gpt["prefill"]["rope"] == 0 and gpt["decode"]["rope"] == 0
 
 
 def test_module_breakdown_of_a_moe_model_puts_the_experts_in_mlp() -> None:
