@@ -79,8 +79,10 @@ __all__ = [
 #: generation has runs with both, Hopper; on Ampere every FlashAttention run is FA2 and the
 #: ratio is not separable from ``eff_attn``, so it keeps its start value 1), the Mamba-2
 #: mixer's non-GEMM kernels against their roofline (``eff_ssm``, identified by the hybrid
-#: Mamba-Transformer runs only); a parameter the rows of a
-#: generation cannot identify (no MoE or offload run) keeps its start value. The others keep their starting values, documented here because each was
+#: Mamba-Transformer runs only), the speed of NVFP4 linear layers against the fp4 peak
+#: (``eff_fp4``, identified by NVFP4 runs only: Blackwell and Blackwell Ultra); a parameter
+#: the rows of a generation cannot identify (no MoE, offload or NVFP4 run) keeps its start
+#: value. The others keep their starting values, documented here because each was
 #: tried on the shared measurements: ``eff_hbm`` (training data constrain it only through
 #: small models' elementwise time; the fit pulled hopper's to 0.41, a stand-in for other
 #: small-model overheads that would halve memory-bound inference predictions, and it did not
@@ -92,7 +94,7 @@ __all__ = [
 #: ``eff_intra`` (NVLink, rarely exposed), ``mem_reserved`` (memory only) and
 #: the inference-only constants.
 DEFAULT_FIT: tuple[str, ...] = ("eff_gemm", "eff_attn", "eff_inter", "eff_moe", "eff_host",
-                                 "cpu_adam_rate", "fa2_ratio", "eff_ssm",
+                                 "cpu_adam_rate", "fa2_ratio", "eff_ssm", "eff_fp4",
                                  # [moe] grouped-GEMM size penalty, fixed time per MoE layer
                                  "moe_m_half", "t_moe_layer")
 

@@ -56,6 +56,8 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "fa2_ratio": (0.05, 1.0),
     # [hybrid] Mamba-2 scan, convolution and gated-norm kernels against their roofline
     "eff_ssm": (0.02, 1.0),
+    # NVFP4 linear layers against the fp4 peak (0.5: no faster than fp8)
+    "eff_fp4": (0.3, 1.0),
 }
 PARAM_NAMES: tuple[str, ...] = tuple(s.name for s in S.by_kind("efficiency"))
 assert set(PARAM_NAMES) == set(BOUNDS), "every efficiency symbol needs bounds"
@@ -67,11 +69,11 @@ assert set(PARAM_NAMES) == set(BOUNDS), "every efficiency symbol needs bounds"
 #: [moe] the grouped-GEMM size penalty and the fixed MoE layer time start at 0 (the model
 #: before they existed); FlashAttention-2 runs at native speed (``fa2_ratio`` 1); dense GEMMs
 #: have no size penalty (``gemm_m_half`` 0); [hybrid] the Mamba-2 mixer's kernels run at
-#: their roofline (``eff_ssm`` 1).
+#: their roofline (``eff_ssm`` 1); NVFP4 linear layers run at the fp4 peak (``eff_fp4`` 1).
 FALLBACK: dict[str, str | float] = {"eff_moe": "eff_gemm", "mem_cache_frac": 0.0,
                                     "mem_offload_layers": 0.0,
                                     "moe_m_half": 0.0, "t_moe_layer": 0.0, "fa2_ratio": 1.0,
-                                    "gemm_m_half": 0.0, "eff_ssm": 1.0}
+                                    "gemm_m_half": 0.0, "eff_ssm": 1.0, "eff_fp4": 1.0}
 
 
 #: a GPU generation split off after parameter files were written takes, where a file has no

@@ -457,5 +457,11 @@ eff_ssm = _declare("eff_ssm", "efficiency", "1",
                    "achieved fraction of the roofline speed of the Mamba-2 mixer's non-GEMM "
                    "kernels (causal convolution, chunked SSD scan, gated norm)")
 
+# NVFP4 linear layers (training)
+eff_fp4 = _declare("eff_fp4", "efficiency", "1",
+                   "speed of NVFP4 linear layers relative to the fp4 peak at the GEMM "
+                   "efficiency (its quantization, random Hadamard transforms and block scales "
+                   "included; 1: at the fp4 peak)")
+
 
 ALL_SYMBOLS: tuple[sp.Symbol, ...] = tuple(info.symbol for info in REGISTRY.values())

@@ -237,8 +237,14 @@ def gemm_peak() -> sp.Expr:
     """Dense peak FLOP/s of the linear layers' GEMM dtype: fp4 when ``fp4`` is 1 (NVFP4),
     fp8 when ``fp8`` is 1 (fp8 and MXFP8), else 16-bit. Attention and the LM head stay
     16-bit (Transformer Engine runs only the linear layers in fp8/fp4; NVIDIA, "Pretraining
-    LLMs with NVFP4", arXiv:2509.25149, Sec. 4)."""
-    return sp.Piecewise((S.peak_flops_4, S.fp4 > sp.Rational(1, 2)),
+    LLMs with NVFP4", arXiv:2509.25149, Sec. 4).
+
+    NVFP4 runs at ``eff_fp4`` of the fp4 peak (calibrated; 1/2 on a GPU whose fp4 peak is
+    twice its fp8 peak makes NVFP4 exactly as fast as fp8): its recipe adds work the fp8 one
+    does not, random Hadamard transforms on the weight-gradient inputs, 16-element block
+    scales in both layouts and stochastic rounding of the gradients (same paper, Sec. 4),
+    which the casts of :func:`fp8_cast_layer` do not count."""
+    return sp.Piecewise((S.peak_flops_4 * S.eff_fp4, S.fp4 > sp.Rational(1, 2)),
                         (S.peak_flops_8, S.fp8 > sp.Rational(1, 2)), (S.peak_flops_16, True))
 
 

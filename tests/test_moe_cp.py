@@ -7,6 +7,8 @@ formulas of :mod:`symcost.training`).
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import sympy as sp
 
@@ -15,6 +17,7 @@ from symcost import ConfigError, get_model, predict_training
 from symcost import symbols as S
 from symcost import training as T
 from symcost.config import model_bindings
+from symcost.params import load_params
 from symcost.ops import collectives as coll
 
 H100 = "h100-sxm5-80gb"
@@ -156,6 +159,25 @@ def test_nvfp4_runs_linear_layers_at_the_fp4_peak():
     assert fp4.step_time < fp8.step_time
     with pytest.raises(ConfigError, match="^dtype: .*no mxfp8"):
         predict_training(m, H100, dtype="mxfp8", **kw)
+
+
+def test_nvfp4_at_half_efficiency_is_exactly_fp8_on_b200():
+    """``eff_fp4`` scales only the NVFP4 GEMM rate: B200's fp4 peak is twice its fp8 peak
+    (9 vs 4.5 PFLOP/s dense), so NVFP4 at ``eff_fp4`` = 1/2 predicts every output of MXFP8
+    (casts, memory and communication are the same); at the shipped value it is faster, and
+    halving ``eff_fp4`` lengthens the step."""
+    m = get_model("llama-3-8b")
+    kw = dict(num_gpus=8, global_batch=64, micro_batch=1)
+    p = load_params()
+    half = dataclasses.replace(p, generations={
+        g: {**v, "eff_fp4": 0.5} for g, v in p.generations.items()})
+    fp8 = predict_training(m, "b200", dtype="mxfp8", params=half, **kw)
+    fp4 = predict_training(m, "b200", dtype="nvfp4", params=half, **kw)
+    for k, v in fp8.values.items():
+        assert fp4.values[k] == pytest.approx(v, rel=1e-12, abs=1e-15), k
+    shipped = predict_training(m, "b200", dtype="nvfp4", **kw)
+    assert p.for_generation("blackwell")["eff_fp4"] > 0.5
+    assert shipped.step_time < fp4.step_time
 
 
 @pytest.mark.parametrize("kwargs, match", [

@@ -97,8 +97,11 @@ data-parallel overlap window includes the exposed tensor-parallel time (a faster
 hides less TP traffic no longer exposes more data-parallel traffic: hypothesis found a step
 that grew with the peak); with the previous parameter file 103 stored training draws (DP-bound,
 tp > 1; every one faster) and 48 validation rows (NAR21 30, MLM24 15, MLM22 3) moved; the parameters
-were recalibrated and the whole snapshot was rewritten. Every other value is as first
-written.
+were recalibrated and the whole snapshot was rewritten. A nineteenth (issue 11, same day):
+NVFP4 linear layers run at the calibrated ``eff_fp4`` of the fp4 peak; with the previous
+parameter file (``eff_fp4`` absent, so 1) nothing moved; the parameters were recalibrated
+(Blackwell 0.86, Blackwell Ultra 0.59) and the whole snapshot was rewritten. Every other
+value is as first written.
 
 The draws are described by plain field values (API keywords), so the test can replay them
 through the public API whatever the internals become.
