@@ -128,8 +128,8 @@ def test_module_breakdown_sums_to_step_time() -> None:
 
 def test_rope_is_reported_only_for_rotary_models() -> None:
     """RoPE is the rotation of Q and K: a rotary model (Llama-2) reports its hand-computed
-    memory-bound time, GPT-3 (learned positions) and Nemotron-H (no position encoding) none;
-    the step time does not change either way."""
+    memory-bound time, GPT (learned positions) and Nemotron-H (no position encoding) none, in
+    training and in serving (the step time excludes RoPE either way: see the test above)."""
     cfg = TrainingConfig(seq_len=2048, micro_batch=1, global_batch=1)
     llama = evaluate_terms(training_module_terms(),
                            training_inputs("llama-2-7b", "a100-sxm4-80gb", cfg))
