@@ -67,7 +67,7 @@ __all__ = [
     "DEFAULT_FIT", "TRANSFER_FROM", "CalibrationError", "CalibrationResult", "GenerationFit",
     "bound_warnings", "calibrate", "calibrate_rows", "check_output_path", "cross_validate",
     "run_table", "start_params", "transfer_missing", "write_params",
-    "MEMORY_FIT", "fit_memory", "KERNEL_PARAMS",
+    "MEMORY_FIT", "fit_memory", "KERNEL_PARAMS", "identifiable_columns",
 ]
 
 #: parameters fitted by default (per generation): the achieved fractions of peak of GEMMs
@@ -232,6 +232,53 @@ def values_at(theta: np.ndarray, names: Sequence[str], name: str) -> float:
     return float(theta[list(names).index(name)])
 
 
+def identifiable_columns(scaled: npt.ArrayLike) -> npt.NDArray[np.bool_]:
+    """Which parameters a fit can identify, from the Jacobian of the log step time scaled by
+    each parameter's value (``d log t / d log theta``, shape ``(runs, parameters)``, columns
+    in the order the parameters were requested). Returns a boolean mask over the columns.
+
+    A column is dropped (its parameter keeps its start value), in this order, when
+
+    1. it does not influence any run: largest ``|scaled|`` at most 1e-6;
+    2. it is (nearly) parallel to an earlier kept column (|cosine| > 1 - 1e-4): the runs move
+       both parameters the same way, so the fit could trade one for the other along a flat
+       valley (of two equal columns, e.g. ``eff_attn`` and ``fa2_ratio`` when every
+       attention run uses FlashAttention-2, the one listed last: a refinement of an earlier
+       one);
+    3. the kept columns are rank-deficient (``numpy.linalg.matrix_rank`` with tolerance
+       1e-6 of the largest entry) and it takes part in a null direction (its weight in a
+       right singular vector of a singular value below that tolerance exceeds 1e-3 of the
+       vector's largest weight): among those columns the weakest (least norm) goes first,
+       the one listed last among equals; repeated until full rank. A dropped column is a
+       combination of the others, so the kept columns span what all of them did. A weak
+       column outside every null direction (e.g. ``eff_host`` moving a few offload runs) is
+       kept: the previous rule dropped the weakest column whatever caused the deficiency.
+    """
+    sc = np.asarray(scaled, dtype=np.float64)
+    active: npt.NDArray[np.bool_] = np.asarray(np.max(np.abs(sc), axis=0, initial=0.0) > 1e-6)
+    unit = sc / np.maximum(np.linalg.norm(sc, axis=0), 1e-300)
+    for a in range(sc.shape[1]):
+        for b in range(a):
+            if active[a] and active[b] and abs(unit[:, a] @ unit[:, b]) > 1 - 1e-4:
+                active[a] = False
+    while True:
+        cols = np.flatnonzero(active)
+        if len(cols) <= 1:
+            break
+        sub = sc[:, cols]
+        tol = 1e-6 * np.abs(sub).max()
+        if np.linalg.matrix_rank(sub, tol=tol) == len(cols):
+            break
+        _, sv, vt = np.linalg.svd(sub, full_matrices=True)
+        sv = np.concatenate([sv, np.zeros(len(cols) - len(sv))])
+        null = np.abs(vt[sv <= tol])
+        involved = np.any(null > 1e-3 * null.max(axis=1, keepdims=True), axis=0)
+        norms = np.where(involved, np.linalg.norm(sub, axis=0), np.inf)
+        ties = np.flatnonzero(norms <= norms.min() * (1 + 1e-6))
+        active[cols[ties[-1]]] = False
+    return active
+
+
 def _fit_generation(gen: str, X_inputs: dict[str, np.ndarray], y: np.ndarray,
                     start: dict[str, float], fit: Sequence[str], n_rows: int) -> GenerationFit:
     from scipy.optimize import least_squares
@@ -263,32 +310,8 @@ def _fit_generation(gen: str, X_inputs: dict[str, np.ndarray], y: np.ndarray,
     if not (np.all(np.isfinite(r0)) and np.all(np.isfinite(J0))):
         raise CalibrationError(f"calibrate: {gen}: the model gives a non-finite step time at "
                                "the starting parameters")
-    # parameters that do not influence any row (relative sensitivity ~ 0) stay fixed
-    sens = np.max(np.abs(J0 * np.where(theta0 != 0, theta0, hi)), axis=0)
-    active = sens > 1e-6
-    # drop parameters the rows cannot tell apart from the others (rank-deficient scaled
-    # Jacobian at the start), weakest column first, and among columns of equal weight (e.g.
-    # eff_attn and fa2_ratio when every attention run uses FlashAttention-2) the one listed
-    # last in ``fit`` (a refinement of an earlier one); they stay at their start values
-    scaled0 = J0 * np.where(theta0 != 0, theta0, hi)
-    while True:
-        cols = np.flatnonzero(active)
-        if len(cols) <= 1:
-            break
-        sub = scaled0[:, cols]
-        if np.linalg.matrix_rank(sub, tol=1e-6 * np.abs(sub).max()) == len(cols):
-            break
-        norms = np.linalg.norm(sub, axis=0)
-        ties = np.flatnonzero(norms <= norms.min() * (1 + 1e-6))
-        active[cols[ties[-1]]] = False
-    # and a column (nearly) parallel to an earlier one (cosine > 1 - 1e-4: the rows move both
-    # parameters the same way, so the fit could trade one for the other along a flat valley)
-    cols = np.flatnonzero(active)
-    unit = scaled0[:, cols] / np.maximum(np.linalg.norm(scaled0[:, cols], axis=0), 1e-300)
-    for a in range(len(cols)):
-        for b in range(a):
-            if active[cols[a]] and active[cols[b]] and abs(unit[:, a] @ unit[:, b]) > 1 - 1e-4:
-                active[cols[a]] = False
+    # parameters the rows cannot influence or cannot tell apart stay at their start values
+    active = identifiable_columns(J0 * np.where(theta0 != 0, theta0, hi))
     dead = tuple(p for p, a in zip(fit, active) if not a)
     free = tuple(p for p, a in zip(fit, active) if a)
     if not free:

@@ -10,12 +10,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from symcost.api import training_inputs
 from symcost.calibrate import (DEFAULT_FIT, CalibrationError, bound_warnings, calibrate,
-                               calibrate_rows, check_output_path, cross_validate, start_params,
-                               transfer_missing, write_params)
+                               calibrate_rows, check_output_path, cross_validate,
+                               identifiable_columns, start_params, transfer_missing,
+                               write_params)
 from symcost.config import TrainingConfig
 from symcost.cli import app
 from symcost.params import Params, ParamsError, load_params
@@ -424,6 +427,53 @@ def test_collinear_parameters_fit_only_one(synthetic, base):
     assert np.isfinite(f.stderr[fitted]) and stuck not in f.stderr
     with pytest.raises(CalibrationError, match="duplicate"):
         calibrate_rows(rows, base, ("eff_gemm", "eff_gemm"))
+
+
+def test_weak_independent_parameter_survives_a_collinear_pair():
+    """Hand case: columns a, a (e.g. eff_attn and fa2_ratio when every run uses FA2) and a
+    weak column c moving two runs only (e.g. eff_host on a few offload runs). The pair is
+    the rank deficiency, so the later of the two goes and c stays. (The previous rule
+    dropped the weakest column first whatever caused the deficiency: it removed c, then b.)"""
+    a = np.array([1.0, 0.8, 0.6, 0.9, 0.7])
+    c = np.array([0.0, 0.0, 0.0, 0.02, 0.03])
+    z = np.zeros(5)
+    assert identifiable_columns(np.column_stack([a, a, c, z])).tolist() == \
+        [True, False, True, False]
+    # a and c + a/2 are independent, and c + a/2 - a/2 = c: the three take part and the
+    # weakest (c) goes
+    assert identifiable_columns(np.column_stack([a, c + a / 2, c])).tolist() == \
+        [True, True, False]
+    # fewer runs than parameters: only as many as the runs can tell apart stay
+    assert identifiable_columns(np.eye(2, 3)).tolist() == [True, True, False]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**31 - 1))
+def test_identifiable_columns_keep_a_full_rank_basis(seed):
+    """Random scaled Jacobians with planted dependencies (copies, sums, weak and zero
+    columns): the kept columns have full rank, and each dropped column with influence lies in
+    their span (adding it back loses rank) or is nearly parallel to a kept one, so no
+    identifiable parameter is dropped."""
+    rng = np.random.default_rng(seed)
+    n, k = int(rng.integers(4, 12)), int(rng.integers(2, 6))
+    cols = [rng.normal(size=n) * 10.0 ** rng.uniform(-3, 0) for _ in range(k)]
+    for _ in range(int(rng.integers(1, 4))):
+        i, j = rng.integers(0, len(cols), size=2)
+        kind = rng.integers(0, 3)
+        cols.append(cols[i] * rng.uniform(0.5, 2) if kind == 0 else
+                    cols[i] + cols[j] if kind == 1 else np.zeros(n))
+    order = rng.permutation(len(cols))
+    m = np.column_stack([cols[o] for o in order])
+    keep = identifiable_columns(m)
+    kept = m[:, keep]
+    tol = 1e-6 * np.abs(m).max()
+    assert np.linalg.matrix_rank(kept, tol=tol) == kept.shape[1]
+    unit = kept / np.linalg.norm(kept, axis=0)
+    for j in np.flatnonzero(~keep):
+        if np.abs(m[:, j]).max() > 1e-6:
+            both = np.column_stack([kept, m[:, j]])
+            parallel = np.abs(unit.T @ m[:, j]).max() / np.linalg.norm(m[:, j]) > 1 - 1e-4
+            assert parallel or np.linalg.matrix_rank(both, tol=tol) == kept.shape[1], j
 
 
 # ------------------------------------------------------------------------ inputs (issue 10)
