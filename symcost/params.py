@@ -51,6 +51,8 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "gemm_m_half": (0.0, 65536.0),
     # [moe] grouped-GEMM half-efficiency tokens per expert; fixed time per MoE layer pass
     "moe_m_half": (0.0, 65536.0),
+    # [moe] grouped-GEMM half-efficiency work per expert GEMM (FLOP)
+    "moe_flop_half": (0.0, 1e12),
     "t_moe_layer": (0.0, 1e-2),
     # FlashAttention-2 relative to native attention kernels
     "fa2_ratio": (0.05, 1.0),
@@ -66,13 +68,14 @@ assert set(PARAM_NAMES) == set(BOUNDS), "every efficiency symbol needs bounds"
 #: the MoE grouped-GEMM efficiency starts as the dense GEMM efficiency; the caching-allocator
 #: retention (``mem_cache_frac``, ``mem_offload_layers``, fitted by
 #: :func:`symcost.calibrate.fit_memory`) starts at 0;
-#: [moe] the grouped-GEMM size penalty and the fixed MoE layer time start at 0 (the model
-#: before they existed); FlashAttention-2 runs at native speed (``fa2_ratio`` 1); dense GEMMs
+#: [moe] the grouped-GEMM size penalties (``moe_m_half``, ``moe_flop_half``) and the fixed
+#: MoE layer time start at 0 (the model before they existed); FlashAttention-2 runs at native speed (``fa2_ratio`` 1); dense GEMMs
 #: have no size penalty (``gemm_m_half`` 0); [hybrid] the Mamba-2 mixer's kernels run at
 #: their roofline (``eff_ssm`` 1); NVFP4 linear layers run at the fp4 peak (``eff_fp4`` 1).
 FALLBACK: dict[str, str | float] = {"eff_moe": "eff_gemm", "mem_cache_frac": 0.0,
                                     "mem_offload_layers": 0.0,
-                                    "moe_m_half": 0.0, "t_moe_layer": 0.0, "fa2_ratio": 1.0,
+                                    "moe_m_half": 0.0, "moe_flop_half": 0.0,
+                                    "t_moe_layer": 0.0, "fa2_ratio": 1.0,
                                     "gemm_m_half": 0.0, "eff_ssm": 1.0, "eff_fp4": 1.0}
 
 

@@ -438,6 +438,10 @@ gemm_m_half = _declare("gemm_m_half", "efficiency", "1",
 moe_m_half = _declare("moe_m_half", "efficiency", "1",
                       "tokens per local expert at which the grouped expert GEMMs reach half of "
                       "eff_moe (small per-expert M: tile and wave quantization)", nonneg=True)
+moe_flop_half = _declare("moe_flop_half", "efficiency", "FLOP",
+                         "work of one expert's GEMM (2*M*N*K) at which the grouped expert "
+                         "GEMMs reach half of eff_moe (per-expert fixed costs: partly filled "
+                         "tiles and waves, prologue and epilogue)", nonneg=True)
 t_moe_layer = _declare("t_moe_layer", "efficiency", "s",
                        "fixed time per MoE layer per forward pass (router, permutation and "
                        "dispatcher kernel launches, host sync of the per-expert token counts); "

@@ -28,7 +28,7 @@ TINY = {
     "q_lora_rank": 0, "rope_head_dim": 0, "fp8": 0, "fp4": 0,
     "peak_flops_16": 1e12, "peak_flops_8": 2e12, "peak_flops_4": 4e12,
     "hbm_bw": 1e12, "eff_hbm": 0.5, "eff_gemm": 0.8, "eff_moe": 0.5, "moe_m_half": 16,
-    "t_moe_layer": 1e-3, "moe_imbalance": 1, "moe_capacity_factor": 0, "etp": 1,
+    "moe_flop_half": 0, "t_moe_layer": 1e-3, "moe_imbalance": 1, "moe_capacity_factor": 0, "etp": 1,
     # a transformer, not a hybrid Mamba-Transformer (block counts and Mamba-2 sizes unused)
     "hybrid": 0, "attn_layers": 0, "mamba_layers": 0, "mlp_layers": 0, "mamba_heads": 0,
     "mamba_head_dim": 0, "mamba_state": 0, "mamba_groups": 0, "eff_ssm": 1, "eff_attn": 0.5,
@@ -66,6 +66,21 @@ def test_grouped_gemm_efficiency_halves_at_m_half():
     assert _bind(f(sp.Integer(48)), TINY) == pytest.approx(0.375)
     assert _bind(f(sp.Integer(48)), {**TINY, "moe_m_half": 0}) == pytest.approx(0.5)
     assert _bind(f(sp.Integer(0)), TINY) == pytest.approx(0.5 / 17)
+
+
+def test_grouped_gemm_efficiency_halves_at_flop_half():
+    """The work factor W/(W + W_half), W = 2*M*N*K: M = 16 tokens, N = 8, K = 4 -> W = 1024
+    FLOP; at W_half = 1024 (and M_half = 0) 0.5 * 1/2 = 0.25; at W_half = 3072, 0.5 * 1/4;
+    both factors together (M_half 16): 0.5 * 16/32 * 1024/(1024 + 1024) = 0.125. The same
+    work split differently (M = 32, N = 4) gets the same factor: only the work counts."""
+    f = T.grouped_gemm_efficiency
+    m, n, k = sp.Integer(16), sp.Integer(8), sp.Integer(4)
+    no_m = {**TINY, "moe_m_half": 0}
+    assert _bind(f(m, n, k), {**no_m, "moe_flop_half": 1024}) == pytest.approx(0.25)
+    assert _bind(f(m, n, k), {**no_m, "moe_flop_half": 3072}) == pytest.approx(0.125)
+    assert _bind(f(m, n, k), {**TINY, "moe_flop_half": 1024}) == pytest.approx(0.125)
+    assert _bind(f(sp.Integer(32), sp.Integer(4), k), {**no_m, "moe_flop_half": 1024}) == \
+        pytest.approx(0.25)
 
 
 def test_layer_terms_of_a_tiny_moe_by_hand():

@@ -104,8 +104,11 @@ parameter file (``eff_fp4`` absent, so 1) nothing moved; the parameters were rec
 (2026-11-26, calibration only): the fit no longer drops a parameter the rows identify because
 two other parameters are collinear (``symcost.calibrate.identifiable_columns``); with the
 previous parameter file nothing moved; recalibrated, Ampere's ``eff_inter`` is fitted (0.65
--> 0.70, it was dropped before) and the whole snapshot was rewritten. Every other value is
-as first written.
+-> 0.70, it was dropped before) and the whole snapshot was rewritten. A twenty-first (issue
+11, same day): a grouped expert GEMM's efficiency also falls with its work ``2*M*N*K``
+(``moe_flop_half``); with the previous parameter file (``moe_flop_half`` absent, so 0)
+nothing moved; the parameters were recalibrated (``moe_flop_half`` fitted, ``moe_m_half``
+0) and the whole snapshot was rewritten. Every other value is as first written.
 
 The draws are described by plain field values (API keywords), so the test can replay them
 through the public API whatever the internals become.
