@@ -350,11 +350,14 @@ def _fit_generation(gen: str, X_inputs: dict[str, np.ndarray], y: np.ndarray,
     theta = full(res.x)
     if _robust_cost(resid(res.x)) > cost0:  # never worse than the start (prior included)
         theta = theta0
+    lo_hit = np.isclose(theta[sel], lo[sel], rtol=1e-6, atol=1e-12)
+    hi_hit = np.isclose(theta[sel], hi[sel], rtol=1e-6, atol=1e-12)
+    # a parameter that ended on a bound takes the bound itself (0, not 1e-39)
+    theta = theta.copy()
+    theta[sel] = np.where(lo_hit, lo[sel], np.where(hi_hit, hi[sel], theta[sel]))
+    at_b = tuple(p for p, a, b in zip(free, lo_hit, hi_hit) if a or b)
     r, J = get(theta)
     cost = _robust_cost(r)
-    at_b = tuple(p for p, v in zip(free, theta[sel]) if
-                 np.isclose(v, BOUNDS[p][0], rtol=1e-6, atol=1e-12)
-                 or np.isclose(v, BOUNDS[p][1], rtol=1e-6, atol=1e-12))
     cov_names = tuple(p for p in free if p not in at_b)
     cov: npt.NDArray[Any] = np.zeros((0, 0))
     stderr: dict[str, float] = {}

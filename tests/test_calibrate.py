@@ -377,6 +377,8 @@ def test_bound_is_reported_in_words(tmp_path, synthetic):
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["generations"]["ampere"]["at_bound"] == ["eff_gemm"]
     assert res.stderr.splitlines() == [line]
+    # the written value is the bound itself, not a float a hair below it
+    assert load_params(out).generations["ampere"]["eff_gemm"] == 1.0
 
 
 def test_no_bound_warning_inside_the_range(fitted):
