@@ -74,10 +74,11 @@ __all__ = [
 #: (``eff_gemm``), of attention kernels (``eff_attn``), of the inter-node network
 #: (``eff_inter``), of MoE grouped expert GEMMs (``eff_moe``, with its half-efficiency work
 #: per expert GEMM ``moe_flop_half``) and the fixed time per MoE layer pass
-#: (``t_moe_layer``), of the host link (``eff_host``) and the host's CPU Adam rate (``cpu_adam_rate``), the speed of
-#: FlashAttention-2 kernels relative to native ones (``fa2_ratio``: identified only where a
-#: generation has runs with both, Hopper; on Ampere every FlashAttention run is FA2 and the
-#: ratio is not separable from ``eff_attn``, so it keeps its start value 1), the Mamba-2
+#: (``t_moe_layer``), of the host link (``eff_host``) and the host's CPU Adam rate
+#: (``cpu_adam_rate``), the speed of FlashAttention-2 kernels relative to native ones
+#: (``fa2_ratio``: identified only where a generation has runs with both, Hopper; on Ampere
+#: every FlashAttention run is FA2 and the ratio is not separable from ``eff_attn``, so it
+#: keeps its start value 1), the Mamba-2
 #: mixer's non-GEMM kernels against their roofline (``eff_ssm``, identified by the hybrid
 #: Mamba-Transformer runs only), the speed of NVFP4 linear layers against the fp4 peak
 #: (``eff_fp4``, identified by NVFP4 runs only: Blackwell and Blackwell Ultra); a parameter

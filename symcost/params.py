@@ -69,9 +69,10 @@ assert set(PARAM_NAMES) == set(BOUNDS), "every efficiency symbol needs bounds"
 #: retention (``mem_cache_frac``, ``mem_offload_layers``, fitted by
 #: :func:`symcost.calibrate.fit_memory`) starts at 0;
 #: [moe] the grouped-GEMM size penalties (``moe_m_half``, ``moe_flop_half``) and the fixed
-#: MoE layer time start at 0 (the model before they existed); FlashAttention-2 runs at native speed (``fa2_ratio`` 1); dense GEMMs
-#: have no size penalty (``gemm_m_half`` 0); [hybrid] the Mamba-2 mixer's kernels run at
-#: their roofline (``eff_ssm`` 1); NVFP4 linear layers run at the fp4 peak (``eff_fp4`` 1).
+#: MoE layer time start at 0 (the model before they existed); FlashAttention-2 runs at
+#: native speed (``fa2_ratio`` 1); dense GEMMs have no size penalty (``gemm_m_half`` 0);
+#: [hybrid] the Mamba-2 mixer's kernels run at their roofline (``eff_ssm`` 1); NVFP4 linear
+#: layers run at the fp4 peak (``eff_fp4`` 1).
 FALLBACK: dict[str, str | float] = {"eff_moe": "eff_gemm", "mem_cache_frac": 0.0,
                                     "mem_offload_layers": 0.0,
                                     "moe_m_half": 0.0, "moe_flop_half": 0.0,

@@ -544,8 +544,7 @@ def dense_gemm_efficiency() -> sp.Expr:
     return size_efficiency(S.eff_gemm, tokens_micro(), S.gemm_m_half)
 
 
-def grouped_gemm_efficiency(per_expert: sp.Expr, n: sp.Expr = sp.Integer(1),
-                            k: sp.Expr = sp.Integer(1)) -> sp.Expr:
+def grouped_gemm_efficiency(per_expert: sp.Expr, n: sp.Expr, k: sp.Expr) -> sp.Expr:
     """[moe] Achieved fraction of peak of a grouped expert GEMM of ``M = per_expert`` tokens per
     local expert, ``N`` outputs and ``K`` inputs per expert: ``eff_moe * M/(M + M_half) *
     W/(W + W_half)`` with ``W = 2*M*N*K`` the FLOP of one expert's GEMM (``M_half =

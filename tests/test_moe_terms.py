@@ -28,7 +28,8 @@ TINY = {
     "q_lora_rank": 0, "rope_head_dim": 0, "fp8": 0, "fp4": 0,
     "peak_flops_16": 1e12, "peak_flops_8": 2e12, "peak_flops_4": 4e12,
     "hbm_bw": 1e12, "eff_hbm": 0.5, "eff_gemm": 0.8, "eff_moe": 0.5, "moe_m_half": 16,
-    "moe_flop_half": 0, "t_moe_layer": 1e-3, "moe_imbalance": 1, "moe_capacity_factor": 0, "etp": 1,
+    "moe_flop_half": 0, "t_moe_layer": 1e-3, "moe_imbalance": 1, "moe_capacity_factor": 0,
+    "etp": 1,
     # a transformer, not a hybrid Mamba-Transformer (block counts and Mamba-2 sizes unused)
     "hybrid": 0, "attn_layers": 0, "mamba_layers": 0, "mlp_layers": 0, "mamba_heads": 0,
     "mamba_head_dim": 0, "mamba_state": 0, "mamba_groups": 0, "eff_ssm": 1, "eff_attn": 0.5,
@@ -59,13 +60,14 @@ def test_router_scores_bytes_by_hand():
 
 
 def test_grouped_gemm_efficiency_halves_at_m_half():
-    """eff_moe * M/(M + M_half): 0.5 * 16/(16 + 16) = 0.25; 0.5 * 48/64 = 0.375; M_half = 0
-    gives eff_moe; an M below 1 (dense model, top_k = 0) is held at 1: 0.5 * 1/17."""
+    """eff_moe * M/(M + M_half) (W_half = 0): 0.5 * 16/(16 + 16) = 0.25; 0.5 * 48/64 = 0.375;
+    M_half = 0 gives eff_moe; an M below 1 (dense model, top_k = 0) is held at 1: 0.5 * 1/17."""
     f = T.grouped_gemm_efficiency
-    assert _bind(f(sp.Integer(16)), TINY) == pytest.approx(0.25)
-    assert _bind(f(sp.Integer(48)), TINY) == pytest.approx(0.375)
-    assert _bind(f(sp.Integer(48)), {**TINY, "moe_m_half": 0}) == pytest.approx(0.5)
-    assert _bind(f(sp.Integer(0)), TINY) == pytest.approx(0.5 / 17)
+    n, k = sp.Integer(8), sp.Integer(4)
+    assert _bind(f(sp.Integer(16), n, k), TINY) == pytest.approx(0.25)
+    assert _bind(f(sp.Integer(48), n, k), TINY) == pytest.approx(0.375)
+    assert _bind(f(sp.Integer(48), n, k), {**TINY, "moe_m_half": 0}) == pytest.approx(0.5)
+    assert _bind(f(sp.Integer(0), n, k), TINY) == pytest.approx(0.5 / 17)
 
 
 def test_grouped_gemm_efficiency_halves_at_flop_half():
