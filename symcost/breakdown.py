@@ -39,10 +39,10 @@ from . import finetune as ft
 from . import inference as inf
 from . import symbols as S
 from . import training as tr
-from .api import training_inputs
+from .api import as_model, training_inputs
 from .config import InferenceConfig, TrainingConfig, model_bindings
 from .infer_api import inference_inputs
-from .models import ModelSpec, get_model
+from .models import ModelSpec
 from .params import Params
 from .ops import attention as att
 from .ops.cost import Cost, time_memory_bound
@@ -281,7 +281,7 @@ def inference_modules(model: ModelSpec | str, hardware: HardwareSpec | str,
     Raises:
         InferenceConfigError, ModelSpecError, HardwareSpecError, ParamsError: invalid input.
     """
-    spec = model if isinstance(model, ModelSpec) else get_model(model)
+    spec = as_model(model)
     # the compiled serving model's inputs, and the model facts only the modules read (RoPE)
     values = {**model_bindings(spec), **inference_inputs(spec, hardware, config, params)}
     return evaluate_terms(inference_module_terms(), values)
