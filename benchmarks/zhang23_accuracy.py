@@ -8,11 +8,11 @@ reports, for the ZHANG23 rows:
   fit: A800, RTX 4090, RTX 3090; a held-out generation without data takes a related one's
   values, :func:`symcost.calibrate.transfer_missing`);
 * peak-memory MAPE per platform and overall, and fit-vs-OOM agreement: with the documented
-  framework rules only (``mem_cache_frac = mem_offload_layers = 0``), with both fitted in
-  sample (:func:`symcost.calibrate.fit_memory`), and leave-one-platform-out (the platform's
-  memory rows held out of the memory fit; a generation the remaining rows cannot identify
-  keeps the fallback 0 for ``mem_cache_frac``; ``mem_offload_layers`` is one value for every
-  GPU; both RTX 3090 link variants are one platform);
+  framework rules only (the memory parameters ``mem_cache_frac``, ``mem_regrow_frac`` and
+  ``mem_offload_layers`` at 0), with them fitted in sample
+  (:func:`symcost.calibrate.fit_memory`, one value of each for every GPU), and
+  leave-one-platform-out (the platform's memory rows held out of the memory fit; both RTX
+  3090 link variants are one platform);
 * the predicted 1 -> 8 GPU scaling efficiencies and the RTX 3090 NVLink gain next to the
   paper's figures.
 
@@ -33,8 +33,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from symcost.calibrate import (DEFAULT_FIT, calibrate_rows, fit_memory, start_params,
-                               transfer_missing)
+from symcost.calibrate import (DEFAULT_FIT, MEMORY_FIT, calibrate_rows, fit_memory,
+                               start_params, transfer_missing)
 from symcost.params import Params, load_params, save_params
 from symcost.validate import (fit_agreement, load_measurements, predict_other_rows,
                               predict_rows, prepare_other_rows, prepare_rows, split_by_params)
@@ -61,9 +61,8 @@ def memory_report(df: pd.DataFrame, params: Params) -> None:
     other, _ = prepare_other_rows(df)
     other = [r for r in other if r.source == "ZHANG23"]
     zero = dataclasses.replace(params, generations={
-        g: {**v, "mem_cache_frac": 0.0, "mem_offload_layers": 0.0}
-        for g, v in params.generations.items()})
-    _memory_table("documented rules only (mem_cache_frac = mem_offload_layers = 0)",
+        g: {**v, **{n: 0.0 for n in MEMORY_FIT}} for g, v in params.generations.items()})
+    _memory_table(f"documented rules only ({' = '.join(MEMORY_FIT)} = 0)",
                   predict_other_rows(other, zero))
     fitted, values = fit_memory(other, zero)
     print(f"  fitted in sample: {values}")

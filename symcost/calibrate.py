@@ -53,9 +53,9 @@ from .measurements import PreparedRow
 from .params import BOUNDS, PARAM_NAMES, Params, load_params, params_from_dict, save_params
 from .evaluate import Progress
 from .uncertainty import PRIOR_REL_SD, CalibrationError, FloatArray, log_step_time_jacobian
-from .validate import (builtin_measurements, evaluate_rows, load_measurements, memory_reading,
-                       metric_factor, predict_rows, prepare_other_rows, prepare_rows,
-                       split_by_params, stack_inputs, summarize)
+from .validate import (builtin_measurements, device_read, device_reading, evaluate_rows,
+                       load_measurements, metric_factor, predict_rows, prepare_other_rows,
+                       prepare_rows, split_by_params, stack_inputs, summarize)
 
 # pandas and scipy are imported inside the functions that use them, so that importing this
 # module (and ``symcost --help``) loads neither.
@@ -848,81 +848,101 @@ def _mape_dict(summary: dict[str, Any]) -> dict[str, float]:
 
 
 # ----------------------------------------------------------------------------- [memory]
-#: [memory] memory parameters :func:`fit_memory` fits: ``mem_cache_frac`` per generation,
-#: ``mem_offload_layers`` one value for every generation.
-MEMORY_FIT: tuple[str, ...] = ("mem_cache_frac", "mem_offload_layers")
+#: [memory] memory parameters :func:`fit_memory` fits, each one value for every GPU (they
+#: describe the PyTorch caching allocator and DeepSpeed, not the GPU).
+MEMORY_FIT: tuple[str, ...] = ("mem_cache_frac", "mem_regrow_frac", "mem_offload_layers")
 #: [memory] grid step of the memory parameters (over their :data:`~symcost.params.BOUNDS`):
 #: the device-level reading is piecewise in them (the cached blocks count only while they
 #: fit), so a grid search rather than a gradient fit.
 MEMORY_GRID_STEP = 0.01
 
 
-def _grid_fit(rows: Sequence[PreparedRow], params: Params, name: str
-              ) -> tuple[float | None, float]:
-    """The grid value of ``name`` (step :data:`MEMORY_GRID_STEP` over its bounds, the smallest
-    on ties) with the least MAPE of :func:`symcost.validate.memory_reading` over the rows whose
-    ``mem_cached`` depends on it, set to the same value in every generation of ``params``;
-    ``(None, 0)`` when none does. Returns ``(value, MAPE as a fraction)``."""
-    ones = {g: {**v, name: 1.0} for g, v in params.generations.items()}
-    unit = Params(ones, params.provenance)
-    zero = Params({g: {**v, name: 0.0} for g, v in ones.items()}, params.provenance)
-    stacked_unit, stacked_zero = stack_inputs(rows, unit), stack_inputs(rows, zero)
-    out = evaluate_rows(stacked_unit)
-    base = np.asarray(evaluate_rows(stacked_zero)["mem_cached"], dtype=float)[: len(rows)]
-    per_unit = np.asarray(out["mem_cached"], dtype=float)[: len(rows)] - base
-    used = per_unit > 0
-    if not np.any(used):
-        return None, 0.0
-    sub = [r for r, u in zip(rows, used) if u]
-    meas = np.array([r.measured for r in sub]) * 2**30
-    sliced = {k: np.asarray(out[k], dtype=float)[: len(rows)][used]
-              for k in ("mem_total", "mem_usable")}
+def _memory_grid(name: str) -> FloatArray:
     lo, hi = BOUNDS[name]
-    errs = []
-    grid = np.arange(lo, hi + MEMORY_GRID_STEP / 2, MEMORY_GRID_STEP)
-    for v in grid:
-        trial = {**sliced, "mem_cached": base[used] + per_unit[used] * v}
-        pred = memory_reading(sub, trial, unit)
-        errs.append(float(np.mean(np.abs(pred - meas) / meas)))
-    i = int(np.argmin(errs))
-    return float(grid[i]), errs[i]
+    return np.arange(lo, hi + MEMORY_GRID_STEP / 2, MEMORY_GRID_STEP)
 
 
 def fit_memory(rows: Sequence[PreparedRow], params: Params
                ) -> tuple[Params, dict[str, dict[str, float | None]]]:
     """[memory] Fit the memory parameters (:data:`MEMORY_FIT`) to the ``peak_memory_gib`` rows
-    of ``rows`` (prepared by :func:`symcost.validate.prepare_other_rows`), each by a grid
-    search of the mean absolute percentage error of :func:`symcost.validate.memory_reading`
-    (:func:`_grid_fit`): ``mem_cache_frac`` per generation (the gradient copies the caching
-    allocator keeps depend on how much of the GPU is free), then ``mem_offload_layers`` once
-    for every generation (a property of DeepSpeed's parameter-offload path: the rows print
-    the same peak on every GPU).
+    of ``rows`` (prepared by :func:`symcost.validate.prepare_other_rows`): the grid values
+    (step :data:`MEMORY_GRID_STEP` over their bounds) with the least mean absolute percentage
+    error of the device-level reading (:func:`symcost.validate.device_reading`, the formula of
+    :func:`symcost.validate.memory_reading`), one value of each for every generation.
+
+    ``mem_cached`` is linear in ``mem_cache_frac`` and ``mem_offload_layers``, so the model is
+    evaluated three times and the reading of every grid point is computed from those
+    (:func:`symcost.validate.device_reading`). Coordinate search from 0: the
+    (``mem_cache_frac``, ``mem_regrow_frac``) grid jointly, then ``mem_offload_layers``,
+    repeated until nothing moves. Ties go to the smallest values. A 24 GB GPU whose cached
+    blocks never fit tells only that the cache fraction is above some value: the fit then
+    takes the smallest value consistent with its rows.
 
     Args:
-        rows: prepared rows; rows of other metrics are ignored.
-        params: starting parameters (every row's generation must be present).
+        rows: prepared rows; rows of other metrics, and rows whose source printed the tensors
+            rather than a device-level reading (they do not depend on these parameters),
+            are ignored.
+        params: parameters (every row's generation must be present).
 
     Returns:
-        ``(params, fitted)``: the parameters with the fitted values, and parameter ->
-        {generation (``all`` for ``mem_offload_layers``) -> fitted value, or None where no
-        row depends on it (the parameter keeps its value)}.
+        ``(params, fitted)``: the parameters with the fitted values in every generation, and
+        parameter -> ``{"all": value}``, or ``{"all": None}`` where the rows' errors do not
+        depend on it (the parameter keeps its values).
 
     Raises:
         ParamsError: no parameters for a row's generation.
     """
     mem = [r for r in rows if r.metric == "peak_memory_gib"]
+    mem = [r for r, dev in zip(mem, device_read(mem)) if dev]
+    if not mem:
+        return params, {n: {"all": None} for n in MEMORY_FIT}
+
+    def at(frac: float, layers: float) -> dict[str, FloatArray]:
+        p = Params({g: {**v, "mem_cache_frac": frac, "mem_offload_layers": layers}
+                    for g, v in params.generations.items()}, params.provenance)
+        out = evaluate_rows(stack_inputs(mem, p))
+        return {k: np.asarray(out[k], dtype=float)[: len(mem)]
+                for k in ("mem_total", "mem_usable", "mem_cached")}
+
+    base = at(0.0, 0.0)
+    per_frac = at(1.0, 0.0)["mem_cached"] - base["mem_cached"]
+    per_layer = at(0.0, 1.0)["mem_cached"] - base["mem_cached"]
+    reserved = np.array([float(params.for_generation(r.hardware.generation)["mem_reserved"])
+                         for r in mem])
+    meas = np.array([r.measured for r in mem]) * 2**30
+
+    def mape(frac: FloatArray, regrow: FloatArray, layers: FloatArray) -> FloatArray:
+        """MAPE of the rows at broadcast grids of the three parameters (rows: last axis)."""
+        cached = (base["mem_cached"] + frac[..., None] * per_frac
+                  + layers[..., None] * per_layer)
+        pred = device_reading(base["mem_total"], cached, base["mem_usable"], reserved,
+                              regrow[..., None])
+        return np.asarray(np.mean(np.abs(pred - meas) / meas, axis=-1))
+
+    fr, rg, ly = _memory_grid("mem_cache_frac"), _memory_grid("mem_regrow_frac"), \
+        _memory_grid("mem_offload_layers")
+    x = {"mem_cache_frac": 0.0, "mem_regrow_frac": 0.0, "mem_offload_layers": 0.0}
+    for _ in range(20):
+        before = dict(x)
+        e = mape(fr[:, None], rg[None, :], np.array(x["mem_offload_layers"]))
+        i, j = np.unravel_index(int(np.argmin(e)), e.shape)
+        x["mem_cache_frac"] = round(float(fr[i]), 6)
+        x["mem_regrow_frac"] = round(float(rg[j]), 6)
+        e = mape(np.array(x["mem_cache_frac"]), np.array(x["mem_regrow_frac"]), ly)
+        x["mem_offload_layers"] = round(float(ly[int(np.argmin(e))]), 6)
+        if x == before:
+            break
+    grids = {"mem_cache_frac": fr, "mem_regrow_frac": rg, "mem_offload_layers": ly}
+    fitted: dict[str, dict[str, float | None]] = {}
     gens = {g: dict(v) for g, v in params.generations.items()}
-    cache: dict[str, float | None] = {}
-    for g in sorted({r.hardware.generation for r in mem}):
-        sub = [r for r in mem if r.hardware.generation == g]
-        best, _ = _grid_fit(sub, Params(gens, params.provenance), "mem_cache_frac")
-        cache[g] = best
-        if best is not None:
-            gens[g]["mem_cache_frac"] = best
-    layers, _ = _grid_fit(mem, Params(gens, params.provenance), "mem_offload_layers") \
-        if mem else (None, 0.0)
-    if layers is not None:
-        for g in gens:
-            gens[g]["mem_offload_layers"] = layers
+    for name, grid in grids.items():
+        along = {k: np.array(v) for k, v in x.items()}
+        along[name] = grid
+        e = mape(along["mem_cache_frac"], along["mem_regrow_frac"], along["mem_offload_layers"])
+        identified = float(np.ptp(e)) > 1e-12
+        fitted[name] = {"all": x[name] if identified else None}
+        if identified:
+            for g in gens:
+                gens[g][name] = x[name]
     return Params(gens, params.provenance, params.stderr, params.covariance,
-                  params.fitted), {"mem_cache_frac": cache, "mem_offload_layers": {"all": layers}}
+                  params.fitted), fitted

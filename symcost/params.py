@@ -35,6 +35,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "t_step_overhead": (0.0, 60.0),
     "mem_reserved": (0.0, 64e9),
     "mem_cache_frac": (0.0, 2.0),
+    "mem_regrow_frac": (0.0, 1.0),
     "mem_offload_layers": (0.0, 40.0),
     "eff_hbm_infer": (0.05, 1.0),
     "eff_attn_infer": (0.05, 1.0),
@@ -66,7 +67,7 @@ assert set(PARAM_NAMES) == set(BOUNDS), "every efficiency symbol needs bounds"
 #: a parameter added after parameter files were written takes, where a file lacks it, the
 #: value of the parameter it refines (so files written before it keep working, unchanged):
 #: the MoE grouped-GEMM efficiency starts as the dense GEMM efficiency; the caching-allocator
-#: retention (``mem_cache_frac``, ``mem_offload_layers``, fitted by
+#: retention (``mem_cache_frac``, ``mem_regrow_frac``, ``mem_offload_layers``, fitted by
 #: :func:`symcost.calibrate.fit_memory`) starts at 0;
 #: [moe] the grouped-GEMM size penalties (``moe_m_half``, ``moe_flop_half``) and the fixed
 #: MoE layer time start at 0 (the model before they existed); FlashAttention-2 runs at
@@ -74,7 +75,7 @@ assert set(PARAM_NAMES) == set(BOUNDS), "every efficiency symbol needs bounds"
 #: [hybrid] the Mamba-2 mixer's kernels run at their roofline (``eff_ssm`` 1); NVFP4 linear
 #: layers run at the fp4 peak (``eff_fp4`` 1).
 FALLBACK: dict[str, str | float] = {"eff_moe": "eff_gemm", "mem_cache_frac": 0.0,
-                                    "mem_offload_layers": 0.0,
+                                    "mem_regrow_frac": 0.0, "mem_offload_layers": 0.0,
                                     "moe_m_half": 0.0, "moe_flop_half": 0.0,
                                     "t_moe_layer": 0.0, "fa2_ratio": 1.0,
                                     "gemm_m_half": 0.0, "eff_ssm": 1.0, "eff_fp4": 1.0}

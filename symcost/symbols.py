@@ -107,6 +107,10 @@ mem_cache_frac = _declare("mem_cache_frac", "efficiency", "1",
                           " caching allocator still holds (freed, cached) at the peak of"
                           " DeepSpeed ZeRO 1-3 training without parameter offload",
                           nonneg=True)
+mem_regrow_frac = _declare("mem_regrow_frac", "efficiency", "1",
+                           "fraction of the free HBM the PyTorch caching allocator holds again"
+                           " at the peak after it released cached blocks that did not fit",
+                           nonneg=True)
 mem_offload_layers = _declare("mem_offload_layers", "efficiency", "1",
                               "decoder layers of 16-bit weights a device-level reading shows"
                               " beyond the tensors with DeepSpeed ZeRO-3 parameter offload"

@@ -969,8 +969,9 @@ def cached_gradient_bytes(trained_params: sp.Expr) -> sp.Expr:
     semantics docs, "Memory management"; DeepSpeed ``stage_1_and_2.py``
     ``reduce_independent_p_g_buckets_and_remove_grads``). These blocks are not needed: on a
     full GPU the allocator frees its cache and retries before it raises out-of-memory, so
-    they count in a device-level reading (``torch.cuda.mem_get_info``) only when they fit,
-    and never in ``mem_total`` (the fit test). Zero at ZeRO-0, with parameter offload and for
+    they count in a device-level reading (``torch.cuda.mem_get_info``) only when they fit
+    (else the regrown part, :func:`symcost.validate.device_reading`), and never in
+    ``mem_total`` (the fit test). Zero at ZeRO-0, with parameter offload and for
     ``train_framework = megatron``.
 
     Units: bytes. ``trained_params`` in parameters.

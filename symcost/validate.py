@@ -102,6 +102,7 @@ __all__ = [
     "MEMORY_METRICS", "OTHER_METRICS", "SCALING_METRICS", "LAYER_METRICS", "finetune_columns",
     "fit_agreement",
     "memory_reading",
+    "device_reading", "device_read",
     "predict_other_rows", "prepare_other_rows",
     "FLOPS_CONVENTIONS", "KNOWN_METRICS", "INFERENCE_METRICS", "SOURCE_DEFAULTS", "MeasurementsError", "PreparedRow",
     "SkippedRow", "ValidationReport", "builtin_measurements", "evaluate_rows", "flash_attention_rule",
@@ -187,7 +188,7 @@ INFERENCE_REASON = "inference rows: not predicted by the training model"
 #:   the device's used memory, ``total - free`` of ``torch.cuda.mem_get_info`` at the end of
 #:   training (llmtoolkit/callbacks.py, ``on_train_end``), so it includes what the CUDA
 #:   context and the caching allocator hold beyond the tensors (``memory_reading = device``:
-#:   predicted as ``mem_total + mem_reserved``).
+#:   predicted by :func:`device_reading`, ``mem_total + mem_reserved`` plus the cached blocks).
 SOURCE_DEFAULTS: dict[str, dict[str, Any]] = {
     "ZHANG23": {"dp_overlap": False, "dp_overlap_zero0": True, "train_framework": "hf",
                 "memory_reading": "device", "attention_backend": "fa2"},
@@ -1062,6 +1063,37 @@ def _with_link(row: PreparedRow, link: str) -> PreparedRow:
     return dataclasses.replace(row, config=resolve(row.model, row.hardware, cfg))
 
 
+def device_reading(total: np.ndarray, cached: np.ndarray, usable: np.ndarray,
+                   reserved: np.ndarray, regrow: np.ndarray) -> np.ndarray:
+    """[memory] A device-level peak-memory reading (``total - free`` of
+    ``torch.cuda.mem_get_info``, nvidia-smi), bytes, from the tensors ``total``, the
+    freed-but-cached blocks ``cached``, the HBM the model may use ``usable`` and the part it
+    may not ``reserved`` (CUDA context, allocator), all bytes, arrays of one shape (or
+    broadcastable):
+
+    * the cached blocks fit (``total + cached <= usable``): ``total + reserved + cached``;
+    * they do not: the allocator has released its cached blocks and retried the failed
+      allocation, then cached again for the rest of the step; it holds ``regrow`` (a fraction
+      in [0, 1], ``mem_regrow_frac``) of the HBM still free, ``total + reserved + regrow *
+      max(usable - total, 0)``.
+
+    The release-and-retry is PyTorch's ``CUDACachingAllocator`` behaviour on a failed
+    ``cudaMalloc`` (``release_cached_blocks``, PyTorch CUDA semantics docs, "Memory
+    management"). The reading never exceeds ``usable + reserved`` and is never below
+    ``total + reserved`` for ``total <= usable``.
+    """
+    fits = total + cached <= usable
+    kept = np.where(fits, cached, regrow * np.maximum(usable - total, 0.0))
+    return np.asarray(total + reserved + kept, dtype=float)
+
+
+def device_read(prepared: Sequence[PreparedRow]) -> np.ndarray:
+    """[memory] Boolean array, one entry per row: its source printed a device-level memory
+    reading (``memory_reading = device`` in :data:`SOURCE_DEFAULTS`), not the tensors."""
+    return np.array([SOURCE_DEFAULTS.get(r.source, {}).get("memory_reading") == "device"
+                     for r in prepared], dtype=bool)
+
+
 def memory_reading(prepared: Sequence[PreparedRow], out: Mapping[str, np.ndarray],
                    params: Params) -> np.ndarray:
     """[memory] The peak memory a row's source printed, predicted from the model outputs
@@ -1069,24 +1101,22 @@ def memory_reading(prepared: Sequence[PreparedRow], out: Mapping[str, np.ndarray
 
     * ``mem_total`` (the tensors: what must fit) for a tensor-level reading
       (``torch.cuda.max_memory_allocated``, the default);
-    * for a device-level reading (``memory_reading = device`` in :data:`SOURCE_DEFAULTS`:
-      ``total - free`` of ``torch.cuda.mem_get_info``, nvidia-smi) also ``mem_reserved``
-      (CUDA context, allocator) and the freed-but-cached blocks ``mem_cached`` when they fit
-      in ``mem_usable`` (else the allocator has released them before growing further).
+    * :func:`device_reading` of ``mem_total``, ``mem_cached``, ``mem_usable``, the
+      generation's ``mem_reserved`` and ``mem_regrow_frac`` for a device-level reading
+      (``memory_reading = device`` in :data:`SOURCE_DEFAULTS`).
 
     Raises:
         ParamsError: no parameters for a row's generation.
     """
     k = len(prepared)
     total = np.asarray(out["mem_total"][:k], dtype=float)
-    cached = np.asarray(out["mem_cached"][:k], dtype=float)
-    usable = np.asarray(out["mem_usable"][:k], dtype=float)
-    device = np.array([SOURCE_DEFAULTS.get(r.source, {}).get("memory_reading") == "device"
-                       for r in prepared], dtype=bool)
-    reserved = np.array([float(params.for_generation(r.hardware.generation)["mem_reserved"])
-                         for r in prepared])
-    kept = np.where(total + cached <= usable, cached, 0.0)
-    return np.where(device, total + reserved + kept, total)
+    device = device_read(prepared)
+    gens = [params.for_generation(r.hardware.generation) for r in prepared]
+    reading = device_reading(total, np.asarray(out["mem_cached"][:k], dtype=float),
+                             np.asarray(out["mem_usable"][:k], dtype=float),
+                             np.array([float(g["mem_reserved"]) for g in gens]),
+                             np.array([float(g["mem_regrow_frac"]) for g in gens]))
+    return np.where(device, reading, total)
 
 
 def predict_other_rows(prepared: Sequence[PreparedRow], params: Params | None = None

@@ -108,7 +108,12 @@ previous parameter file nothing moved; recalibrated, Ampere's ``eff_inter`` is f
 11, same day): a grouped expert GEMM's efficiency also falls with its work ``2*M*N*K``
 (``moe_flop_half``); with the previous parameter file (``moe_flop_half`` absent, so 0)
 nothing moved; the parameters were recalibrated (``moe_flop_half`` fitted, ``moe_m_half``
-0) and the whole snapshot was rewritten. Every other value is as first written.
+0) and the whole snapshot was rewritten. A twenty-second (issue 13, same day): a device-level
+memory reading whose cached blocks do not fit holds ``mem_regrow_frac`` of the free HBM
+instead of nothing, and the memory constants are one value for every GPU; with the previous
+parameter file (``mem_regrow_frac`` absent, so 0) nothing moved; the memory constants were
+refitted (``mem_cache_frac`` 0.71 everywhere, ``mem_regrow_frac`` 0.24) and the snapshot was
+rewritten. Every other value is as first written.
 
 The draws are described by plain field values (API keywords), so the test can replay them
 through the public API whatever the internals become.
