@@ -71,34 +71,35 @@ __all__ = [
 ]
 
 #: parameters fitted by default (per generation): the achieved fractions of peak of GEMMs
-#: (``eff_gemm``), of attention kernels (``eff_attn``), of the inter-node network
-#: (``eff_inter``), of MoE grouped expert GEMMs (``eff_moe``, with its half-efficiency work
-#: per expert GEMM ``moe_flop_half``) and the fixed time per MoE layer pass
-#: (``t_moe_layer``), of the host link (``eff_host``) and the host's CPU Adam rate
-#: (``cpu_adam_rate``), the speed of FlashAttention-2 kernels relative to native ones
-#: (``fa2_ratio``: identified only where a generation has runs with both, Hopper; on Ampere
-#: every FlashAttention run is FA2 and the ratio is not separable from ``eff_attn``, so it
-#: keeps its start value 1), the Mamba-2
-#: mixer's non-GEMM kernels against their roofline (``eff_ssm``, identified by the hybrid
-#: Mamba-Transformer runs only), the speed of NVFP4 linear layers against the fp4 peak
-#: (``eff_fp4``, identified by NVFP4 runs only: Blackwell and Blackwell Ultra); a parameter
-#: the rows of a generation cannot identify (no MoE, offload or NVFP4 run) keeps its start
-#: value. The others keep their starting values, documented here because each was
-#: tried on the shared measurements: ``eff_hbm`` (training data constrain it only through
-#: small models' elementwise time; the fit pulled hopper's to 0.41, a stand-in for other
-#: small-model overheads that would halve memory-bound inference predictions, and it did not
-#: improve leave-one-source-out error), ``t_layer_overhead`` and ``t_step_overhead`` (fixed
-#: times; fitted they took unphysical values, e.g. 1 ms per layer, and leave-one-source-out
-#: error grew), ``gemm_m_half`` (the micro-batch size at which dense GEMMs reach half of
-#: ``eff_gemm``, kept at one tile row, 128 tokens: fitted, Hopper took 421 and Blackwell 0,
-#: in-sample error fell 0.06 points but leave-one-source-out MLM24 rose from 7.5% to 10.5%),
-#: ``moe_m_half`` (the tokens per local expert at which grouped GEMMs reach half of
-#: ``eff_moe``, kept at 0 since 2026-11-26: a half-point in the work per expert GEMM,
+#: (``eff_gemm``), of attention kernels (``eff_attn``), of the inter-node network (``eff_inter``),
+#: of MoE grouped expert GEMMs (``eff_moe``, with its half-efficiency work per expert GEMM
+#: ``moe_flop_half``) and the fixed time per MoE layer pass (``t_moe_layer``), of the host link
+#: (``eff_host``) and the host's CPU Adam rate (``cpu_adam_rate``), the speed of FlashAttention-2
+#: kernels relative to native ones (``fa2_ratio``: identified only where a generation has runs with
+#: both, Hopper; on Ampere every FlashAttention run is FA2 and the ratio is not separable from
+#: ``eff_attn``, so it keeps its start value 1), the Mamba-2 mixer's non-GEMM kernels against their
+#: roofline (``eff_ssm``, identified by the hybrid Mamba-Transformer runs only), the speed of NVFP4
+#: linear layers against the fp4 peak (``eff_fp4``, identified by NVFP4 runs only: Blackwell and
+#: Blackwell Ultra), the fixed time of one NF4 dequantization call in QLoRA training
+#: (``t_dequant_call``, identified by QLoRA runs only: Ampere and Ada); a parameter the rows of a
+#: generation cannot identify (no MoE, offload, NVFP4 or QLoRA run) keeps its start value. The
+#: others keep their starting values, documented here because each was tried on the shared
+#: measurements: ``eff_hbm`` (training data constrain it only through small models' elementwise
+#: time; the fit pulled hopper's to 0.41, a stand-in for other small-model overheads that would
+#: halve memory-bound inference predictions, and it did not improve leave-one-source-out error),
+#: ``t_layer_overhead`` and ``t_step_overhead`` (fixed times; fitted they took unphysical values,
+#: e.g. 1 ms per layer, and leave-one-source-out error grew), ``gemm_m_half`` (the micro-batch size
+#: at which dense GEMMs reach half of ``eff_gemm``, kept at one tile row, 128 tokens: fitted, Hopper
+#: took 421 and Blackwell 0, in-sample error fell 0.06 points but leave-one-source-out MLM24 rose
+#: from 7.5% to 10.5%), ``moe_m_half`` (the tokens per local expert at which grouped GEMMs reach
+#: half of ``eff_moe``, kept at 0 since 2026-11-26: a half-point in the work per expert GEMM,
 #: ``moe_flop_half``, fits the MoE runs better; see
-#: :func:`symcost.training.grouped_gemm_efficiency`), ``eff_intra`` (NVLink, rarely
-#: exposed), ``mem_reserved`` (memory only) and the inference-only constants.
+#: :func:`symcost.training.grouped_gemm_efficiency`), ``eff_intra`` (NVLink, rarely exposed),
+#: ``mem_reserved`` (memory only) and the inference-only constants.
 DEFAULT_FIT: tuple[str, ...] = ("eff_gemm", "eff_attn", "eff_inter", "eff_moe", "eff_host",
                                  "cpu_adam_rate", "fa2_ratio", "eff_ssm", "eff_fp4",
+                                 # [finetune] fixed time of one NF4 dequantization call
+                                 "t_dequant_call",
                                  # [moe] grouped-GEMM size penalty, fixed time per MoE layer
                                  "moe_flop_half", "t_moe_layer")
 

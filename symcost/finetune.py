@@ -160,10 +160,21 @@ def adapter_compute_layer(tokens: sp.Expr, peak: sp.Expr) -> Cost:
 
 def dequant_time_layer() -> sp.Expr:
     """Time (s) to dequantize one layer's NF4 weights to 16 bits once (QLoRA only): read
-    ``BYTES_NF4`` and write 2 bytes per weight at achieved HBM bandwidth. Paid in the
-    forward, the input-gradient backward and a full recomputation."""
+    ``BYTES_NF4`` and write 2 bytes per weight at achieved HBM bandwidth, plus a fixed
+    ``t_dequant_call`` (calibrated) per quantized linear module, ``4 + 2 + g`` of them (the
+    separate q, k, v and o projections and the ``2 + g`` MLP matrices of the Hugging Face
+    Llama-style modules bitsandbytes replaces). Paid in the forward, the input-gradient
+    backward and a full recomputation.
+
+    Why a fixed part: bitsandbytes' ``dequantize_4bit`` (called by ``MatMul4Bit`` in the
+    forward and again in the backward, ``bitsandbytes/autograd/_functions.py``) dequantizes
+    the double-quantized absmax, allocates the 16-bit weight and launches its kernel from
+    Python for every module and micro-batch; at one sequence per GPU these calls, not their
+    bytes, dominate (Zhang et al. 2023, arXiv:2311.03687, Sec. V: QLoRA about 2x slower than
+    LoRA "primarily due to the overhead associated with quantization and de-quantization")."""
     nbytes = linear_params_layer() * (S.BYTES_NF4 + S.BYTES_PARAM)
-    return IS_QLORA * nbytes / (S.hbm_bw * S.eff_hbm)
+    calls = 4 + 2 + S.gated_mlp
+    return IS_QLORA * (nbytes / (S.hbm_bw * S.eff_hbm) + calls * S.t_dequant_call)
 
 
 # ----------------------------------------------------------------------------- offload

@@ -61,6 +61,8 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "eff_ssm": (0.02, 1.0),
     # NVFP4 linear layers against the fp4 peak (0.5: no faster than fp8)
     "eff_fp4": (0.3, 1.0),
+    # [finetune] fixed time of one NF4 dequantization call (QLoRA)
+    "t_dequant_call": (0.0, 1e-2),
 }
 PARAM_NAMES: tuple[str, ...] = tuple(s.name for s in S.by_kind("efficiency"))
 assert set(PARAM_NAMES) == set(BOUNDS), "every efficiency symbol needs bounds"
@@ -73,12 +75,14 @@ assert set(PARAM_NAMES) == set(BOUNDS), "every efficiency symbol needs bounds"
 #: MoE layer time start at 0 (the model before they existed); FlashAttention-2 runs at
 #: native speed (``fa2_ratio`` 1); dense GEMMs have no size penalty (``gemm_m_half`` 0);
 #: [hybrid] the Mamba-2 mixer's kernels run at their roofline (``eff_ssm`` 1); NVFP4 linear
-#: layers run at the fp4 peak (``eff_fp4`` 1).
+#: layers run at the fp4 peak (``eff_fp4`` 1); [finetune] an NF4 dequantization costs only its
+#: memory traffic (``t_dequant_call`` 0).
 FALLBACK: dict[str, str | float] = {"eff_moe": "eff_gemm", "mem_cache_frac": 0.0,
                                     "mem_regrow_frac": 0.0, "mem_offload_layers": 0.0,
                                     "moe_m_half": 0.0, "moe_flop_half": 0.0,
                                     "t_moe_layer": 0.0, "fa2_ratio": 1.0,
-                                    "gemm_m_half": 0.0, "eff_ssm": 1.0, "eff_fp4": 1.0}
+                                    "gemm_m_half": 0.0, "eff_ssm": 1.0, "eff_fp4": 1.0,
+                                    "t_dequant_call": 0.0}
 
 
 #: a GPU generation split off after parameter files were written takes, where a file has no

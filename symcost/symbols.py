@@ -466,6 +466,11 @@ eff_ssm = _declare("eff_ssm", "efficiency", "1",
                    "kernels (causal convolution, chunked SSD scan, gated norm)")
 
 # NVFP4 linear layers (training)
+# [finetune] QLoRA: fixed cost of one NF4 dequantization call
+t_dequant_call = _declare("t_dequant_call", "efficiency", "s",
+                          "fixed time of one NF4 weight dequantization call in QLoRA training "
+                          "(host-side dispatch and kernel launches of bitsandbytes' "
+                          "dequantize_4bit), beyond its memory traffic", nonneg=True)
 eff_fp4 = _declare("eff_fp4", "efficiency", "1",
                    "speed of NVFP4 linear layers relative to the fp4 peak at the GEMM "
                    "efficiency (its quantization, random Hadamard transforms and block scales "

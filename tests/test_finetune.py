@@ -98,6 +98,23 @@ def test_intra_bandwidth_by_topology(hw, link, want) -> None:
     assert _eval(ft.intra_bandwidth(), v) == pytest.approx(want(v["eff_host"]))
 
 
+def test_dequant_time_is_bytes_plus_a_fixed_cost_per_quantized_module() -> None:
+    # Llama-2-7B QLoRA on one A800: 202,375,168 NF4 weights per layer read (4.127 bits) and
+    # written in 16 bits at eff_hbm * 2.039 TB/s, plus 7 calls (q, k, v, o, gate, up, down)
+    cfg = TrainingConfig(finetune="qlora", lora_rank=64)
+    v = {**training_inputs("llama-2-7b", "a800-sxm4-80gb", cfg), "t_dequant_call": 2e-4,
+         "eff_hbm": 0.8}
+    want = LIN_LAYER * (4.127 / 8 + 2) / (0.8 * v["hbm_bw"]) + 7 * 2e-4
+    assert _eval(ft.dequant_time_layer(), v) == pytest.approx(want, rel=1e-4)
+    # LoRA (16-bit base) pays nothing; a two-matrix MLP has 6 quantized modules
+    lora = {**training_inputs("llama-2-7b", "a800-sxm4-80gb",
+                              TrainingConfig(finetune="lora", lora_rank=64)),
+            "t_dequant_call": 2e-4}
+    assert _eval(ft.dequant_time_layer(), lora) == 0.0
+    plain = {**v, "gated_mlp": 0.0, "hbm_bw": 1e30}
+    assert _eval(ft.dequant_time_layer(), plain) == pytest.approx(6 * 2e-4, rel=1e-9)
+
+
 def test_frozen_base_skips_weight_gradients() -> None:
     # rank 1 on one projection: the adapter is negligible, so the backward saves one forward
     # GEMM time per linear layer (the weight gradient) and the head's weight gradient

@@ -113,7 +113,11 @@ memory reading whose cached blocks do not fit holds ``mem_regrow_frac`` of the f
 instead of nothing, and the memory constants are one value for every GPU; with the previous
 parameter file (``mem_regrow_frac`` absent, so 0) nothing moved; the memory constants were
 refitted (``mem_cache_frac`` 0.71 everywhere, ``mem_regrow_frac`` 0.24) and the snapshot was
-rewritten. Every other value is as first written.
+rewritten. A twenty-third (issue 13, same day): a QLoRA NF4 dequantization also costs a fixed
+``t_dequant_call`` per quantized module; with the previous parameter file (``t_dequant_call``
+absent, so 0) nothing moved; the parameters were recalibrated (Ampere 190 us, Ada 0, the
+others their start value 100 us) and the snapshot was rewritten. Every other value is as first
+written.
 
 The draws are described by plain field values (API keywords), so the test can replay them
 through the public API whatever the internals become.
