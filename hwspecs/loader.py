@@ -7,7 +7,8 @@ loader (and only the loader) converts to SI base units::
 
     name: h100-sxm5-80gb            # id; for built-ins it must equal the file stem
     description: NVIDIA H100 SXM5 80GB in a DGX H100 node ...
-    generation: hopper              # ampere | ada | hopper | blackwell | blackwell_ultra | cdna3
+    generation: hopper              # ampere | ampere_ga10x | ada | hopper | blackwell |
+                                    # blackwell_ultra | cdna3
     gpus_per_node: 8                # positive integer
     peak_tflops:                    # DENSE (no 2:4 sparsity) TFLOP/s; int8 in TOPS
       bf16: 989.4                   # keys from fp32, tf32, bf16, fp16, fp8, int8, fp4

@@ -16,12 +16,16 @@ __all__ = ["DTYPES", "GENERATIONS", "HardwareSpec"]
 DTYPES: frozenset[str] = frozenset({"fp32", "tf32", "bf16", "fp16", "fp8", "int8", "fp4"})
 
 #: Architecture generations. Selects calibrated efficiency constants elsewhere
-#: in ``symcost``; ``cdna3`` is AMD's MI300 family, the rest are NVIDIA (``ada``: Ada
-#: Lovelace, RTX 40-series / RTX 6000 Ada / L40S; ``blackwell_ultra``: B300 / GB300, compute
-#: capability 10.3, with twice Blackwell's special-function (softmax exponential) throughput
-#: and a higher power limit, so its kernels reach different fractions of the same peaks).
-GENERATIONS: frozenset[str] = frozenset({"ampere", "ada", "hopper", "blackwell",
-                                         "blackwell_ultra", "cdna3"})
+#: in ``symcost``; ``cdna3`` is AMD's MI300 family, the rest are NVIDIA (``ampere``: the
+#: GA100 data-center parts, A100 / A800 / A30; ``ampere_ga10x``: the GA10x parts, GeForce
+#: RTX 30-series / RTX A6000 / A40, compute capability 8.6, with GDDR6X, a 6 MB L2 against
+#: GA100's 40 MB and half-rate FP32-accumulate tensor math on GeForce, built into PCIe
+#: workstation servers; ``ada``: Ada Lovelace, RTX 40-series / RTX 6000 Ada / L40S;
+#: ``blackwell_ultra``: B300 / GB300, compute capability 10.3, with twice Blackwell's
+#: special-function (softmax exponential) throughput and a higher power limit, so its
+#: kernels reach different fractions of the same peaks).
+GENERATIONS: frozenset[str] = frozenset({"ampere", "ampere_ga10x", "ada", "hopper",
+                                         "blackwell", "blackwell_ultra", "cdna3"})
 
 _V = TypeVar("_V")
 

@@ -111,7 +111,9 @@ TRANSFER_FROM: dict[str, tuple[str, ...]] = {
     "blackwell": ("blackwell_ultra", "hopper", "ampere"),
     "blackwell_ultra": ("blackwell", "hopper", "ampere"),
     "cdna3": ("hopper", "ampere", "blackwell"),
-    "ada": ("ampere", "hopper"),
+    "ada": ("ampere_ga10x", "ampere", "hopper"),
+    # the other GeForce part in PCIe servers first
+    "ampere_ga10x": ("ada", "ampere", "hopper"),
 }
 
 

@@ -87,8 +87,10 @@ FALLBACK: dict[str, str | float] = {"eff_moe": "eff_gemm", "mem_cache_frac": 0.0
 
 #: a GPU generation split off after parameter files were written takes, where a file has no
 #: values for it, those of the generation it was part of (Blackwell Ultra, B300/GB300, was
-#: calibrated as Blackwell before 2026-11-24).
-GENERATION_FALLBACK: dict[str, str] = {"blackwell_ultra": "blackwell"}
+#: calibrated as Blackwell before 2026-11-24; Ampere GA10x, the RTX 3090, as Ampere before
+#: 2026-11-26).
+GENERATION_FALLBACK: dict[str, str] = {"blackwell_ultra": "blackwell",
+                                       "ampere_ga10x": "ampere"}
 
 
 class ParamsError(ValueError):

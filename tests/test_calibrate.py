@@ -489,7 +489,8 @@ def test_fit_and_transfer_accept_one_comma_separated_string(tmp_path, synthetic,
     with pytest.raises(CalibrationError) as info:
         calibrate(path, base, transfer_to="volta")
     assert str(info.value) == ("calibrate: --transfer: unknown generation(s) volta (known: "
-                               "ampere, hopper, blackwell, blackwell_ultra, cdna3, ada)")
+                               "ampere, hopper, blackwell, blackwell_ultra, cdna3, ada, "
+                               "ampere_ga10x)")
     res = calibrate_rows(synthetic, base, "eff_gemm, eff_attn")
     assert set(res.fits["ampere"].values) >= {"eff_gemm", "eff_attn"}
     assert set(res.fits["ampere"].fitted) | set(res.fits["ampere"].at_bound) == {

@@ -264,7 +264,7 @@ def test_consumer_and_pcie_parts() -> None:
     assert "peer-to-peer is disabled" in rtx4090.description.lower()
     assert "host memory" in rtx4090.description
     rtx3090 = load_hardware("rtx-3090")
-    assert rtx3090.generation == "ampere"
+    assert rtx3090.generation == "ampere_ga10x"
     assert rtx3090.peak("bf16") == 71e12  # GA102 whitepaper appendix A: 71 with FP32 accumulate
     assert rtx3090.hbm_bandwidth == 936e9
     assert rtx3090.intra_node_bandwidth == 32e9  # PCIe 4.0 x16; NVLink bridge pairs not modelled
@@ -551,3 +551,20 @@ def test_blackwell_ultra_is_its_own_generation_with_a_fallback():
     assert old.has_generation("blackwell_ultra") and not old.has_generation("volta")
     assert old.for_generation("blackwell_ultra") == shipped.generations["blackwell"]
     assert old.values_generation("blackwell_ultra") == "blackwell"
+
+
+def test_ampere_ga10x_is_its_own_generation_with_a_fallback():
+    """The RTX 3090 (GA102) is calibrated as ``ampere_ga10x``, apart from the A100/A800
+    (GA100): the shipped file fits its server's CPU Adam rate on its own rows, about a fifth of
+    the A800 server's; a parameter file written before the split gives it Ampere's values."""
+    assert load_hardware("rtx-3090").generation == "ampere_ga10x"
+    assert load_hardware("a800-sxm4-80gb").generation == "ampere"
+    assert load_hardware("a100-sxm4-80gb").generation == "ampere"
+    shipped = load_params()
+    ga10x, ga100 = shipped.generations["ampere_ga10x"], shipped.generations["ampere"]
+    assert ga10x["cpu_adam_rate"] < 0.4 * ga100["cpu_adam_rate"]
+    old = Params(generations={g: v for g, v in shipped.generations.items()
+                              if g != "ampere_ga10x"}, provenance={})
+    assert GENERATION_FALLBACK["ampere_ga10x"] == "ampere"
+    assert old.for_generation("ampere_ga10x") == ga100
+    assert old.values_generation("ampere_ga10x") == "ampere"

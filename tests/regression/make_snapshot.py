@@ -116,8 +116,11 @@ refitted (``mem_cache_frac`` 0.71 everywhere, ``mem_regrow_frac`` 0.24) and the 
 rewritten. A twenty-third (issue 13, same day): a QLoRA NF4 dequantization also costs a fixed
 ``t_dequant_call`` per quantized module; with the previous parameter file (``t_dequant_call``
 absent, so 0) nothing moved; the parameters were recalibrated (Ampere 190 us, Ada 0, the
-others their start value 100 us) and the snapshot was rewritten. Every other value is as first
-written.
+others their start value 100 us) and the snapshot was rewritten. A twenty-fourth (issue 13,
+same day): the RTX 3090 (GA102) became its own generation ``ampere_ga10x``, which a parameter
+file without it fills with Ampere's values; with the previous parameter file nothing moved;
+recalibrated (the RTX 3090 server's host and QLoRA constants no longer shared with the A800
+server's) and the snapshot was rewritten. Every other value is as first written.
 
 The draws are described by plain field values (API keywords), so the test can replay them
 through the public API whatever the internals become.
