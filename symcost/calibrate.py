@@ -54,8 +54,9 @@ from .params import BOUNDS, PARAM_NAMES, Params, load_params, params_from_dict, 
 from .evaluate import Progress
 from .uncertainty import PRIOR_REL_SD, CalibrationError, FloatArray, log_step_time_jacobian
 from .validate import (builtin_measurements, device_read, device_reading, evaluate_rows,
-                       load_measurements, metric_factor, predict_rows, prepare_other_rows,
-                       prepare_rows, split_by_params, stack_inputs, summarize)
+                       generation_values, load_measurements, metric_factor, predict_rows,
+                       prepare_other_rows, prepare_rows, split_by_params, stack_inputs,
+                       summarize)
 
 # pandas and scipy are imported inside the functions that use them, so that importing this
 # module (and ``symcost --help``) loads neither.
@@ -910,8 +911,7 @@ def fit_memory(rows: Sequence[PreparedRow], params: Params
     base = at(0.0, 0.0)
     per_frac = at(1.0, 0.0)["mem_cached"] - base["mem_cached"]
     per_layer = at(0.0, 1.0)["mem_cached"] - base["mem_cached"]
-    reserved = np.array([float(params.for_generation(r.hardware.generation)["mem_reserved"])
-                         for r in mem])
+    reserved = generation_values(mem, params, "mem_reserved")
     meas = np.array([r.measured for r in mem]) * 2**30
 
     def mape(frac: FloatArray, regrow: FloatArray, layers: FloatArray) -> FloatArray:

@@ -102,7 +102,7 @@ __all__ = [
     "MEMORY_METRICS", "OTHER_METRICS", "SCALING_METRICS", "LAYER_METRICS", "finetune_columns",
     "fit_agreement",
     "memory_reading",
-    "device_reading", "device_read",
+    "device_reading", "device_read", "generation_values",
     "predict_other_rows", "prepare_other_rows",
     "FLOPS_CONVENTIONS", "KNOWN_METRICS", "INFERENCE_METRICS", "SOURCE_DEFAULTS", "MeasurementsError", "PreparedRow",
     "SkippedRow", "ValidationReport", "builtin_measurements", "evaluate_rows", "flash_attention_rule",
@@ -1079,8 +1079,8 @@ def device_reading(total: np.ndarray, cached: np.ndarray, usable: np.ndarray,
 
     The release-and-retry is PyTorch's ``CUDACachingAllocator`` behaviour on a failed
     ``cudaMalloc`` (``release_cached_blocks``, PyTorch CUDA semantics docs, "Memory
-    management"). The reading never exceeds ``usable + reserved`` and is never below
-    ``total + reserved`` for ``total <= usable``.
+    management"). The reading is never below ``total + reserved`` and, for ``total <=
+    usable``, never above ``usable + reserved``.
     """
     fits = total + cached <= usable
     kept = np.where(fits, cached, regrow * np.maximum(usable - total, 0.0))
@@ -1092,6 +1092,18 @@ def device_read(prepared: Sequence[PreparedRow]) -> np.ndarray:
     reading (``memory_reading = device`` in :data:`SOURCE_DEFAULTS`), not the tensors."""
     return np.array([SOURCE_DEFAULTS.get(r.source, {}).get("memory_reading") == "device"
                      for r in prepared], dtype=bool)
+
+
+def generation_values(prepared: Sequence[PreparedRow], params: Params, name: str
+                      ) -> np.ndarray:
+    """Parameter ``name`` of each row's GPU generation in ``params``, one float per row (its
+    unit is the parameter's).
+
+    Raises:
+        ParamsError: no parameters for a row's generation.
+    """
+    return np.array([float(params.for_generation(r.hardware.generation)[name])
+                     for r in prepared])
 
 
 def memory_reading(prepared: Sequence[PreparedRow], out: Mapping[str, np.ndarray],
@@ -1111,11 +1123,10 @@ def memory_reading(prepared: Sequence[PreparedRow], out: Mapping[str, np.ndarray
     k = len(prepared)
     total = np.asarray(out["mem_total"][:k], dtype=float)
     device = device_read(prepared)
-    gens = [params.for_generation(r.hardware.generation) for r in prepared]
     reading = device_reading(total, np.asarray(out["mem_cached"][:k], dtype=float),
                              np.asarray(out["mem_usable"][:k], dtype=float),
-                             np.array([float(g["mem_reserved"]) for g in gens]),
-                             np.array([float(g["mem_regrow_frac"]) for g in gens]))
+                             generation_values(prepared, params, "mem_reserved"),
+                             generation_values(prepared, params, "mem_regrow_frac"))
     return np.where(device, reading, total)
 
 
