@@ -65,6 +65,10 @@ class TrainingConfig:
             Blackwell); 16-bit activations and weights in memory.
         flash_attention: FlashAttention for the attention core.
         dp_overlap: overlap data-parallel communication with compute.
+        zero3_per_tensor: ZeRO-3 as DeepSpeed v0.3-v0.4 ran it (2021): one all-gather per
+            parameter tensor after a device synchronize, repeated by the recomputed forward,
+            and gradients all-reduced in buckets (``contiguous_gradients`` off); nothing
+            overlaps compute (:func:`symcost.training.param_tensors_layer`).
         tp_overlap: pipeline the tensor-parallel all-gathers/reduce-scatters with the GEMMs
             they feed (Transformer Engine userbuffers, Megatron-Core ``--tp-comm-overlap``;
             needs ``sp``).
@@ -102,6 +106,7 @@ class TrainingConfig:
     dtype: str = "bf16"
     flash_attention: bool = True
     dp_overlap: bool = True
+    zero3_per_tensor: bool = False
     tp_overlap: bool = False
     train_framework: str = "megatron"
     attention_backend: str = "native"

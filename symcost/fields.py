@@ -220,6 +220,9 @@ TRAINING_FIELDS: dict[str, Field] = _table(
           "activations)", None, choices=TRAIN_DTYPES),
     _bool("flash_attention", "FlashAttention for the attention core", True, "flash_attn"),
     _bool("dp_overlap", "overlap data-parallel communication with compute", True, "dp_overlap"),
+    _bool("zero3_per_tensor", "ZeRO-3 as DeepSpeed v0.3-v0.4 (2021) ran it: one synchronous "
+          "all-gather per parameter tensor (again in the recomputed forward), gradients "
+          "all-reduced, nothing overlapped", False, "zero3_per_tensor"),
     _bool("tp_overlap", "pipeline tensor-parallel collectives with the GEMMs they feed "
           "(Transformer Engine userbuffers, Megatron-Core --tp-comm-overlap; needs sp)", False,
           "tp_overlap"),

@@ -286,6 +286,12 @@ TP_OVERLAP_SP = Rule(
     lambda v: "needs sp when tp > 1 (the overlapped collectives are the sequence-parallel "
               "all-gathers and reduce-scatters; Megatron-Core requires --sequence-parallel "
               "with --tp-comm-overlap)")
+ZERO3_PER_TENSOR = Rule(
+    "zero3_per_tensor_needs_zero3", "zero3_per_tensor", ("zero3_per_tensor", "zero"),
+    lambda v, xp: (v.get("zero3_per_tensor", 0.0) < 0.5) | (v["zero"] > 2.5),
+    "needs zero 3",
+    lambda v: f"needs zero 3 (it describes how ZeRO-3 gathers parameters; zero = "
+              f"{_i(v['zero'])})")
 TP_OVERLAP_NODE = Rule(
     "tp_overlap_inside_node", "tp_overlap", ("tp_overlap", "tp", "hw_node"),
     lambda v, xp: (v.get("tp_overlap", 0.0) < 0.5) | (v["tp"] <= v["hw_node"]),
@@ -402,7 +408,7 @@ TRAINING_RULES: tuple[Rule, ...] = (
     SEQ_LEN_POSITIONS, TP_HEADS, TP_FFN, TP_KV_HEADS, PP_LAYERS, GLOBAL_BATCH_NEEDED,
     VPP_NEEDS_PP, VPP_LAYERS, VPP_MICROBATCHES, ZERO_PP, DTYPE_HARDWARE, CP_SEQ, CP_FLASH,
     EP_DP, EP_EXPERTS, ETP_DP, ETP_FFN, MOE_IMBALANCE, MOE_TP_SP, TP_OVERLAP_SP,
-    TP_OVERLAP_NODE, HSDP_DP) + FINETUNE_RULES + HYBRID_RULES
+    TP_OVERLAP_NODE, HSDP_DP, ZERO3_PER_TENSOR) + FINETUNE_RULES + HYBRID_RULES
 
 def _expert_tp(v: Values, xp: Any) -> Any:
     """Serving's expert tensor-parallel size ``max(tp/ep, 1)`` (``ep`` absent: 1)."""

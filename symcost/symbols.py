@@ -255,6 +255,10 @@ tp_overlap = _declare("tp_overlap", "parallel", "1",
 dp_overlap = _declare("dp_overlap", "parallel", "1",
                       "1 when data-parallel communication overlaps compute", integer=True,
                       nonneg=True)
+zero3_per_tensor = _declare("zero3_per_tensor", "parallel", "1",
+                            "1 when ZeRO-3 gathers each parameter tensor with its own "
+                            "synchronous all-gather and all-reduces gradients (DeepSpeed "
+                            "v0.3-v0.4, 2021)", integer=True, nonneg=True)
 # [memory] training framework (issue 13; symcost.training, memory section)
 train_framework = _declare("train_framework", "parallel", "1",
                            "training framework, for memory: 0 Megatron-LM (fp32 master weights,"

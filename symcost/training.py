@@ -354,6 +354,24 @@ def params_layer_experts() -> sp.Expr:
     return moe_layer_fraction() * S.n_experts * params_expert()
 
 
+def param_tensors_layer() -> sp.Expr:
+    """Parameter tensors of the average layer, the unit DeepSpeed ZeRO-3 of 2021 gathered one
+    at a time (``zero3_per_tensor``): the fused QKV and output projections and the ``2+g``
+    MLP matrices, each with a bias when ``has_bias``; two norm weights (and biases with
+    ``norm_bias``); in MoE layers the router and the ``2+g`` matrices of every routed and
+    shared expert instead of the MLP's. For GPT (biases, LayerNorm) this is 12.
+
+    References:
+        DeepSpeed v0.3.13 ``deepspeed/runtime/zero/partition_parameters.py``
+        (``_all_gather``: one ``_allgather_param`` per parameter, each after
+        ``torch.cuda.synchronize()``).
+    """
+    g = S.gated_mlp
+    fm = moe_layer_fraction()
+    dense = (2 + mlp_layer_fraction() * (2 + g)) * (1 + S.has_bias) + 2 * (1 + S.norm_bias)
+    return dense + fm * (1 + (S.n_experts + S.shared_experts) * (2 + g))
+
+
 def params_total() -> sp.Expr:
     """All parameters: layers, embedding (and an untied LM head), learned positions, final norm."""
     h, V = S.hidden, S.vocab
@@ -1154,8 +1172,21 @@ def training_expressions() -> dict[str, sp.Expr]:
     ov = S.dp_overlap
     z3_exposed = (ov * (smax(ag - win_f, 0) + ag / Ls + smax(ag + rs - win_b, 0))
                   + (1 - ov) * (2 * ag + rs))
+    # ZeRO-3 as DeepSpeed v0.3-v0.4 ran it (zero3_per_tensor): each parameter tensor its own
+    # all-gather after torch.cuda.synchronize() (nothing overlaps), in the forward, the
+    # backward and the recomputed forward (which re-gathers a layer of at least
+    # stage3_max_reuse_distance = 1e9 elements, the backward reusing a smaller one's), and
+    # the gradients all-reduced in buckets (contiguous_gradients off by default until v0.4.3)
+    # over the d*c ranks. DeepSpeed v0.3.13 partition_parameters.py _allgather_param, stage3.py
+    # _keep_for_later and buffered_reduce_fallback; constants.py defaults.
+    n_tensors = Ls * param_tensors_layer()
+    gathers = 2 + IS_FULL * flag(params_layer() >= 10**9)
+    ag_tensor = n_tensors * both(coll.all_gather, weight_rep, weight_exp, n_tensors)
+    ar_layer = Ls * both(coll.all_reduce, rep_bytes, exp_bytes, Ls, dd)
+    pt = S.zero3_per_tensor
+    z3_time = (1 - pt) * z3_exposed + pt * (gathers * ag_tensor + ar_layer)
     # [finetune] parameter offload: the partition comes over the host link in every pass
-    t_z3 = IS_ZERO3 * z3_exposed + ft.offload_param_fetch_time(
+    t_z3 = IS_ZERO3 * z3_time + ft.offload_param_fetch_time(
         weight_rep / ds + weight_exp / de, 2 + IS_FULL)
     is_z12 = flag((z > sp.Rational(1, 2)) & (z < sp.Rational(5, 2)))
     is_z0 = flag(z < sp.Rational(1, 2))

@@ -38,6 +38,8 @@ tp, pp             both blank: unpredictable ("parallel config not stated"), unl
 global_batch       ``micro_batch * dp``
 dp_overlap         on; off for ZHANG23's DeepSpeed ZeRO runs, on for its ZeRO-0 (PyTorch
                    DDP) runs (:data:`SOURCE_DEFAULTS`, :func:`dp_overlap_default`)
+zero3_per_tensor   off; on for NAR21's ZeRO-3 rows (DeepSpeed of March 2021,
+                   :data:`SOURCE_DEFAULTS`)
 train_framework    ``megatron``; ``hf`` for ZHANG23 (:data:`SOURCE_DEFAULTS`; memory only)
 attention_backend  ``native``; ``fa2`` for MPT and ZHANG23 (:data:`SOURCE_DEFAULTS`)
 flash_attention    the column when stated (0/1); else see :data:`SOURCE_DEFAULTS` and
@@ -137,6 +139,10 @@ INFERENCE_REASON = "inference rows: not predicted by the training model"
 #:
 #: * NAR21, MLM22 (Megatron-LM 2021/22): unfused "core attention" (FlashAttention appeared in
 #:   2022, after these runs).
+#: * NAR21's ZeRO-3 rows (Table 2, "ZeRO-3 via DeepSpeed", arXiv:2104.04473 v1 of April 2021,
+#:   a month after DeepSpeed v0.3.13 introduced ZeRO-3): ``zero3_per_tensor`` (one synchronous
+#:   all-gather per parameter tensor, gradients all-reduced; the DeepSpeed v0.3-v0.4 code
+#:   and defaults, :func:`symcost.training.param_tensors_layer`).
 #: * MPT (llm-foundry benchmarks): FlashAttention (its notes say so); the benchmark YAMLs used
 #:   learned position embeddings and biases (the published ``n_params_b`` grows by ``hidden``
 #:   per token of ``seq_len`` and matches ``bias=True, position='learned'`` to 4 digits), with
@@ -192,7 +198,7 @@ INFERENCE_REASON = "inference rows: not predicted by the training model"
 SOURCE_DEFAULTS: dict[str, dict[str, Any]] = {
     "ZHANG23": {"dp_overlap": False, "dp_overlap_zero0": True, "train_framework": "hf",
                 "memory_reading": "device", "attention_backend": "fa2"},
-    "NAR21": {"flash_attention": False},
+    "NAR21": {"flash_attention": False, "zero3_per_tensor": True},
     "MLM22": {"flash_attention": False},
     "MBRIDGE": {"sp_with_tp": True, "tp_overlap_with_sp": True,
                 "flops_counter": "megatron_bridge", "lora_rank": 32, "lora_targets": "q,k,v"},
@@ -923,6 +929,8 @@ def _prepare_one(row: Row, other_metrics: bool = False) -> PreparedRow:
                          micro_batch=mb, global_batch=gb, seq_len=model.seq_len,
                          recompute=recompute, zero=zero, dtype=dtype, flash_attention=flash,
                          dp_overlap=dp_overlap_default(source, zero),
+                         zero3_per_tensor=zero == 3 and bool(
+                             SOURCE_DEFAULTS.get(source, {}).get("zero3_per_tensor")),
                          tp_overlap=tp_overlap,
                          train_framework=str(SOURCE_DEFAULTS.get(source, {}).get(
                              "train_framework", "megatron")),

@@ -160,7 +160,7 @@ def test_options_reach_the_config():
                    "dp_replicate": 1, "sp": True, "vpp": 1, "micro_batch": 2,
                    "global_batch": 8, "seq_len": 1024, "recompute": "none", "zero": 1,
                    "dtype": "fp8", "flash_attention": False, "dp_overlap": False,
-                   "tp_overlap": False, "ep_overlap": False, "moe_imbalance": 1.0,
+                   "zero3_per_tensor": False, "tp_overlap": False, "ep_overlap": False, "moe_imbalance": 1.0,
                    "moe_capacity_factor": 0.0, "train_framework": "megatron",
                    "attention_backend": "native",
                    "offload": "none",

@@ -120,7 +120,11 @@ others their start value 100 us) and the snapshot was rewritten. A twenty-fourth
 same day): the RTX 3090 (GA102) became its own generation ``ampere_ga10x``, which a parameter
 file without it fills with Ampere's values; with the previous parameter file nothing moved;
 recalibrated (the RTX 3090 server's host and QLoRA constants no longer shared with the A800
-server's) and the snapshot was rewritten. Every other value is as first written.
+server's) and the snapshot was rewritten. A twenty-fifth (issue 11, 2026-11-26 fourth session):
+``zero3_per_tensor`` (ZeRO-3 as DeepSpeed v0.3-v0.4 ran it), on for NAR21's six ZeRO-3 rows;
+with the previous parameter file only those six validation rows moved (no draw: the field's
+default is off); recalibrated (Ampere's ``eff_inter`` 0.70 -> 0.50, its lower bound) and the
+snapshot was rewritten. Every other value is as first written.
 
 The draws are described by plain field values (API keywords), so the test can replay them
 through the public API whatever the internals become.
