@@ -14,6 +14,9 @@ import numpy as np
 import pytest
 
 from symcost import ConfigError, get_model, predict_training
+from symcost import symbols as S
+from symcost import training as T
+from symcost.config import model_bindings
 from symcost.params import load_params
 from symcost.validate import load_measurements, predict_rows, prepare_rows
 
@@ -35,6 +38,18 @@ def _per_tensor_hand(inputs: dict[str, float], n: int, params: float, layers: in
     gather = k * ((n - 1) / n * nbytes / k / bw + (n - 1) * lat)
     reduce = layers * (2 * (n - 1) / n * nbytes / layers / bw + 2 * (n - 1) * lat)
     return gathers * gather + reduce
+
+
+@pytest.mark.parametrize("name, tensors", [
+    ("gpt-1.7b", 12),      # QKV, projection, fc1, fc2 with biases; two LayerNorms with biases
+    ("llama-2-7b", 7),     # QKV, o, gate, up, down without biases; two RMSNorm weights
+    ("mixtral-8x7b", 29),  # QKV, o; two RMSNorms; router + 8 experts x (gate, up, down)
+])
+def test_parameter_tensors_per_layer_by_hand(name: str, tensors: int) -> None:
+    vals = model_bindings(get_model(name))
+    expr = T.param_tensors_layer()
+    got = float(expr.xreplace({S.lookup(k): v for k, v in vals.items()}))
+    assert got == tensors
 
 
 def test_per_tensor_zero3_time_is_hand_computed() -> None:
