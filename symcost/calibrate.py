@@ -82,8 +82,11 @@ __all__ = [
 #: roofline (``eff_ssm``, identified by the hybrid Mamba-Transformer runs only), the speed of NVFP4
 #: linear layers against the fp4 peak (``eff_fp4``, identified by NVFP4 runs only: Blackwell and
 #: Blackwell Ultra), the fixed time of one NF4 dequantization call in QLoRA training
-#: (``t_dequant_call``, identified by QLoRA runs only: Ampere and Ada); a parameter the rows of a
-#: generation cannot identify (no MoE, offload, NVFP4 or QLoRA run) keeps its start value. The
+#: (``t_dequant_call``, identified by QLoRA runs only: Ampere and Ada), the host time of one
+#: partition copy of a list-output all-gather (``t_gather_copy``, identified by the per-tensor
+#: ZeRO-3 runs of DeepSpeed 2021 only: NAR21, Ampere); a parameter the rows of a generation
+#: cannot identify (no MoE, offload, NVFP4, QLoRA or per-tensor ZeRO-3 run) keeps its start
+#: value. The
 #: others keep their starting values, documented here because each was tried on the shared
 #: measurements: ``eff_hbm`` (training data constrain it only through small models' elementwise
 #: time; the fit pulled hopper's to 0.41, a stand-in for other small-model overheads that would
@@ -101,6 +104,8 @@ DEFAULT_FIT: tuple[str, ...] = ("eff_gemm", "eff_attn", "eff_inter", "eff_moe", 
                                  "cpu_adam_rate", "fa2_ratio", "eff_ssm", "eff_fp4",
                                  # [finetune] fixed time of one NF4 dequantization call
                                  "t_dequant_call",
+                                 # per-tensor ZeRO-3 (DeepSpeed 2021): list-output copies
+                                 "t_gather_copy",
                                  # [moe] grouped-GEMM size penalty, fixed time per MoE layer
                                  "moe_flop_half", "t_moe_layer")
 

@@ -63,6 +63,8 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "eff_fp4": (0.3, 1.0),
     # [finetune] fixed time of one NF4 dequantization call (QLoRA)
     "t_dequant_call": (0.0, 1e-2),
+    # host time of one partition copy of a list-output all-gather (zero3_per_tensor)
+    "t_gather_copy": (0.0, 1e-3),
 }
 PARAM_NAMES: tuple[str, ...] = tuple(s.name for s in S.by_kind("efficiency"))
 assert set(PARAM_NAMES) == set(BOUNDS), "every efficiency symbol needs bounds"
@@ -76,13 +78,14 @@ assert set(PARAM_NAMES) == set(BOUNDS), "every efficiency symbol needs bounds"
 #: native speed (``fa2_ratio`` 1); dense GEMMs have no size penalty (``gemm_m_half`` 0);
 #: [hybrid] the Mamba-2 mixer's kernels run at their roofline (``eff_ssm`` 1); NVFP4 linear
 #: layers run at the fp4 peak (``eff_fp4`` 1); [finetune] an NF4 dequantization costs only its
-#: memory traffic (``t_dequant_call`` 0).
+#: memory traffic (``t_dequant_call`` 0); a list-output all-gather costs only its ring
+#: (``t_gather_copy`` 0).
 FALLBACK: dict[str, str | float] = {"eff_moe": "eff_gemm", "mem_cache_frac": 0.0,
                                     "mem_regrow_frac": 0.0, "mem_offload_layers": 0.0,
                                     "moe_m_half": 0.0, "moe_flop_half": 0.0,
                                     "t_moe_layer": 0.0, "fa2_ratio": 1.0,
                                     "gemm_m_half": 0.0, "eff_ssm": 1.0, "eff_fp4": 1.0,
-                                    "t_dequant_call": 0.0}
+                                    "t_dequant_call": 0.0, "t_gather_copy": 0.0}
 
 
 #: a GPU generation split off after parameter files were written takes, where a file has no

@@ -475,6 +475,11 @@ t_dequant_call = _declare("t_dequant_call", "efficiency", "s",
                           "fixed time of one NF4 weight dequantization call in QLoRA training "
                           "(host-side dispatch and kernel launches of bitsandbytes' "
                           "dequantize_4bit), beyond its memory traffic", nonneg=True)
+# ZeRO-3 as DeepSpeed v0.3-v0.4 ran it (zero3_per_tensor): host time per output partition
+t_gather_copy = _declare("t_gather_copy", "efficiency", "s",
+                         "host time of one partition copy of an all-gather with list outputs "
+                         "(torch.distributed.all_gather: one copy_ per rank after the NCCL "
+                         "call)", nonneg=True)
 eff_fp4 = _declare("eff_fp4", "efficiency", "1",
                    "speed of NVFP4 linear layers relative to the fp4 peak at the GEMM "
                    "efficiency (its quantization, random Hadamard transforms and block scales "

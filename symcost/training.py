@@ -1179,9 +1179,13 @@ def training_expressions() -> dict[str, sp.Expr]:
     # the gradients all-reduced in buckets (contiguous_gradients off by default until v0.4.3)
     # over the d*c ranks. DeepSpeed v0.3.13 partition_parameters.py _allgather_param, stage3.py
     # _keep_for_later and buffered_reduce_fallback; constants.py defaults.
+    # torch.distributed.all_gather with a list of ds outputs (one view per rank) copies each
+    # partition out of NCCL's flat buffer with its own copy_ (PyTorch ProcessGroupNCCL::
+    # allgather), a host cost t_gather_copy per rank and tensor that grows with the group
     n_tensors = Ls * param_tensors_layer()
     gathers = 2 + IS_FULL * flag(params_layer() >= 10**9)
-    ag_tensor = n_tensors * both(coll.all_gather, weight_rep, weight_exp, n_tensors)
+    ag_tensor = (n_tensors * both(coll.all_gather, weight_rep, weight_exp, n_tensors)
+                 + n_tensors * ds * S.t_gather_copy)
     ar_layer = Ls * both(coll.all_reduce, rep_bytes, exp_bytes, Ls, dd)
     pt = S.zero3_per_tensor
     z3_time = (1 - pt) * z3_exposed + pt * (gathers * ag_tensor + ar_layer)

@@ -8,6 +8,7 @@ NAR21 rows are published measurements (Narayanan et al. 2021, Table 2).
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -27,15 +28,16 @@ SHARED = Path(__file__).resolve().parents[2] / "shared" / "validation" / \
 
 def _per_tensor_hand(inputs: dict[str, float], n: int, params: float, layers: int,
                      tensors: int, gathers: int) -> float:
-    """``gathers`` rounds of ``layers*tensors`` ring all-gathers of the 16-bit weights, then
-    ``layers`` ring all-reduces of the 16-bit gradients, over ``n`` ranks on whole nodes."""
+    """``gathers`` rounds of ``layers*tensors`` ring all-gathers of the 16-bit weights, each
+    followed by ``n`` partition copies of ``t_gather_copy``, then ``layers`` ring all-reduces
+    of the 16-bit gradients, over ``n`` ranks on whole nodes."""
     i = inputs
     bw = min(i["intra_bw"] * i["eff_intra"],
              i["gpus_per_node"] * i["inter_bw"] * i["eff_inter"])
     lat = i["inter_lat"] if n > i["gpus_per_node"] else i["intra_lat"]
     nbytes = 2.0 * params
     k = layers * tensors
-    gather = k * ((n - 1) / n * nbytes / k / bw + (n - 1) * lat)
+    gather = k * ((n - 1) / n * nbytes / k / bw + (n - 1) * lat + n * i["t_gather_copy"])
     reduce = layers * (2 * (n - 1) / n * nbytes / layers / bw + 2 * (n - 1) * lat)
     return gathers * gather + reduce
 
@@ -83,6 +85,24 @@ def test_recompute_regathers_only_layers_beyond_the_reuse_distance() -> None:
     assert r.breakdown["dp_comm"] == pytest.approx(want, rel=1e-9)
 
 
+def test_list_output_copies_cost_t_gather_copy_per_rank_and_tensor() -> None:
+    """Doubling the group at a fixed global batch adds one copy per extra rank to every
+    gather: the difference of the dp time with and without ``t_gather_copy`` is
+    ``gathers * L * n_T * n * t_gather_copy`` per micro-batch."""
+    m = get_model("gpt-1.7b")
+    kw = dict(num_gpus=32, zero=3, micro_batch=1, global_batch=32, seq_len=2048,
+              zero3_per_tensor=True)
+    p = load_params()
+    gen = "ampere"
+    with_copy = predict_training(m, A100, params=p, **kw)
+    without = predict_training(m, A100, params=dataclasses.replace(p, generations={
+        **p.generations, gen: {**p.generations[gen], "t_gather_copy": 0.0}}), **kw)
+    t = with_copy.inputs["t_gather_copy"]
+    assert t > 0
+    extra = with_copy.breakdown["dp_comm"] - without.breakdown["dp_comm"]
+    assert extra == pytest.approx(2 * 24 * 12 * 32 * t, rel=1e-9)
+
+
 def test_per_tensor_needs_zero3() -> None:
     with pytest.raises(ConfigError, match="^zero3_per_tensor: needs zero 3"):
         predict_training("gpt-1.7b", A100, num_gpus=8, zero=2, zero3_per_tensor=True)
@@ -106,13 +126,14 @@ def test_nar21_rows_take_per_tensor_zero3_only_for_their_zero3_runs(nar21_zero3:
 def test_nar21_zero3_rows_within_their_published_tolerance(nar21_zero3: list) -> None:
     """Table 2 of Narayanan et al. 2021: ZeRO-3 (DeepSpeed) on 384-2240 A100s at a fixed global
     batch. With the layered, overlapped ZeRO-3 model these rows were 37-327% too fast (mean
-    158%); per-tensor synchronous gathers bring them to a mean error within 20%, each within
-    40%, and reproduce the fall of TFLOP/s per GPU as GPUs double at a fixed batch."""
+    158%); per-tensor synchronous gathers with their list-output copies bring them to a mean
+    error within 12%, each within 20% (8.0% and 13.7% with the shipped calibration), and
+    reproduce the fall of TFLOP/s per GPU as GPUs double at a fixed batch."""
     p = predict_rows([r for r in nar21_zero3 if r.config.zero3_per_tensor], load_params(),
                      intervals=False)
     err = p.error_pct.to_numpy()
-    assert np.abs(err).mean() <= 20.0
-    assert np.abs(err).max() <= 40.0
+    assert np.abs(err).mean() <= 12.0
+    assert np.abs(err).max() <= 20.0
     for model in ("174.6B", "529.6B"):
         sub = p[p.case_id.str.contains(model)]
         sub = sub.assign(n=sub.case_id.str.extract(r"-(\d+)gpu$")[0].astype(int)).sort_values("n")

@@ -124,7 +124,10 @@ server's) and the snapshot was rewritten. A twenty-fifth (issue 11, 2026-11-26 f
 ``zero3_per_tensor`` (ZeRO-3 as DeepSpeed v0.3-v0.4 ran it), on for NAR21's six ZeRO-3 rows;
 with the previous parameter file only those six validation rows moved (no draw: the field's
 default is off); recalibrated (Ampere's ``eff_inter`` 0.70 -> 0.50, its lower bound) and the
-snapshot was rewritten. Every other value is as first written.
+snapshot was rewritten. A twenty-sixth (same day): the list-output copies of those per-tensor
+all-gathers (``t_gather_copy`` per rank and tensor); with the previous parameter file
+(``t_gather_copy`` absent, so 0) nothing moved; recalibrated (Ampere ``t_gather_copy`` 4.5 us,
+``eff_inter`` 0.60) and the snapshot was rewritten. Every other value is as first written.
 
 The draws are described by plain field values (API keywords), so the test can replay them
 through the public API whatever the internals become.
