@@ -469,7 +469,6 @@ eff_ssm = _declare("eff_ssm", "efficiency", "1",
                    "achieved fraction of the roofline speed of the Mamba-2 mixer's non-GEMM "
                    "kernels (causal convolution, chunked SSD scan, gated norm)")
 
-# NVFP4 linear layers (training)
 # [finetune] QLoRA: fixed cost of one NF4 dequantization call
 t_dequant_call = _declare("t_dequant_call", "efficiency", "s",
                           "fixed time of one NF4 weight dequantization call in QLoRA training "
@@ -480,6 +479,7 @@ t_gather_copy = _declare("t_gather_copy", "efficiency", "s",
                          "host time of one partition copy of an all-gather with list outputs "
                          "(torch.distributed.all_gather: one copy_ per rank after the NCCL "
                          "call)", nonneg=True)
+# NVFP4 linear layers (training)
 eff_fp4 = _declare("eff_fp4", "efficiency", "1",
                    "speed of NVFP4 linear layers relative to the fp4 peak at the GEMM "
                    "efficiency (its quantization, random Hadamard transforms and block scales "
