@@ -28,6 +28,8 @@ sp                 0 (no sequence parallelism); on with tp > 1 for the sources w
 cp, ep             1 (no context or expert parallelism)
 zero_stage         0; 1 for MLM24 (:data:`SOURCE_DEFAULTS`)
 tp_overlap         off; on with sp for MBRIDGE, MBRIDGE2511, NEMO2407, MLM24
+ep_overlap         off; on for the MBRIDGE MoE rows whose container's recipe overlapped the
+                   all-to-all (:data:`BRIDGE_EP_OVERLAP`, :func:`ep_overlap_default`)
 recompute          ``none``
 dtype              canonical ``dtype``; else ``bf16``
 dp                 derived ``n_gpus / (tp * cp * pp)`` (a stated dp must agree)
@@ -110,6 +112,7 @@ __all__ = [
     "SkippedRow", "ValidationReport", "builtin_measurements", "evaluate_rows", "flash_attention_rule",
     "llm_foundry_flops_per_token", "megatron_flops_per_token", "model_flops_per_token",
     "FLOPS_COUNTERS", "MEGATRON_COUNTERS", "BRIDGE_COUNTER_REVISED", "flops_counter_of",
+    "BRIDGE_EP_OVERLAP", "container_of", "ep_overlap_default",
     "load_measurements", "mape", "metric_factor", "nar21_flops",
     "predict_rows", "prepare_rows", "preset_for_name", "source_of", "split_by_params",
     "unmodelled_reason", "REGRESSION_NOTE", "replicate_floor",
@@ -466,12 +469,64 @@ def flops_counter_of(source: str, notes: object, *, lora: bool = False,
     revised formula."""
     counter = FLOPS_COUNTERS.get(source)
     if counter == "megatron_bridge":
-        found = re.search(r"container=NeMo (\d+)\.(\d+)", str(notes or ""))
-        if found and (int(found[1]), int(found[2])) < BRIDGE_COUNTER_REVISED:
+        container = container_of(notes)
+        if container is not None and container < BRIDGE_COUNTER_REVISED:
             return "megatron_bridge_2601"
         if lora and BRIDGE_LORA_MODEL.search(model_name):
             return "megatron_bridge_lora"
     return counter
+
+
+#: how a row's ``notes`` name the NeMo container of a Megatron-Bridge run
+#: (``container=NeMo 26.06.01``).
+CONTAINER_NOTE = re.compile(r"container=NeMo (\d+(?:\.\d+)+)")
+
+
+def container_of(notes: object) -> tuple[int, ...] | None:
+    """The NeMo container a row's ``notes`` name, as a tuple of ints (``26.06.01`` ->
+    ``(26, 6, 1)``, which sorts after ``(26, 6)``), or None when they name none."""
+    found = CONTAINER_NOTE.search(str(notes or ""))
+    return tuple(int(x) for x in found[1].split(".")) if found else None
+
+
+#: Megatron-Bridge performance recipes whose MoE all-to-all runs overlapped with another
+#: micro-batch's compute (``ep_overlap``): first container -> the (``model`` cell, canonical
+#: ``hardware``, ``dtype``) rows it covers; a row of that container or a later one is
+#: predicted with ``ep_overlap`` on. These are the recipes that set ``moe_a2a_overlap``
+#: (Megatron-Core ``overlap_moe_expert_parallel_comm`` with ``delay_wgrad_compute``)
+#: together with full-iteration CUDA graphs (``cuda_graph_impl = "full_iteration"``: the
+#: dropless MoE padded to a fixed capacity with paged stashing, so no host synchronisation
+#: on the per-expert token counts stalls the overlapped schedule): Megatron-Bridge commits
+#: bac3ffebf (#4249, Qwen3), 7a8bd64b2 (#3983/#4226, DeepSeek-V3) and 0d3b6dd43 (#4173,
+#: gpt-oss), first in v0.5.0 = container 26.06; the B200/B300 presets in v0.5.1 = 26.06.01
+#: (``scripts/performance/configs/*/*_workload_base_configs.py`` at those tags; v0.6.0 =
+#: 26.08 keeps them, ``src/megatron/bridge/perf_recipes``). Recipes that set
+#: ``moe_a2a_overlap`` without these graphs are predicted with the all-to-all exposed: their
+#: runs show no gain from it (gpt-oss-120b on 64 GB200 in BF16 ran 15,784 tokens/s/GPU in
+#: 26.02 without it and 15,938 in 26.04 with it, the same layout).
+BRIDGE_EP_OVERLAP: dict[tuple[int, ...], frozenset[tuple[str, str, str]]] = {
+    (26, 6): frozenset({
+        ("Qwen3-30B-A3B", "b300", "mxfp8"), ("Qwen3-30B-A3B", "gb200", "mxfp8"),
+        ("Qwen3-30B-A3B", "gb300", "mxfp8"), ("Qwen3-235B-A22B", "gb200", "mxfp8"),
+        ("Qwen3-235B-A22B", "gb300", "mxfp8"), ("DeepSeek-V3-671B", "gb200", "mxfp8"),
+        ("DeepSeek-V3-671B", "gb300", "mxfp8"), ("gpt-oss-120b", "gb200", "mxfp8"),
+        ("gpt-oss-120b", "gb300", "mxfp8")}),
+    (26, 6, 1): frozenset({
+        ("Qwen3-30B-A3B", "b200", "mxfp8"), ("Qwen3-235B-A22B", "b200", "mxfp8"),
+        ("Qwen3-235B-A22B", "b300", "mxfp8"), ("DeepSeek-V3-671B", "b300", "mxfp8")}),
+}
+
+
+def ep_overlap_default(source: str, notes: object, model_name: str, hardware: str,
+                       dtype: str) -> bool:
+    """Whether an MBRIDGE row ran its MoE all-to-all overlapped (:data:`BRIDGE_EP_OVERLAP`:
+    its container is at or after one whose recipes cover its model, hardware and dtype);
+    False for every other source and for rows naming no container."""
+    container = container_of(notes)
+    if source != "MBRIDGE" or container is None:
+        return False
+    return any(container >= first and (model_name, hardware, dtype) in runs
+               for first, runs in BRIDGE_EP_OVERLAP.items())
 
 
 #: how a source counts the FLOPs of its ``model``/``hardware`` FLOP-rate metrics (the row's
@@ -924,6 +979,10 @@ def _prepare_one(row: Row, other_metrics: bool = False) -> PreparedRow:
     tp_overlap = bool(SOURCE_DEFAULTS.get(source, {}).get("tp_overlap_with_sp")) and sp_on == 1
     if tp_overlap:
         defaults["tp_overlap"] = f"on (default for source {source} with sp)"
+    ep_overlap = ep_overlap_default(source, notes, str(cell(row, "model") or ""),
+                                    str(hw_id).lower(), dtype)
+    if ep_overlap:
+        defaults["ep_overlap"] = "on (the row's Megatron-Bridge recipe, BRIDGE_EP_OVERLAP)"
     cfg = TrainingConfig(num_gpus=n_gpus, tp=tp, pp=pp, cp=cp, dp=dp, ep=ep, sp=bool(sp_on),
                          vpp=vpp,
                          micro_batch=mb, global_batch=gb, seq_len=model.seq_len,
@@ -931,7 +990,7 @@ def _prepare_one(row: Row, other_metrics: bool = False) -> PreparedRow:
                          dp_overlap=dp_overlap_default(source, zero),
                          zero3_per_tensor=zero == 3 and bool(
                              SOURCE_DEFAULTS.get(source, {}).get("zero3_per_tensor")),
-                         tp_overlap=tp_overlap,
+                         tp_overlap=tp_overlap, ep_overlap=ep_overlap,
                          train_framework=str(SOURCE_DEFAULTS.get(source, {}).get(
                              "train_framework", "megatron")),
                          attention_backend=str(SOURCE_DEFAULTS.get(source, {}).get(

@@ -127,7 +127,12 @@ default is off); recalibrated (Ampere's ``eff_inter`` 0.70 -> 0.50, its lower bo
 snapshot was rewritten. A twenty-sixth (same day): the list-output copies of those per-tensor
 all-gathers (``t_gather_copy`` per rank and tensor); with the previous parameter file
 (``t_gather_copy`` absent, so 0) nothing moved; recalibrated (Ampere ``t_gather_copy`` 4.5 us,
-``eff_inter`` 0.60) and the snapshot was rewritten. Every other value is as first written.
+``eff_inter`` 0.60) and the snapshot was rewritten. A twenty-seventh (issue 11, 2026-11-26
+fifth session): ``validate`` turns ``ep_overlap`` on for the Megatron-Bridge MoE runs whose
+recipe overlapped the all-to-all with full-iteration CUDA graphs (``BRIDGE_EP_OVERLAP``); with
+the previous parameter file exactly those 48 validation rows moved (no draw); recalibrated
+(Blackwell ``eff_moe`` 0.314 -> 0.294) and the snapshot was rewritten. Every other value is
+as first written.
 
 The draws are described by plain field values (API keywords), so the test can replay them
 through the public API whatever the internals become.
