@@ -99,16 +99,19 @@ def training_module_terms() -> dict[str, dict[str, sp.Expr]]:
     fwd = tr.layer_forward_compute()
     d, heads, kv = tr.head_dim(), S.n_heads / S.tp, tr.kv_heads_local()
     flash = S.flash_attn > HALF
+    # the attention core's time is the training model's (context parallelism, sliding
+    # windows, the kernel library, hybrid blocks); the unfused kernels' parts split it by
+    # their own times, FlashAttention's fused kernel half each to QK^T and attention.V
     unf = _attention_parts_unfused(S.micro_batch, S.seq_len, heads, kv, d, S.has_dropout)
-    fl_f = att.attention_flash(S.micro_batch, S.seq_len, heads, kv, d, S.peak_flops_16).time
-    fl_b = att.attention_flash_backward(S.micro_batch, S.seq_len, heads, kv, d,
-                                        S.peak_flops_16).time
+    unf_total = unf["qk_t"] + unf["softmax"] + unf["attn_v"]
+    core = {False: fwd["attention"].time,
+            True: tr.layer_backward_compute()["attention"].time}
 
     fa = tr.attention_layer_fraction()  # [hybrid] attention blocks per layer
 
     def attn(part: str, backward: bool) -> sp.Expr:
-        fused = 0 if part == "softmax" else (fl_b if backward else fl_f) / 2
-        return fa * sp.Piecewise((fused, flash), (unf[part] * (2 if backward else 1), True))
+        fused = 0 if part == "softmax" else HALF
+        return core[backward] * sp.Piecewise((fused, flash), (unf[part] / unf_total, True))
 
     adapters = ft.adapter_compute_layer(n, peak).time
     deq = ft.dequant_time_layer()
@@ -152,8 +155,10 @@ def training_module_terms() -> dict[str, dict[str, sp.Expr]]:
         out["forward"][mod] = m * Ls * f_layer[mod]
         out["backward"][mod] = m * Ls * (b_layer[mod] + rec_share * f_layer[mod])
     # selective recomputation (unfused attention core) goes to its three parts
+    recomputed = tr.unfused_attention_forward().time
     for part in ("qk_t", "softmax", "attn_v"):
-        out["backward"][part] += m * Ls * tr.IS_SELECTIVE * (1 - S.flash_attn) * fa * unf[part]
+        out["backward"][part] += (m * Ls * tr.IS_SELECTIVE * (1 - S.flash_attn) * recomputed
+                                  * unf[part] / unf_total)
     out["optimizer"] = {mod: sp.Integer(0) for mod in MODULES}
     out["optimizer"]["other"] = ex["time_optimizer"]
     known = sum((sum(out[p][mod] for mod in MODULES[:-1]) for p in ("forward", "backward")),
@@ -191,14 +196,19 @@ def inference_module_terms() -> dict[str, dict[str, sp.Expr]]:
     rows = b * s_in
     gm = inf.layer_gemms(rows)
     mo = inf.layer_memory_ops(rows)
+    # the serving model's prefill attention (sliding windows, MLA), split as in training
     unf = _attention_parts_unfused(b, s_in, heads, kv, d, sp.Integer(0))
-    fl = att.attention_flash(b, s_in, heads, kv, d, S.peak_flops_16).time
+    unf_total = unf["qk_t"] + unf["softmax"] + unf["attn_v"]
+    core = inf.attention_prefill(b, s_in).time
+
+    def part(name: str) -> sp.Expr:
+        fused = 0 if name == "softmax" else HALF
+        return core * sp.Piecewise((fused, flash), (unf[name] / unf_total, True))
+
     pre = {
         "rmsnorm": mo["norms"].time, "qkv_proj": gm["qkv_proj"].time,
         "rope": S.rotary_pos * rope_cost(rows).time,
-        "qk_t": sp.Piecewise((fl / 2, flash), (unf["qk_t"], True)),
-        "softmax": sp.Piecewise((0, flash), (unf["softmax"], True)),
-        "attn_v": sp.Piecewise((fl / 2, flash), (unf["attn_v"], True)),
+        "qk_t": part("qk_t"), "softmax": part("softmax"), "attn_v": part("attn_v"),
         "out_proj": gm["out_proj"].time,
         "mlp": _serving_mlp(gm) + mo["activation"].time,
     }

@@ -3,12 +3,14 @@ ZHANG23 memory/OOM rows: hand-computed values and published measurements."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 import sympy as sp
 
 from symcost import finetune as ft
+from symcost import get_model
 from symcost import symbols as S
 from symcost import training as T
 from symcost.api import predict_training, training_inputs
@@ -141,6 +143,48 @@ def test_module_breakdown_sums_to_step_time() -> None:
         total = sum(sum(m.values()) for m in out.values())
         assert total - rope == pytest.approx(step, rel=1e-9)
         assert all(x >= 0 for m in out.values() for x in m.values())
+
+
+@pytest.mark.parametrize("model, seq", [("llama-3.1-70b", 32768), ("gpt-oss-20b", 8192)])
+def test_module_breakdown_attention_is_the_training_models(model: str, seq: int) -> None:
+    """The attention modules take the training model's attention core: with context
+    parallelism each GPU computes 1/c of it (same micro-batches, twice the GPUs: exactly half
+    the QK^T and attention.V time), and sliding-window layers (gpt-oss) only their band. Before,
+    the modules priced full-sequence attention on every GPU and ``other`` went negative (e.g.
+    -72.7 s of an 11.4 s step for Llama-3.1-405B at 131,072 tokens with CP 16)."""
+    out = {}
+    for cp in (1, 2):
+        cfg = TrainingConfig(num_gpus=8 * cp, tp=8, cp=cp, seq_len=seq, micro_batch=1,
+                             global_batch=4, sp=True)
+        out[cp] = evaluate_terms(training_module_terms(),
+                                 training_inputs(model, "h100-sxm5-80gb", cfg))
+        step = predict_training(model, "h100-sxm5-80gb", cfg).step_time
+        rope = out[cp]["forward"]["rope"] + out[cp]["backward"]["rope"]
+        assert sum(sum(m.values()) for m in out[cp].values()) - rope == pytest.approx(
+            step, rel=1e-9)
+        assert all(x >= 0 for m in out[cp].values() for x in m.values())
+    for phase in ("forward", "backward"):
+        for part in ("qk_t", "attn_v"):
+            assert out[2][phase][part] == pytest.approx(out[1][phase][part] / 2, rel=1e-9)
+        assert out[1][phase]["qk_t"] > 0
+
+
+def test_serving_breakdown_prefill_attention_skips_the_window() -> None:
+    """gpt-oss-20b alternates sliding-window (W = 128) and full layers: its prefill attention
+    modules are the full-attention ones times the average context factor, by hand
+    ``1 - (1 - (2W - W(W-1)/s)/s)/2`` = 0.503899 at s = 32,768 (the serving model's
+    :func:`symcost.inference.attention_prefill`; before, the modules priced every layer as
+    full attention)."""
+    cfg = InferenceConfig(batch=2, input_len=32768, output_len=2)
+    swa = get_model("gpt-oss-20b")
+    full = dataclasses.replace(swa, sliding_window=0)
+    a = inference_modules(swa, "h100-sxm5-80gb", cfg)["prefill"]
+    b = inference_modules(full, "h100-sxm5-80gb", cfg)["prefill"]
+    w, s = 128, 32768
+    factor = 1 - (1 - (2 * w - w * (w - 1) / s) / s) / 2
+    assert factor == pytest.approx(0.503899, abs=1e-6)
+    for part in ("qk_t", "attn_v"):
+        assert a[part] == pytest.approx(factor * b[part], rel=1e-9)
 
 
 def test_rope_is_reported_only_for_rotary_models() -> None:
