@@ -166,8 +166,9 @@ def test_defaults_for_blank_fields():
     row = {**GPT3_ROW, "micro_batch": "", "dp": "", "zero_stage": "", "sp": "", "vpp": ""}
     (r,), skipped = prepare_rows(pd.DataFrame([row]))
     assert not skipped
+    # sp: on with tp 8 (GENERIC_FACTS: the row's source "X" has no entry)
     assert (r.config.micro_batch, r.config.dp, r.config.zero, r.config.sp, r.config.vpp) == (
-        1, 8, 0, False, 1)
+        1, 8, 0, True, 1)
     assert {"micro_batch", "dp", "zero_stage", "sp", "vpp"} <= set(r.defaults)
 
 
@@ -543,6 +544,23 @@ def test_stated_gated_mlp_and_flash_attention_columns_take_precedence():
     assert r.model.mlp == "swiglu" and r.config.flash_attention is True
     assert "flash_attention" not in r.defaults
     assert r.model.num_params() > plain.model.num_params()  # three MLP matrices, not two
+
+
+@pytest.mark.parametrize("case_id, tp, sp, expected", [
+    ("X-gpt3", 8, "", (True, True)),      # a source without an entry: GENERIC_FACTS
+    ("X-gpt3", 8, 0, (False, False)),     # a stated sp = 0 wins (and TP overlap needs SP)
+    ("X-gpt3", 1, "", (False, False)),    # no tensor parallelism, nothing to split
+    ("NAR21-x", 8, "", (False, False)),   # Megatron-LM 2021: before sequence parallelism
+    ("MLM22-x", 8, "", (False, False)),
+    ("NEMO2407-x", 8, "", (True, True)),  # the recipes' sequence parallelism and TP overlap
+])
+def test_blank_sp_follows_the_sources_facts(case_id, tp, sp, expected):
+    """A blank ``sp`` is sequence parallelism with TP > 1 (and TP communication overlapped
+    with it) unless the row's source ran without it."""
+    row = {**GPT3_ROW, "case_id": case_id, "tp": tp, "n_gpus": tp * 16 * 8, "sp": sp}
+    (r,), _ = prepare_rows(pd.DataFrame([row]))
+    assert (r.config.sp, r.config.tp_overlap) == expected
+    assert ("sp" in r.defaults) == (sp == "")
 
 
 def _implied_step(row) -> float:
