@@ -237,6 +237,7 @@ def source_fact(source: str, key: str) -> Any:
     (None when neither has ``key``)."""
     return SOURCE_DEFAULTS.get(source, {}).get(key, GENERIC_FACTS.get(key))
 
+
 #: family prefix of a model name -> preset supplying its architecture flags.
 FAMILY_PRESETS = (("mpt", "mpt-7b"), ("gpt", "gpt3-175b"), ("megatron", "gpt3-175b"),
                   ("llama", "llama-2-7b"), ("mistral", "mistral-7b"))
