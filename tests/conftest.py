@@ -3,8 +3,16 @@ shared fixtures."""
 
 import os
 import tempfile
+from pathlib import Path
 
+import pandas as pd
 import pytest
+
+from symcost.validate import load_measurements
+
+#: the published measurements beside the repository (``../shared/validation/``).
+SHARED_MEASUREMENTS = (Path(__file__).resolve().parents[2] / "shared" / "validation"
+                       / "published_measurements.csv")
 
 
 def pytest_configure(config):
@@ -22,3 +30,12 @@ def old_generation_values() -> dict[str, float]:
             "eff_dequant": 0.8, "gemm_overlap": 0.3, "t_infer_step": 0.003, "eff_host": 0.8,
             "cpu_adam_rate": 1e9, "t_sched_vllm": 0.0, "t_sched_lightllm": 0.0,
             "t_sched_tgi": 0.0, "t_sched_trtllm": 0.0}
+
+
+@pytest.fixture(scope="session")
+def shared_measurements() -> pd.DataFrame:
+    """``../shared/validation/published_measurements.csv`` loaded once per session (the test
+    is skipped when the shared folder is not beside the repository)."""
+    if not SHARED_MEASUREMENTS.exists():
+        pytest.skip("shared measurements not available")
+    return load_measurements(SHARED_MEASUREMENTS)

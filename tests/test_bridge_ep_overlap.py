@@ -10,18 +10,13 @@ Expected sets are written out by hand from the recipes (Megatron-Bridge v0.5.0 =
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from symcost.params import load_params
-from symcost.validate import (container_of, ep_overlap_default, load_measurements,
-                              predict_rows, prepare_rows)
-
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "validation" / \
-    "published_measurements.csv"
-
+from symcost.validate import container_of, ep_overlap_default, predict_rows, prepare_rows
 
 @pytest.mark.parametrize("notes, expected", [
     ("container=NeMo 26.06.01; Megatron-Bridge", (26, 6, 1)),
@@ -52,10 +47,8 @@ def test_ep_overlap_default_follows_the_recipes(source: str, container: str, mod
 
 
 @pytest.fixture(scope="module")
-def bridge_rows() -> list:
-    if not SHARED.exists():
-        pytest.skip("shared measurements not available")
-    df = load_measurements(SHARED)
+def bridge_rows(shared_measurements: pd.DataFrame) -> list:
+    df = shared_measurements
     rows, _ = prepare_rows(df[df.case_id.str.startswith("MBRIDGE-")])
     return rows
 

@@ -9,9 +9,9 @@ NAR21 rows are published measurements (Narayanan et al. 2021, Table 2).
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from symcost import ConfigError, get_model, predict_training
@@ -19,11 +19,9 @@ from symcost import symbols as S
 from symcost import training as T
 from symcost.config import model_bindings
 from symcost.params import load_params
-from symcost.validate import load_measurements, predict_rows, prepare_rows
+from symcost.validate import predict_rows, prepare_rows
 
 A100 = "a100-sxm4-80gb"
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "validation" / \
-    "published_measurements.csv"
 
 
 def _per_tensor_hand(inputs: dict[str, float], n: int, params: float, layers: int,
@@ -109,10 +107,8 @@ def test_per_tensor_needs_zero3() -> None:
 
 
 @pytest.fixture(scope="module")
-def nar21_zero3() -> list:
-    if not SHARED.exists():
-        pytest.skip("shared measurements not available")
-    df = load_measurements(SHARED)
+def nar21_zero3(shared_measurements: pd.DataFrame) -> list:
+    df = shared_measurements
     rows, _ = prepare_rows(df[df.case_id.str.startswith("NAR21-T2-")])
     return rows
 
