@@ -19,6 +19,7 @@ import dataclasses
 import functools
 import json
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -532,7 +533,7 @@ def _validate_hybrid(spec: ModelSpec, who: str) -> None:
 
 @functools.lru_cache(maxsize=None)
 def _registry() -> tuple[Mapping[str, ModelSpec], Mapping[str, str]]:
-    """Load and validate ``data/models.yaml`` once: (presets by id, alias -> id)."""
+    """Load and validate ``data/models.yaml`` once: (presets by id, lookup key -> id)."""
     label = _PRESET_FILE.name
     try:
         text = _PRESET_FILE.read_text(encoding="utf-8")
@@ -566,16 +567,41 @@ def _registry() -> tuple[Mapping[str, ModelSpec], Mapping[str, str]]:
     aliases_raw = data.get("aliases") or {}
     if not isinstance(aliases_raw, Mapping):
         raise ModelSpecError(f"{label}: 'aliases' must be a mapping")
-    aliases: dict[str, str] = {}
+    # lookup key -> preset id, for the ids and then the aliases; a key met twice is an error
+    # (an ambiguity, or an alias the lookup does not need).
+    keys: dict[str, str] = {}
+    for model_id in presets:
+        key = lookup_key(model_id)
+        if key in keys:
+            raise ModelSpecError(f"{label}: model ids {keys[key]!r} and {model_id!r} have one "
+                                 "lookup key (case, spaces, '-' and '_' are ignored)")
+        keys[key] = model_id
     for alias, target in aliases_raw.items():
         if not isinstance(alias, str) or alias != alias.strip().lower():
             raise ModelSpecError(f"{label}: alias {alias!r} must be a lower-case string")
-        if alias in presets:
-            raise ModelSpecError(f"{label}: alias {alias!r} shadows a model id")
         if target not in presets:
             raise ModelSpecError(f"{label}: alias {alias!r} points to unknown model {target!r}")
-        aliases[alias] = target
-    return MappingProxyType(presets), MappingProxyType(aliases)
+        key = lookup_key(alias)
+        if key in keys:
+            raise ModelSpecError(f"{label}: alias {alias!r} of {target!r} has the lookup key of "
+                                 f"{keys[key]!r} (case, spaces, '-' and '_' are ignored)")
+        keys[key] = target
+    return MappingProxyType(presets), MappingProxyType(keys)
+
+
+def lookup_key(name: str) -> str:
+    """The key a preset name is looked up by: lower case, without spaces, ``-`` and ``_``.
+
+    ``'Llama 3 70B'``, ``'LLAMA3_70B'`` and ``'llama-3-70b'`` all give ``'llama370b'``. Dots
+    and ``/`` are kept (``'llama-3.1-8b'`` is not ``'llama-31-8b'``).
+
+    Args:
+        name: A preset id, an alias or a name as a user or a measurement table writes it.
+
+    Returns:
+        The lookup key (str).
+    """
+    return re.sub(r"[\s_-]+", "", name.strip().lower())
 
 
 def list_models() -> list[str]:
@@ -596,9 +622,9 @@ def list_models() -> list[str]:
 def get_model(name_or_path: str | os.PathLike[str]) -> ModelSpec:
     """Look up a preset, or load a model file.
 
-    A string is first matched, case-insensitively and exactly (no substring
-    guessing), against the preset ids of ``symcost/data/models.yaml`` and its
-    explicit alias map. Otherwise, and always for an ``os.PathLike``, it is
+    A string is first matched exactly (no substring guessing), ignoring case,
+    spaces, ``-`` and ``_`` (:func:`lookup_key`), against the preset ids of
+    ``symcost/data/models.yaml`` and its explicit alias map. Otherwise, and always for an ``os.PathLike``, it is
     treated as a path if it names an existing file/directory, contains a path
     separator or ends in ``.json``/``.yaml``/``.yml``:
 
@@ -627,11 +653,10 @@ def get_model(name_or_path: str | os.PathLike[str]) -> ModelSpec:
         raise TypeError(
             f"get_model expects a str or os.PathLike, not {type(name_or_path).__name__}"
         )
-    presets, aliases = _registry()
-    key = name_or_path.strip().lower()
-    key = aliases.get(key, key)
-    if key in presets:
-        return presets[key]
+    presets, keys = _registry()
+    model_id = keys.get(lookup_key(name_or_path))
+    if model_id is not None:
+        return presets[model_id]
     if _looks_like_path(name_or_path):
         return _load_file(Path(name_or_path))
     raise ModelSpecError(f"unknown model {name_or_path!r}; known: {', '.join(presets)}")

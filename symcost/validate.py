@@ -745,22 +745,19 @@ def load_measurements(path: str | os.PathLike[str] | TextIO | None = None) -> pd
     return df.reset_index(drop=True)
 
 
-def _normalize_name(name: str) -> list[str]:
-    base = name.strip().lower()
+def _name_candidates(name: str) -> list[str]:
+    base = name.strip()
     no_paren = re.sub(r"\s*\(.*?\)\s*", " ", base).strip()
-    out = []
-    for cand in (base, no_paren, no_paren.replace(" ", "-"), no_paren.replace(" ", "")):
-        if cand and cand not in out:
-            out.append(cand)
-    return out
+    return [c for c in dict.fromkeys((base, no_paren)) if c]
 
 
 def preset_for_name(name: str | None) -> tuple[ModelSpec | None, ModelSpec]:
     """The preset a model name maps to, and the preset supplying architecture flags.
 
-    Tries the name lower-cased, without a parenthesised suffix, with spaces as ``-`` and
-    without spaces (e.g. ``'GPT-1.7B (Megatron SC21)'`` -> ``gpt-1.7b``, ``'GPT-3 175B'`` ->
-    ``gpt-3-175b`` -> ``gpt3-175b``, ``'MPT-7b'`` -> ``mpt-7b``); no substring guessing.
+    Tries the name as written, then without a parenthesised suffix, with
+    :func:`~symcost.models.get_model`'s lookup (case, spaces, ``-`` and ``_`` ignored; e.g.
+    ``'GPT-1.7B (Megatron SC21)'`` -> ``gpt-1.7b``, ``'GPT-3 175B'`` -> ``gpt3-175b``,
+    ``'MPT-7b'`` -> ``mpt-7b``); no substring guessing.
 
     Returns:
         ``(exact, flags)``: the matched preset or None, and the preset whose architecture flags
@@ -768,7 +765,7 @@ def preset_for_name(name: str | None) -> tuple[ModelSpec | None, ModelSpec]:
         ``gpt3-175b``).
     """
     if name:
-        for cand in _normalize_name(str(name)):
+        for cand in _name_candidates(str(name)):
             if os.sep in cand or cand.endswith((".json", ".yaml", ".yml")):
                 continue
             try:

@@ -2,6 +2,7 @@
 shared fixtures."""
 
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -15,9 +16,21 @@ SHARED_MEASUREMENTS = (Path(__file__).resolve().parents[2] / "shared" / "validat
                        / "published_measurements.csv")
 
 
+#: the cache directory this process made, removed when the session ends
+_MADE_CACHE_DIR: list[str] = []
+
+
 def pytest_configure(config):
-    if "SYMCOST_CACHE_DIR" not in os.environ:
+    if "SYMCOST_CACHE_DIR" not in os.environ:  # xdist workers inherit the controller's
         os.environ["SYMCOST_CACHE_DIR"] = tempfile.mkdtemp(prefix="symcost-test-cache-")
+        _MADE_CACHE_DIR.append(os.environ["SYMCOST_CACHE_DIR"])
+
+
+def pytest_unconfigure(config):
+    for path in _MADE_CACHE_DIR:
+        shutil.rmtree(path, ignore_errors=True)
+        os.environ.pop("SYMCOST_CACHE_DIR", None)
+    _MADE_CACHE_DIR.clear()
 
 
 @pytest.fixture

@@ -80,12 +80,33 @@ EXPECTED_IDS = {
     "llama-4-maverick",
     "grok-1",
     "gpt-moe-1.8t",
+    # published training runs: LLaMA (v1), OPT, BLOOM, Falcon, EleutherAI, StarCoder, OLMo,
+    # Mistral Large 2, DBRX, DeepSeek-V2
+    "llama-7b",
+    "llama-13b",
+    "llama-33b",
+    "llama-65b",
+    "opt-66b",
+    "opt-175b",
+    "bloom-176b",
+    "falcon-7b",
+    "falcon-40b",
+    "falcon-180b",
+    "gpt-neox-20b",
+    "gpt-j-6b",
+    "starcoder-15b",
+    "olmo-7b",
+    "mistral-large-2",
+    "dbrx",
+    "deepseek-v2",
 }
 # Megatron-LM GPT presets (Narayanan et al. SC'21 switches, vocab 51200).
 MEGATRON_GPT_IDS = {
     "gpt3-175b", "gpt-1.7b", "gpt-3.6b", "gpt-7.5b", "gpt-18.4b", "gpt-39.1b", "gpt-76.1b",
     "gpt-145.6b", "gpt-310.1b", "gpt-529.6b", "gpt-1008b",
 }
+# LLaMA (v1) presets (Touvron et al. 2023, arXiv:2302.13971).
+LLAMA1_IDS = {"llama-7b", "llama-13b", "llama-33b", "llama-65b"}
 
 SHAPE_FIELDS = tuple(
     f.name for f in dataclasses.fields(ModelSpec) if f.name not in ("name", "source")
@@ -191,6 +212,7 @@ def test_llama2_70b_params_by_hand():
         ("llama-3.1-8b", 8_030_261_248),  # RoPE: longer context adds no parameters
         ("llama-2-7b", 6_738_415_616),  # HF meta-llama/Llama-2-7b-hf
         ("mistral-7b", 7_241_732_096),  # HF mistralai/Mistral-7B-v0.1
+        ("gpt-neox-20b", 20_554_567_680),  # HF EleutherAI/gpt-neox-20b model card
     ],
 )
 def test_released_checkpoint_param_counts(model_id, expected):
@@ -249,6 +271,30 @@ PUBLISHED_PARAMS = [
     ("kimi-k2", 1040.0, 32.0, 0.03),
     # assumed shape (see its source): SemiAnalysis ~1.8T total, ~280B per forward pass
     ("gpt-moe-1.8t", 1800.0, 280.0, 0.02),
+    # LLaMA (v1): Touvron et al. 2023 (arXiv:2302.13971) Table 2 'params'
+    ("llama-7b", 6.7, None, 0.01),            # 6.7B (model: 6.738B)
+    ("llama-13b", 13.0, None, 0.005),         # 13.0B
+    ("llama-33b", 32.5, None, 0.005),         # 32.5B
+    ("llama-65b", 65.2, None, 0.005),         # 65.2B
+    # OPT: Zhang et al. 2022 (arXiv:2205.01068) Table 1 (sizes as named)
+    ("opt-66b", 66.0, None, 0.01),            # 66B (model: 65.72B)
+    ("opt-175b", 175.0, None, 0.005),         # 175B (model: 174.60B)
+    # HF bigscience/bloom model card: 176,247,271,424 (the model leaves out the 2h of the
+    # embedding LayerNorm)
+    ("bloom-176b", 176.247271424, None, 1e-6),
+    # Falcon: nominal sizes of the HF tiiuae model cards and arXiv:2311.16867 (7B/40B/180B).
+    # The config of 'Falcon-40B' gives 41.30B (tied embeddings; 41.83B untied): the name
+    # rounds down, hence 3.5% there
+    ("falcon-7b", 7.0, None, 0.015),          # model: 6.92B
+    ("falcon-40b", 40.0, None, 0.035),        # model: 41.30B
+    ("falcon-180b", 180.0, None, 0.01),       # model: 178.55B
+    ("gpt-neox-20b", 20.55456768, None, 1e-6),  # HF model card: 20,554,567,680 (exact)
+    ("gpt-j-6b", 6.053381344, None, 0.001),   # HF model card: 6,053,381,344 (model: -0.03%)
+    ("starcoder-15b", 15.5, None, 0.005),     # arXiv:2305.06161: 15.5B (model: 15.517B)
+    ("olmo-7b", 7.0, None, 0.02),             # arXiv:2402.00838 'OLMo 7B' (model: 6.89B)
+    ("mistral-large-2", 123.0, None, 0.005),  # Mistral AI: 123B (model: 122.61B)
+    ("dbrx", 132.0, 36.0, 0.015),             # DBRX model card: 132B / 36B active
+    ("deepseek-v2", 236.0, 21.0, 0.02),       # arXiv:2405.04434: 236B / 21B activated
 ]
 
 
@@ -281,6 +327,8 @@ def test_moe_layer_counts():
     assert get_model("llama-4-scout").moe_layers == 48
     assert get_model("deepseek-v3").moe_layers == 58
     assert get_model("kimi-k2").moe_layers == 60
+    assert get_model("deepseek-v2").moe_layers == 59  # first_k_dense_replace 1
+    assert get_model("dbrx").moe_layers == 40
     assert get_model("qwen2.5-72b").moe_layers == 0 and not get_model("qwen2.5-72b").is_moe
 
 
@@ -311,10 +359,33 @@ def test_moe_layer_counts():
         ("mistralai/Mixtral-8x7B-v0.1", "mixtral-8x7b"),
         ("meta-llama/Llama-4-Maverick-17B-128E", "llama-4-maverick"),
         ("openai/gpt-oss-20b", "gpt-oss-20b"),
+        ("huggyllama/llama-30b", "llama-33b"),
+        ("tiiuae/falcon-40b", "falcon-40b"),
+        ("tiiuae/falcon-180B", "falcon-180b"),
+        ("bigscience/bloom", "bloom-176b"),
+        ("EleutherAI/gpt-neox-20b", "gpt-neox-20b"),
+        ("bigcode/starcoder", "starcoder-15b"),
+        ("mistralai/Mistral-Large-Instruct-2407", "mistral-large-2"),
+        ("databricks/dbrx-base", "dbrx"),
+        ("deepseek-ai/DeepSeek-V2", "deepseek-v2"),
+        # paper spellings
+        ("LLaMA-65B", "llama-65b"),
+        ("OPT-175B", "opt-175b"),
+        ("BLOOM", "bloom-176b"),
+        ("MT-NLG-530B", "gpt-529.6b"),
+        ("Megatron-Turing-NLG-530B", "gpt-529.6b"),
     ],
 )
 def test_measurement_and_hf_names_resolve(name, model_id):
     assert get_model(name) is get_model(model_id)
+
+
+def test_mt_nlg_is_the_nar21_529_6b_shape():
+    # Smith et al. 2022 (arXiv:2201.11990): MT-NLG 530B has 105 layers, hidden 20480, 128 heads
+    # and 2048-token sequences, the 529.6B row of Narayanan et al. SC'21 Table 1
+    spec = get_model("mt-nlg-530b")
+    assert spec is get_model("gpt-529.6b")
+    assert (spec.layers, spec.hidden, spec.heads, spec.seq_len) == (105, 20480, 128, 2048)
 
 
 def test_gpt2_small_param_count():
@@ -443,6 +514,48 @@ def test_preset_families():
             # Nemotron-4: squared-ReLU two-matrix MLP, LayerNorm, RoPE
             assert (spec.mlp, spec.norm, spec.position) == ("relu2", "layernorm", "rope")
             assert not spec.bias and not spec.tied_embeddings and not spec.dropout
+        elif model_id in LLAMA1_IDS:
+            # LLaMA (v1): the Llama switches, 32000-token vocabulary, 2048-token context, SwiGLU
+            # width 256 * ceil(int(8h/3) / 256) (meta-llama/llama model.py FeedForward)
+            assert (spec.mlp, spec.norm, spec.position) == ("swiglu", "rmsnorm", "rope")
+            assert not spec.bias and not spec.tied_embeddings and not spec.dropout
+            assert (spec.vocab, spec.seq_len, spec.max_seq_len) == (32000, 2048, 2048)
+            assert spec.ffn_hidden == -(-int(8 * spec.hidden / 3) // 256) * 256
+        elif model_id.startswith("opt-"):
+            # OPT: ReLU two-matrix MLP (counted as 'gelu'), learned positions, biases, tied
+            # embeddings, dropout 0.1
+            assert (spec.mlp, spec.norm, spec.position) == ("gelu", "layernorm", "learned")
+            assert spec.bias and spec.tied_embeddings and spec.dropout
+            assert (spec.vocab, spec.seq_len, spec.ffn_hidden) == (50272, 2048, 4 * spec.hidden)
+            assert spec.kv_heads == spec.heads
+        elif model_id.startswith("bloom"):
+            # BLOOM: Megatron GPT block with ALiBi, tied embeddings, dropout 0.1
+            assert (spec.mlp, spec.norm, spec.position) == ("gelu", "layernorm", "alibi")
+            assert spec.bias and spec.tied_embeddings and spec.dropout
+            assert (spec.vocab, spec.seq_len, spec.ffn_hidden) == (250880, 2048, 4 * spec.hidden)
+        elif model_id.startswith("falcon"):
+            # Falcon: GELU MLP of 4h, LayerNorm, RoPE, no linear biases, tied, no dropout;
+            # multi-query attention (7B) or 8 KV heads (40B, 180B)
+            assert (spec.mlp, spec.norm, spec.position) == ("gelu", "layernorm", "rope")
+            assert not spec.bias and spec.tied_embeddings and not spec.dropout
+            assert (spec.vocab, spec.seq_len, spec.ffn_hidden) == (65024, 2048, 4 * spec.hidden)
+            assert spec.kv_heads == (1 if model_id == "falcon-7b" else 8)
+        elif model_id in ("gpt-neox-20b", "gpt-j-6b"):
+            # EleutherAI: GELU MLP of 4h, LayerNorm, rotary, biases, untied, no dropout
+            assert (spec.mlp, spec.norm, spec.position) == ("gelu", "layernorm", "rope")
+            assert spec.bias and not spec.tied_embeddings and not spec.dropout
+            assert (spec.seq_len, spec.ffn_hidden) == (2048, 4 * spec.hidden)
+        elif model_id.startswith("starcoder"):
+            # StarCoder: Megatron GPT with multi-query attention and an 8192-token context
+            assert (spec.mlp, spec.norm, spec.position) == ("gelu", "layernorm", "learned")
+            assert spec.bias and spec.tied_embeddings and spec.dropout
+            assert (spec.kv_heads, spec.seq_len, spec.vocab) == (1, 8192, 49152)
+        elif model_id in ("dbrx", "olmo-7b"):
+            # DBRX (LayerNorm without bias, 16 GLU experts, top-4) and OLMo (non-parametric
+            # LayerNorm): gated SiLU MLP, RoPE, no biases, untied, no dropout
+            assert (spec.mlp, spec.norm, spec.position) == ("swiglu", "layernorm", "rope")
+            assert not spec.bias and not spec.tied_embeddings and not spec.dropout
+            assert (spec.experts, spec.top_k) == ((16, 4) if model_id == "dbrx" else (0, 0))
         elif model_id.startswith("gpt-moe"):
             # GELU (assumed, GPT-MoE-1.8T) two-matrix MLP
             assert (spec.mlp, spec.norm, spec.position) == ("gelu", "layernorm", "rope")
@@ -470,6 +583,46 @@ def test_lookup_is_case_insensitive_and_aliased():
     assert get_model("  Llama-3-70B ") is get_model("llama-3-70b")
     assert get_model("llama3-70b") is get_model("llama-3-70b")
     assert get_model("LLAMA3.1-405B") is get_model("llama-3.1-405b")
+
+
+@pytest.mark.parametrize(("name", "model_id"), [
+    ("Llama 3 70B", "llama-3-70b"), ("LLAMA3_70B", "llama-3-70b"), ("llama-3-70b", "llama-3-70b"),
+    ("Llama-3.1 405B", "llama-3.1-405b"), ("GPT-3-5B", "nemo-gpt3-5b"),
+    ("GPT-3 175B", "gpt3-175b"), ("Mixtral 8x7B", "mixtral-8x7b"), ("Qwen3 30B A3B",
+                                                                       "qwen3-30b-a3b"),
+    ("Nemotron-4 340B", "nemotron-4-340b"), ("deepseek v3", "deepseek-v3"),
+])
+def test_lookup_ignores_case_spaces_hyphens_and_underscores(name, model_id):
+    assert get_model(name) is get_model(model_id)
+
+
+def test_lookup_keeps_dots_and_digits_apart():
+    assert models.lookup_key("Llama 3.1-8B") == "llama3.18b" != models.lookup_key("llama-31-8b")
+    with pytest.raises(ModelSpecError, match="unknown model 'llama 31 8b'"):
+        get_model("llama 31 8b")
+
+
+@pytest.mark.parametrize(("text", "pattern"), [
+    ("models:\n  a-1: {x}\n  a_1: {x}\n", "model ids 'a-1' and 'a_1' have one lookup key"),
+    ("models:\n  a-1: {x}\n  b-2: {x}\naliases:\n  a1: b-2\n",
+     "alias 'a1' of 'b-2' has the lookup key of 'a-1'"),
+    ("models:\n  a-1: {x}\naliases:\n  a 1: a-1\n", "alias 'a 1' of 'a-1' has the lookup key"),
+])
+def test_preset_file_rejects_names_one_lookup_key_cannot_tell_apart(tmp_path, monkeypatch,
+                                                                     text, pattern):
+    spec = ("{layers: 2, hidden: 8, heads: 2, kv_heads: 2, ffn_hidden: 32, vocab: 16, "
+            "seq_len: 8, max_seq_len: 8, mlp: gelu, norm: layernorm, bias: false, "
+            "tied_embeddings: true, position: rope, dropout: false, source: test}")
+    path = tmp_path / "models.yaml"
+    path.write_text(text.replace("{x}", spec))
+    monkeypatch.setattr(models, "_PRESET_FILE", path)
+    models._registry.cache_clear()
+    try:
+        with pytest.raises(ModelSpecError, match=pattern):
+            models.list_models()
+    finally:
+        monkeypatch.undo()
+        models._registry.cache_clear()
 
 
 def test_unknown_preset_lists_known_ids():
