@@ -173,7 +173,7 @@ def operator_times() -> dict[str, tuple[sp.Expr, str | None]]:
     out["layer_overhead"] = (m * Ls * (3 + T.IS_FULL) * S.t_layer_overhead, "overhead")
     n = T.tokens_micro()
     vocab_local = S.vocab / S.tp
-    out["lm_head"] = (3 * m * emb.lm_head(n, S.hidden, vocab_local, T.gemm_peak()).time, None)
+    out["lm_head"] = (3 * m * T.lm_head_compute().time, None)
     out["cross_entropy"] = (m * emb.cross_entropy(n, vocab_local).time, "memory")
     out["embedding"] = (2 * m * emb.embedding_lookup(n, S.hidden).time, "memory")
     exprs = T.training_expressions()

@@ -233,6 +233,24 @@ def tokens_sp() -> sp.Expr:
     return tokens_micro() * (1 - S.sp_on + S.sp_on / S.tp)
 
 
+def lm_head_compute() -> Cost:
+    """Logits GEMM of one micro-batch on one GPU (``tokens_micro x h`` by ``h x V/t``), at the
+    16-bit peak whatever the linear layers' dtype: Megatron-Core's output layer is a
+    ``tensor_parallel.ColumnParallelLinear``, not a Transformer Engine module, so
+    ``fp8_autocast`` does not reach it (NVIDIA Megatron-LM ``megatron/core/models/gpt/
+    gpt_model.py``, ``self.output_layer``; Micikevicius et al. 2022, "FP8 Formats for Deep
+    Learning", arXiv:2209.05433, Sec. 4: first and last layers kept in higher precision).
+
+    Returns:
+        :class:`~symcost.ops.cost.Cost` (FLOP, bytes, seconds) of the forward GEMM; the
+        backward is twice it (input and weight gradients).
+
+    References:
+        Narayanan et al. 2021, Sec. 5.1: the ``6*B*s*h*V`` term of the step FLOPs.
+    """
+    return emb.lm_head(tokens_micro(), S.hidden, S.vocab / S.tp, S.peak_flops_16)
+
+
 def gemm_peak() -> sp.Expr:
     """Dense peak FLOP/s of the linear layers' GEMM dtype: fp4 when ``fp4`` is 1 (NVFP4),
     fp8 when ``fp8`` is 1 (fp8 and MXFP8), else 16-bit. Attention and the LM head stay
@@ -1105,10 +1123,10 @@ def training_expressions() -> dict[str, sp.Expr]:
                 + S.ep_overlap * smax(a2a - (fwd_layer + bwd_layer + rec_layer), 0))
 
     vocab_local = S.vocab / t
-    head_fwd = (emb.lm_head(n, S.hidden, vocab_local, peak).time
+    head_fwd = (lm_head_compute().time
                 + emb.cross_entropy(n, vocab_local).time
                 + emb.embedding_lookup(n, S.hidden).time)
-    head_bwd = ((2 - ft.IS_ADAPTER) * emb.lm_head(n, S.hidden, vocab_local, peak).time  # [finetune]
+    head_bwd = ((2 - ft.IS_ADAPTER) * lm_head_compute().time  # [finetune]
                 + emb.embedding_lookup(n, S.hidden).time)
 
     # multi-token prediction (DeepSeek-V3 Sec. 2.2): each MTP module is one more layer and

@@ -166,6 +166,24 @@ def test_operators_sum_to_step_time(model, hw, fields):
     json.dumps(b.to_dict())
 
 
+def test_lm_head_stays_16_bit_under_fp8():
+    # Megatron-Core's output layer is not a Transformer Engine module: fp8 speeds up the
+    # linear layers, not the logits GEMM. Hand roofline: 3 GEMMs (forward, input and weight
+    # gradients) of 2*n*h*V/t FLOP per micro-batch at the 16-bit peak.
+    fields = dict(num_gpus=8, tp=2, global_batch=8, micro_batch=1, seq_len=4096)
+    ops = {dt: {o.name: o.time for o in bottleneck("nemotron-4-15b", "h100-sxm5-80gb",
+                                                   dtype=dt, **fields).operators}
+           for dt in ("bf16", "fp8")}
+    assert ops["fp8"]["lm_head"] == pytest.approx(ops["bf16"]["lm_head"], rel=1e-12)
+    assert ops["fp8"]["mlp_up"] < 0.8 * ops["bf16"]["mlp_up"]
+    v = training_inputs("nemotron-4-15b", "h100-sxm5-80gb",
+                        TrainingConfig(dtype="fp8", **fields))
+    flops = 3 * 2 * 4096 * v["hidden"] * v["vocab"] / 2
+    m = 8 * 2 / 8  # micro-batches per GPU: global batch / (micro-batch * dp)
+    assert ops["fp8"]["lm_head"] == pytest.approx(
+        m * flops / (v["peak_flops_16"] * v["eff_gemm"]), rel=0.02)
+
+
 def _gemm_bound(values, n, cols, k):
     """Hand roofline of a GEMM [n,k]x[k,cols] with a shared weight (bf16)."""
     flops = 2 * n * cols * k

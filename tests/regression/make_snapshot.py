@@ -131,8 +131,14 @@ all-gathers (``t_gather_copy`` per rank and tensor); with the previous parameter
 fifth session): ``validate`` turns ``ep_overlap`` on for the Megatron-Bridge MoE runs whose
 recipe overlapped the all-to-all with full-iteration CUDA graphs (``BRIDGE_EP_OVERLAP``); with
 the previous parameter file exactly those 48 validation rows moved (no draw); recalibrated
-(Blackwell ``eff_moe`` 0.314 -> 0.294) and the snapshot was rewritten. Every other value is
-as first written.
+(Blackwell ``eff_moe`` 0.314 -> 0.294) and the snapshot was rewritten. A twenty-eighth (issue
+11, 2026-11-26 sixth session): the logits GEMM runs at the 16-bit peak under fp8, MXFP8 and
+NVFP4 (``training.lm_head_compute``: Megatron-Core's output layer is no Transformer Engine
+module); with the previous parameter file only low-precision rows moved (all 497 fp8, MXFP8
+and NVFP4 validation rows and 90 of the 1,000 training draws, all of them low-precision);
+recalibrated (Hopper ``eff_attn`` 0.40 -> 0.46 with ``fa2_ratio`` 0.44 -> 0.38, Blackwell
+``eff_gemm`` 0.53 -> 0.57) and the snapshot was rewritten. Every other value is as first
+written.
 
 The draws are described by plain field values (API keywords), so the test can replay them
 through the public API whatever the internals become.
