@@ -72,9 +72,9 @@ __all__ = [
 ]
 
 #: parameters fitted by default (per generation): the achieved fractions of peak of GEMMs
-#: (``eff_gemm``), of attention kernels (``eff_attn``), of the inter-node network (``eff_inter``),
-#: of MoE grouped expert GEMMs (``eff_moe``, with its half-efficiency work per expert GEMM
-#: ``moe_flop_half``) and the fixed time per MoE layer pass (``t_moe_layer``), of the host link
+#: (``eff_gemm``, also the plateau of MoE grouped expert GEMMs, with their half-efficiency work
+#: per expert GEMM ``moe_flop_half``), of attention kernels (``eff_attn``), of the inter-node
+#: network (``eff_inter``), the fixed time per MoE layer pass (``t_moe_layer``), of the host link
 #: (``eff_host``) and the host's CPU Adam rate (``cpu_adam_rate``), the speed of FlashAttention-2
 #: kernels relative to native ones (``fa2_ratio``: identified only where a generation has runs with
 #: both, Hopper; on Ampere every FlashAttention run is FA2 and the ratio is not separable from
@@ -96,11 +96,11 @@ __all__ = [
 #: at which dense GEMMs reach half of ``eff_gemm``, kept at one tile row, 128 tokens: fitted, Hopper
 #: took 421 and Blackwell 0, in-sample error fell 0.06 points but leave-one-source-out MLM24 rose
 #: from 7.5% to 10.5%), ``moe_m_half`` (the tokens per local expert at which grouped GEMMs reach
-#: half of ``eff_moe``, kept at 0 since 2026-11-26: a half-point in the work per expert GEMM,
+#: half of ``eff_gemm``, kept at 0 since 2026-11-26: a half-point in the work per expert GEMM,
 #: ``moe_flop_half``, fits the MoE runs better; see
 #: :func:`symcost.training.grouped_gemm_efficiency`), ``eff_intra`` (NVLink, rarely exposed),
 #: ``mem_reserved`` (memory only) and the inference-only constants.
-DEFAULT_FIT: tuple[str, ...] = ("eff_gemm", "eff_attn", "eff_inter", "eff_moe", "eff_host",
+DEFAULT_FIT: tuple[str, ...] = ("eff_gemm", "eff_attn", "eff_inter", "eff_host",
                                  "cpu_adam_rate", "fa2_ratio", "eff_ssm", "eff_fp4",
                                  # [finetune] fixed time of one NF4 dequantization call
                                  "t_dequant_call",

@@ -30,7 +30,6 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "eff_hbm": (0.05, 1.0),
     "eff_intra": (0.5, 1.0),
     "eff_inter": (0.5, 1.0),
-    "eff_moe": (0.05, 1.0),
     "t_layer_overhead": (0.0, 1e-2),
     "t_step_overhead": (0.0, 60.0),
     "mem_reserved": (0.0, 64e9),
@@ -69,8 +68,8 @@ BOUNDS: dict[str, tuple[float, float]] = {
 PARAM_NAMES: tuple[str, ...] = tuple(s.name for s in S.by_kind("efficiency"))
 assert set(PARAM_NAMES) == set(BOUNDS), "every efficiency symbol needs bounds"
 #: a parameter added after parameter files were written takes, where a file lacks it, the
-#: value of the parameter it refines (so files written before it keep working, unchanged):
-#: the MoE grouped-GEMM efficiency starts as the dense GEMM efficiency; the caching-allocator
+#: value of the parameter it refines, or a value that reproduces the model before it (so
+#: files written before it keep working, unchanged): the caching-allocator
 #: retention (``mem_cache_frac``, ``mem_regrow_frac``, ``mem_offload_layers``, fitted by
 #: :func:`symcost.calibrate.fit_memory`) starts at 0;
 #: [moe] the grouped-GEMM size penalties (``moe_m_half``, ``moe_flop_half``) and the fixed
@@ -80,12 +79,21 @@ assert set(PARAM_NAMES) == set(BOUNDS), "every efficiency symbol needs bounds"
 #: layers run at the fp4 peak (``eff_fp4`` 1); [finetune] an NF4 dequantization costs only its
 #: memory traffic (``t_dequant_call`` 0); a list-output all-gather costs only its ring
 #: (``t_gather_copy`` 0).
-FALLBACK: dict[str, str | float] = {"eff_moe": "eff_gemm", "mem_cache_frac": 0.0,
+FALLBACK: dict[str, str | float] = {"mem_cache_frac": 0.0,
                                     "mem_regrow_frac": 0.0, "mem_offload_layers": 0.0,
                                     "moe_m_half": 0.0, "moe_flop_half": 0.0,
                                     "t_moe_layer": 0.0, "fa2_ratio": 1.0,
                                     "gemm_m_half": 0.0, "eff_ssm": 1.0, "eff_fp4": 1.0,
                                     "t_dequant_call": 0.0, "t_gather_copy": 0.0}
+
+
+#: parameters the model no longer has -> why; a file written while they existed still loads,
+#: without them (their values, uncertainties and covariance rows and columns are dropped on
+#: reading; the file itself is not rewritten).
+RETIRED: dict[str, str] = {
+    "eff_moe": "grouped expert GEMMs run at eff_gemm since 2026-11-26 "
+               "(symcost.training.grouped_gemm_efficiency)",
+}
 
 
 #: a GPU generation split off after parameter files were written takes, where a file has no
@@ -190,10 +198,36 @@ def params_from_dict(data: Mapping[str, Any], where: str = "params") -> Params:
     gens = data["generations"]
     if not isinstance(gens, Mapping) or not gens:
         raise ParamsError(f"{where}: 'generations' must be a non-empty mapping")
+    gens, stderr, cov, fitted = _without_retired(
+        gens, dict(data.get("stderr") or {}), dict(data.get("covariance") or {}),
+        {k: tuple(v) for k, v in (data.get("fitted") or {}).items()})
     checked = {g: validate_values(f"{where}: {g}", v) for g, v in gens.items()}
-    return Params(checked, dict(data.get("provenance") or {}), dict(data.get("stderr") or {}),
-                  dict(data.get("covariance") or {}),
-                  {k: tuple(v) for k, v in (data.get("fitted") or {}).items()})
+    prov = dict(data.get("provenance") or {})
+    if isinstance(prov.get("fitted_parameters"), list):
+        prov["fitted_parameters"] = [n for n in prov["fitted_parameters"] if n not in RETIRED]
+    return Params(checked, prov, stderr, cov, fitted)
+
+
+def _without_retired(gens: Mapping[str, Any], stderr: dict[str, Any], cov: dict[str, Any],
+                     fitted: dict[str, tuple[str, ...]]
+                     ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any],
+                                dict[str, tuple[str, ...]]]:
+    """The file's sections with every :data:`RETIRED` parameter removed (values, standard
+    errors, and its row and column of a generation's covariance, ordered as ``fitted``; the
+    caller also drops it from ``provenance.fitted_parameters``)."""
+    gens = {g: ({k: v for k, v in vals.items() if k not in RETIRED}
+                if isinstance(vals, Mapping) else vals) for g, vals in gens.items()}
+    stderr = {g: ({k: v for k, v in vals.items() if k not in RETIRED}
+                  if isinstance(vals, Mapping) else vals) for g, vals in stderr.items()}
+    for g, names in list(fitted.items()):
+        keep = [i for i, n in enumerate(names) if n not in RETIRED]
+        if len(keep) == len(names):
+            continue
+        fitted[g] = tuple(names[i] for i in keep)
+        m = cov.get(g)
+        if isinstance(m, list) and len(m) == len(names):
+            cov[g] = [[m[i][j] for j in keep] for i in keep]
+    return dict(gens), stderr, cov, fitted
 
 
 def params_to_dict(params: Params) -> dict[str, Any]:
@@ -214,8 +248,9 @@ def params_to_dict(params: Params) -> dict[str, Any]:
 
 def load_params(path: str | os.PathLike[str] | None = None) -> Params:
     """Load efficiency parameters: the shipped defaults when ``path`` is None. A file written
-    before a parameter existed loads: ``eff_moe`` takes the file's ``eff_gemm`` (see
-    :data:`FALLBACK`), other missing parameters the shipped value of the same generation.
+    before a parameter existed loads: a :data:`FALLBACK` parameter takes its fallback, other
+    missing parameters the shipped value of the same generation; one written while a
+    :data:`RETIRED` parameter existed loads without it.
 
     Raises:
         ParamsError: unreadable file, malformed YAML or invalid values.

@@ -95,8 +95,6 @@ t_layer_overhead = _declare("t_layer_overhead", "efficiency", "s",
 t_step_overhead = _declare("t_step_overhead", "efficiency", "s",
                            "fixed time per optimizer step (data loading, logging, launch)",
                            nonneg=True)
-eff_moe = _declare("eff_moe", "efficiency", "1",
-                   "achieved fraction of dense peak by the grouped expert GEMMs of MoE layers")
 mem_reserved = _declare("mem_reserved", "efficiency", "bytes",
                         "HBM not available to the model (CUDA context, allocator fragmentation)",
                         nonneg=True)
@@ -445,10 +443,10 @@ gemm_m_half = _declare("gemm_m_half", "efficiency", "1",
 # --- [moe] mixture-of-experts layer costs (issue 11; symcost.training.layer_forward_compute)
 moe_m_half = _declare("moe_m_half", "efficiency", "1",
                       "tokens per local expert at which the grouped expert GEMMs reach half of "
-                      "eff_moe (small per-expert M: tile and wave quantization)", nonneg=True)
+                      "eff_gemm (small per-expert M: tile and wave quantization)", nonneg=True)
 moe_flop_half = _declare("moe_flop_half", "efficiency", "FLOP",
                          "work of one expert's GEMM (2*M*N*K) at which the grouped expert "
-                         "GEMMs reach half of eff_moe (per-expert fixed costs: partly filled "
+                         "GEMMs reach half of eff_gemm (per-expert fixed costs: partly filled "
                          "tiles and waves, prologue and epilogue)", nonneg=True)
 t_moe_layer = _declare("t_moe_layer", "efficiency", "s",
                        "fixed time per MoE layer per forward pass (router, permutation and "

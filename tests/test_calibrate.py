@@ -578,9 +578,37 @@ def test_a_generation_nothing_identifies_is_not_fitted_and_the_others_are(synthe
     assert res.not_fitted["hopper"].startswith("none of eff_inter influences")
 
 
+def test_a_parameter_file_with_a_retired_parameter_loads_without_it(tmp_path):
+    """A file written while eff_moe existed (value, standard error, fitted and covariance):
+    it loads without eff_moe, and the covariance loses exactly its row and column."""
+    import yaml
+
+    from symcost.params import RETIRED, load_params
+
+    assert "eff_moe" in RETIRED
+    shipped = load_params()
+    hop = dict(shipped.generations["hopper"])
+    data = {"generations": {"hopper": {**hop, "eff_moe": 0.3}},
+            "provenance": {"fitted_parameters": ["eff_gemm", "eff_moe", "eff_attn"]},
+            "stderr": {"hopper": {"eff_gemm": 0.01, "eff_moe": 0.02}},
+            "fitted": {"hopper": ["eff_gemm", "eff_moe", "eff_attn"]},
+            "covariance": {"hopper": [[1.0, 2.0, 3.0], [2.0, 5.0, 6.0], [3.0, 6.0, 9.0]]}}
+    path = tmp_path / "old.yaml"
+    text = yaml.safe_dump(data)
+    path.write_text(text)
+    p = load_params(path)
+    assert "eff_moe" not in p.generations["hopper"]
+    assert p.generations["hopper"] == hop
+    assert p.stderr["hopper"] == {"eff_gemm": 0.01}
+    assert p.fitted["hopper"] == ("eff_gemm", "eff_attn")
+    assert p.covariance["hopper"] == [[1.0, 3.0], [3.0, 9.0]]
+    assert p.provenance["fitted_parameters"] == ["eff_gemm", "eff_attn"]
+    assert path.read_text() == text
+
+
 def test_a_parameter_file_from_before_new_parameters_still_loads(tmp_path):
-    """A user's file without eff_moe, eff_host, cpu_adam_rate: eff_moe takes the file's own
-    eff_gemm, the others the shipped value of the same generation; the file is untouched."""
+    """A user's file without eff_host, cpu_adam_rate: they take the shipped value of the same
+    generation; the file is untouched."""
     import yaml
 
     from symcost.params import load_params
@@ -591,14 +619,14 @@ def test_a_parameter_file_from_before_new_parameters_still_loads(tmp_path):
     data = yaml.safe_load(resources.files("symcost").joinpath("data/params.yaml").read_text(
         encoding="utf-8"))
     for vals in data["generations"].values():
-        for k in ("eff_moe", "eff_host", "cpu_adam_rate"):
+        for k in ("eff_host", "cpu_adam_rate"):
             vals.pop(k)
         vals["eff_gemm"] = 0.5
     path = tmp_path / "old.yaml"
     text = yaml.safe_dump(data)
     path.write_text(text)
     p = load_params(path)
-    assert p.generations["hopper"]["eff_moe"] == 0.5
+    assert p.generations["hopper"]["eff_gemm"] == 0.5
     assert p.generations["hopper"]["eff_host"] == shipped.generations["hopper"]["eff_host"]
     assert p.generations["ampere"]["cpu_adam_rate"] == shipped.generations["ampere"][
         "cpu_adam_rate"]

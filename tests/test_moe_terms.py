@@ -27,7 +27,7 @@ TINY = {
     "n_layers": 4, "dense_layers": 1, "moe_layer_step": 1, "kv_lora_rank": 0,
     "q_lora_rank": 0, "rope_head_dim": 0, "fp8": 0, "fp4": 0,
     "peak_flops_16": 1e12, "peak_flops_8": 2e12, "peak_flops_4": 4e12,
-    "hbm_bw": 1e12, "eff_hbm": 0.5, "eff_gemm": 0.8, "eff_moe": 0.5, "moe_m_half": 16,
+    "hbm_bw": 1e12, "eff_hbm": 0.5, "eff_gemm": 0.5, "moe_m_half": 16,
     "moe_flop_half": 0, "t_moe_layer": 1e-3, "moe_imbalance": 1, "moe_capacity_factor": 0,
     "etp": 1,
     # a transformer, not a hybrid Mamba-Transformer (block counts and Mamba-2 sizes unused)
@@ -60,8 +60,8 @@ def test_router_scores_bytes_by_hand():
 
 
 def test_grouped_gemm_efficiency_halves_at_m_half():
-    """eff_moe * M/(M + M_half) (W_half = 0): 0.5 * 16/(16 + 16) = 0.25; 0.5 * 48/64 = 0.375;
-    M_half = 0 gives eff_moe; an M below 1 (dense model, top_k = 0) is held at 1: 0.5 * 1/17."""
+    """eff_gemm * M/(M + M_half) (W_half = 0): 0.5 * 16/(16 + 16) = 0.25; 0.5 * 48/64 = 0.375;
+    M_half = 0 gives eff_gemm (a large expert GEMM runs as fast as a dense one); an M below 1 (dense model, top_k = 0) is held at 1: 0.5 * 1/17."""
     f = T.grouped_gemm_efficiency
     n, k = sp.Integer(8), sp.Integer(4)
     assert _bind(f(sp.Integer(16), n, k), TINY) == pytest.approx(0.25)
@@ -217,7 +217,7 @@ def test_parameter_file_without_moe_terms_loads_with_zero(old_generation_values)
     vals = old_generation_values
     p = params_from_dict({"generations": {"hopper": vals}})
     g = p.generations["hopper"]
-    assert g["moe_m_half"] == 0.0 and g["t_moe_layer"] == 0.0 and g["eff_moe"] == 0.6
+    assert g["moe_m_half"] == 0.0 and g["t_moe_layer"] == 0.0
 
 
 def test_no_shared_expert_costs_nothing():

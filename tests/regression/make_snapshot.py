@@ -137,8 +137,12 @@ NVFP4 (``training.lm_head_compute``: Megatron-Core's output layer is no Transfor
 module); with the previous parameter file only low-precision rows moved (all 497 fp8, MXFP8
 and NVFP4 validation rows and 90 of the 1,000 training draws, all of them low-precision);
 recalibrated (Hopper ``eff_attn`` 0.40 -> 0.46 with ``fa2_ratio`` 0.44 -> 0.38, Blackwell
-``eff_gemm`` 0.53 -> 0.57) and the snapshot was rewritten. Every other value is as first
-written.
+``eff_gemm`` 0.53 -> 0.57) and the snapshot was rewritten. A twenty-ninth (same session): the
+grouped expert GEMMs run at ``eff_gemm`` with their size penalty and ``eff_moe`` is retired
+(``symcost.params.RETIRED``); with the previous parameter file (its ``eff_moe`` dropped on
+reading) exactly the 311 MoE validation rows moved (no stored draw is an MoE model);
+recalibrated (Blackwell ``moe_flop_half`` 32 -> 70 GFLOP and ``t_moe_layer`` 0.28 ms) and the
+snapshot was rewritten. Every other value is as first written.
 
 The draws are described by plain field values (API keywords), so the test can replay them
 through the public API whatever the internals become.
