@@ -624,9 +624,10 @@ def get_model(name_or_path: str | os.PathLike[str]) -> ModelSpec:
 
     A string is first matched exactly (no substring guessing), ignoring case,
     spaces, ``-`` and ``_`` (:func:`lookup_key`), against the preset ids of
-    ``symcost/data/models.yaml`` and its explicit alias map. Otherwise, and always for an ``os.PathLike``, it is
-    treated as a path if it names an existing file/directory, contains a path
-    separator or ends in ``.json``/``.yaml``/``.yml``:
+    ``symcost/data/models.yaml`` and its explicit alias map. Otherwise, and
+    always for an ``os.PathLike``, it is treated as a path if it names an
+    existing file/directory, contains a path separator or ends in
+    ``.json``/``.yaml``/``.yml``:
 
     * a directory means ``<dir>/config.json``;
     * a JSON or YAML mapping whose keys include ``layers`` and ``hidden`` is

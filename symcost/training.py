@@ -238,8 +238,7 @@ def lm_head_compute() -> Cost:
     16-bit peak whatever the linear layers' dtype: Megatron-Core's output layer is a
     ``tensor_parallel.ColumnParallelLinear``, not a Transformer Engine module, so
     ``fp8_autocast`` does not reach it (NVIDIA Megatron-LM ``megatron/core/models/gpt/
-    gpt_model.py``, ``self.output_layer``; Micikevicius et al. 2022, "FP8 Formats for Deep
-    Learning", arXiv:2209.05433, Sec. 4: first and last layers kept in higher precision).
+    gpt_model.py``, ``self.output_layer``).
 
     Returns:
         :class:`~symcost.ops.cost.Cost` (FLOP, bytes, seconds) of the forward GEMM; the

@@ -61,7 +61,8 @@ def test_router_scores_bytes_by_hand():
 
 def test_grouped_gemm_efficiency_halves_at_m_half():
     """eff_gemm * M/(M + M_half) (W_half = 0): 0.5 * 16/(16 + 16) = 0.25; 0.5 * 48/64 = 0.375;
-    M_half = 0 gives eff_gemm (a large expert GEMM runs as fast as a dense one); an M below 1 (dense model, top_k = 0) is held at 1: 0.5 * 1/17."""
+    M_half = 0 gives eff_gemm (a large expert GEMM runs as fast as a dense one); an M below 1
+    (dense model, top_k = 0) is held at 1: 0.5 * 1/17."""
     f = T.grouped_gemm_efficiency
     n, k = sp.Integer(8), sp.Integer(4)
     assert _bind(f(sp.Integer(16), n, k), TINY) == pytest.approx(0.25)
