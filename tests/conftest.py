@@ -4,12 +4,13 @@ shared fixtures."""
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from symcost.validate import load_measurements
+from symcost.validate import PreparedRow, load_measurements, prepare_rows
 
 #: the published measurements beside the repository (``../shared/validation/``).
 SHARED_MEASUREMENTS = (Path(__file__).resolve().parents[2] / "shared" / "validation"
@@ -52,3 +53,13 @@ def shared_measurements() -> pd.DataFrame:
     if not SHARED_MEASUREMENTS.exists():
         pytest.skip("shared measurements not available")
     return load_measurements(SHARED_MEASUREMENTS)
+
+
+@pytest.fixture(scope="session")
+def shared_rows(shared_measurements: pd.DataFrame) -> Callable[[str], list[PreparedRow]]:
+    """``shared_rows(prefix)``: the prepared rows (:func:`symcost.validate.prepare_rows`) of
+    the shared measurements whose ``case_id`` starts with ``prefix``."""
+    def rows(prefix: str) -> list[PreparedRow]:
+        df = shared_measurements
+        return prepare_rows(df[df.case_id.str.startswith(prefix)])[0]
+    return rows

@@ -12,11 +12,11 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from symcost.params import load_params
-from symcost.validate import container_of, ep_overlap_default, predict_rows, prepare_rows
+from symcost.validate import container_of, ep_overlap_default, predict_rows
+
 
 @pytest.mark.parametrize("notes, expected", [
     ("container=NeMo 26.06.01; Megatron-Bridge", (26, 6, 1)),
@@ -47,10 +47,8 @@ def test_ep_overlap_default_follows_the_recipes(source: str, container: str, mod
 
 
 @pytest.fixture(scope="module")
-def bridge_rows(shared_measurements: pd.DataFrame) -> list:
-    df = shared_measurements
-    rows, _ = prepare_rows(df[df.case_id.str.startswith("MBRIDGE-")])
-    return rows
+def bridge_rows(shared_rows) -> list:
+    return shared_rows("MBRIDGE-")
 
 
 def test_validate_flags_exactly_the_overlapped_recipes(bridge_rows: list) -> None:

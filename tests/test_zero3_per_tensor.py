@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from symcost import ConfigError, get_model, predict_training
@@ -19,7 +18,7 @@ from symcost import symbols as S
 from symcost import training as T
 from symcost.config import model_bindings
 from symcost.params import load_params
-from symcost.validate import predict_rows, prepare_rows
+from symcost.validate import predict_rows
 
 A100 = "a100-sxm4-80gb"
 
@@ -107,10 +106,8 @@ def test_per_tensor_needs_zero3() -> None:
 
 
 @pytest.fixture(scope="module")
-def nar21_zero3(shared_measurements: pd.DataFrame) -> list:
-    df = shared_measurements
-    rows, _ = prepare_rows(df[df.case_id.str.startswith("NAR21-T2-")])
-    return rows
+def nar21_zero3(shared_rows) -> list:
+    return shared_rows("NAR21-T2-")
 
 
 def test_nar21_rows_take_per_tensor_zero3_only_for_their_zero3_runs(nar21_zero3: list) -> None:
