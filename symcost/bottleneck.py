@@ -163,12 +163,12 @@ def operator_times() -> dict[str, tuple[sp.Expr, str | None]]:
     Ls = T.layers_per_stage()
     fwd = T.layer_forward_compute()
     bwd = T.layer_backward_compute()
-    selective = T.unfused_attention_forward().scale(1 - S.flash_attn).time  # as in layer_recompute
+    selective = T.selective_recompute_by_op()  # as in layer_recompute
     out: dict[str, tuple[sp.Expr, str | None]] = {}
     for op, cost in fwd.items():
         t = cost.time * (1 + T.IS_FULL) + bwd[op].time
-        if op == "attention":
-            t = t + T.IS_SELECTIVE * selective
+        if op in selective:
+            t = t + selective[op].time
         out[op] = (m * Ls * t, "overhead" if op == "moe_overhead" else None)  # [moe] fixed time
     out["layer_overhead"] = (m * Ls * (3 + T.IS_FULL) * S.t_layer_overhead, "overhead")
     n = T.tokens_micro()

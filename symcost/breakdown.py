@@ -154,11 +154,15 @@ def training_module_terms() -> dict[str, dict[str, sp.Expr]]:
     for mod in MODULES[:-1]:
         out["forward"][mod] = m * Ls * f_layer[mod]
         out["backward"][mod] = m * Ls * (b_layer[mod] + rec_share * f_layer[mod])
-    # selective recomputation (unfused attention core) goes to its three parts
-    recomputed = tr.unfused_attention_forward().time
+    # selective recomputation (tr.selective_recompute_by_op): the unfused attention core goes
+    # to its three parts, the other modules to theirs
+    rec = {op: c.time for op, c in tr.selective_recompute_by_op().items()}
     for part in ("qk_t", "softmax", "attn_v"):
-        out["backward"][part] += (m * Ls * tr.IS_SELECTIVE * (1 - S.flash_attn) * recomputed
-                                  * unf[part] / unf_total)
+        out["backward"][part] += m * Ls * rec["attention"] * unf[part] / unf_total
+    out["backward"]["rmsnorm"] += m * Ls * rec["norms"]
+    out["backward"]["qkv_proj"] += m * Ls * rec["qkv_proj"]
+    out["backward"]["mlp"] += m * Ls * sum(rec[op] for op in (
+        "mlp_up", "mlp_down", "activation", "expert_activation", "shared_experts"))
     out["optimizer"] = {mod: sp.Integer(0) for mod in MODULES}
     out["optimizer"]["other"] = ex["time_optimizer"]
     known = sum((sum(out[p][mod] for mod in MODULES[:-1]) for p in ("forward", "backward")),

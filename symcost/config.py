@@ -18,10 +18,11 @@ from hwspecs import HardwareSpec
 
 from . import rules as R
 from . import symbols as S
-from .fields import LORA_TARGETS
 from .fields import (ACT_DTYPES, DTYPE_BYTES, INFERENCE_FIELDS, INT4_GROUP, KV_DTYPES,
-                     MODEL_FIELDS, RECOMPUTE_MODES, TRAIN_DTYPES, TRAINING_FIELDS, WEIGHT_DTYPES,
-                     ConfigError, coerce, encode, gemm_dtype_flags, model_parallel_size)
+                     MODEL_FIELDS, RECOMPUTE_MODES, SUBSET_FIELDS, TRAIN_DTYPES,
+                     TRAINING_FIELDS, WEIGHT_DTYPES,
+                     ConfigError, coerce, encode, gemm_dtype_flags, model_parallel_size,
+                     subset_bindings)
 from .models import ModelSpec
 
 #: training GEMM dtypes (the choices of the ``dtype`` field).
@@ -59,6 +60,10 @@ class TrainingConfig:
             ``pp == 1``; required when ``pp > 1`` (the bubble depends on it).
         seq_len: tokens per sequence; the model's ``seq_len`` when None.
         recompute: ``none``, ``selective`` or ``full`` activation recomputation.
+        recompute_modules: with ``selective``, the modules recomputed: comma list from
+            ``core_attn,layernorm,mla_up_proj,moe_act,mlp,shared_experts``
+            (:data:`symcost.fields.RECOMPUTE_MODULES`; Megatron-Core ``--recompute-modules``);
+            another value than the default ``core_attn`` needs ``recompute='selective'``.
         zero: ZeRO stage 0-3 (1 = Megatron distributed optimizer, 3 = FSDP full shard).
         dtype: GEMM dtype ``bf16``, ``fp16``, ``fp8`` (Transformer-Engine per-tensor scaling),
             ``mxfp8`` (block-scaled fp8, Blackwell) or ``nvfp4`` (fp4 linear layers,
@@ -102,6 +107,7 @@ class TrainingConfig:
     global_batch: int | None = None
     seq_len: int | None = None
     recompute: str = "none"
+    recompute_modules: str = "core_attn"
     zero: int = 0
     dtype: str = "bf16"
     flash_attention: bool = True
@@ -273,14 +279,18 @@ def parallel_bindings(cfg: TrainingConfig) -> dict[str, float]:
     field's symbol, and ``fp8``/``fp4`` from ``dtype`` (:func:`symcost.fields.gemm_dtype_flags`)."""
     out = field_bindings(TRAINING_FIELDS, cfg)
     out.update({k: float(v) for k, v in gemm_dtype_flags(TRAIN_DTYPES[cfg.dtype]).items()})
-    out.update(lora_target_bindings(cfg.lora_targets))
+    out.update(set_field_bindings(cfg))
     return out
 
 
-def lora_target_bindings(targets: str) -> dict[str, float]:
-    """The ``lora_<target>`` flag symbols (1 targeted, 0 not) of a canonical target list."""
-    chosen = set(targets.split(","))
-    return {f"lora_{t}": float(t in chosen) for t in LORA_TARGETS}
+def set_field_bindings(cfg: Any) -> dict[str, float]:
+    """The flag symbols of every set-valued field of a training ``cfg``
+    (:data:`symcost.fields.SUBSET_FIELDS`: ``lora_<target>``, ``rc_<module>``; 1 in the set,
+    0 not), each field's value coerced to its canonical list first."""
+    out: dict[str, float] = {}
+    for name in SUBSET_FIELDS:
+        out.update(subset_bindings(name, coerce(TRAINING_FIELDS[name], getattr(cfg, name))))
+    return out
 
 
 # ----------------------------------------------------------------------------- inference
@@ -439,6 +449,7 @@ def inference_parallel_bindings(cfg: InferenceConfig) -> dict[str, float]:
 __all__ = ["ACT_DTYPES", "DTYPES", "DTYPE_BYTES", "INT4_GROUP", "KV_DTYPES", "RECOMPUTE_MODES",
            "WEIGHT_DTYPES", "ConfigError", "InferenceConfig", "InferenceConfigError",
            "TrainingConfig", "field_bindings", "hardware_bindings", "hardware_facts",
-           "inference_hardware_bindings", "lora_target_bindings", "inference_parallel_bindings", "model_bindings",
+           "inference_hardware_bindings", "set_field_bindings", "inference_parallel_bindings",
+           "model_bindings",
            "model_facts", "parallel_bindings", "positive_int", "resolve", "resolve_dtypes",
            "resolve_inference"]

@@ -85,23 +85,56 @@ SERVING_FRAMEWORKS: dict[str, int] = {"generic": 0, "vllm": 1, "lightllm": 2, "t
                                       "trtllm": 4}
 #: projections a LoRA adapter may target, in canonical order.
 LORA_TARGETS: tuple[str, ...] = ("q", "k", "v", "o", "gate", "up", "down")
-#: every non-empty target set, written canonically (targets in :data:`LORA_TARGETS` order,
-#: comma-separated) -> its bit mask (bit ``i`` for ``LORA_TARGETS[i]``), the field's code.
-LORA_TARGET_SETS: dict[str, int] = {
-    ",".join(t for i, t in enumerate(LORA_TARGETS) if mask >> i & 1): mask
-    for mask in range(1, 1 << len(LORA_TARGETS))}
+#: [recompute] modules selective recomputation may recompute, in canonical order: Megatron-Core
+#: ``--recompute-modules`` (``TransformerConfig.recompute_modules``, Megatron-Core 0.12+;
+#: default ``core_attn``, the Korthikanti et al. 2022 selective recomputation):
+#: ``core_attn`` the attention core, ``layernorm`` the two pre-norms, ``mla_up_proj`` the MLA
+#: up-projections and RoPE, ``moe_act`` the routed experts' activation function, ``mlp`` the
+#: dense MLP, ``shared_experts`` the MoE layer's shared experts. (Megatron-Core's ``moe``, the
+#: whole MoE layer with its all-to-all, is not modelled.)
+RECOMPUTE_MODULES: tuple[str, ...] = ("core_attn", "layernorm", "mla_up_proj", "moe_act",
+                                      "mlp", "shared_experts")
+#: the fields whose value is a non-empty set of names -> the names in canonical order and the
+#: prefix of the flag symbols they bind (``lora_q``, ``rc_moe_act``: 1 when the name is in
+#: the set). The field's code is the set's bit mask (bit ``i`` for the ``i``-th name).
+SUBSET_FIELDS: dict[str, tuple[tuple[str, ...], str]] = {
+    "lora_targets": (LORA_TARGETS, "lora_"),
+    "recompute_modules": (RECOMPUTE_MODULES, "rc_"),
+}
 
 
-def normalize_lora_targets(value: object) -> object:
-    """``value`` (``"v, q"``, a list) as the canonical comma list (``"q,v"``); anything else
-    (an unknown name) is returned unchanged for :func:`coerce` to reject."""
+def subset_codes(names: tuple[str, ...]) -> dict[str, int]:
+    """Every non-empty subset of ``names``, written canonically (in ``names`` order,
+    comma-separated) -> its bit mask (bit ``i`` for ``names[i]``)."""
+    return {",".join(t for i, t in enumerate(names) if mask >> i & 1): mask
+            for mask in range(1, 1 << len(names))}
+
+
+#: every non-empty LoRA target set -> its bit mask, the ``lora_targets`` field's code.
+LORA_TARGET_SETS: dict[str, int] = subset_codes(LORA_TARGETS)
+#: every non-empty recompute-module set -> its bit mask, the ``recompute_modules`` code.
+RECOMPUTE_MODULE_SETS: dict[str, int] = subset_codes(RECOMPUTE_MODULES)
+
+
+def normalize_subset(value: object, names: tuple[str, ...]) -> object:
+    """``value`` (``"v, q"``, a list) as the canonical comma list of ``names`` (``"q,v"``);
+    anything else (an unknown name, an empty set) is returned unchanged for :func:`coerce`
+    to reject."""
     items = value.split(",") if isinstance(value, str) else value
     if not isinstance(items, (list, tuple)):
         return value
-    names = {str(x).strip().lower() for x in items if str(x).strip()}
-    if not names or not names <= set(LORA_TARGETS):
+    chosen = {str(x).strip().lower() for x in items if str(x).strip()}
+    if not chosen or not chosen <= set(names):
         return value
-    return ",".join(t for t in LORA_TARGETS if t in names)
+    return ",".join(t for t in names if t in chosen)
+
+
+def subset_bindings(name: str, value: str) -> dict[str, float]:
+    """The flag symbols of subset field ``name`` (:data:`SUBSET_FIELDS`) for its canonical
+    ``value``: ``<prefix><member>`` -> 1.0 when the member is in the set, else 0.0."""
+    names, prefix = SUBSET_FIELDS[name]
+    chosen = set(value.split(","))
+    return {prefix + t: float(t in chosen) for t in names}
 
 
 #: spellings of on/off accepted from text (CLI, CSV, ``--vary``).
@@ -163,8 +196,8 @@ class Field:
         """Allowed values as one phrase, for messages and ``--help``."""
         if self.kind == "bool":
             return "on/off (true/false or 1/0)"
-        if self.name == "lora_targets":
-            return "a comma-separated subset of " + ",".join(LORA_TARGETS)
+        if self.name in SUBSET_FIELDS:
+            return "a comma-separated subset of " + ",".join(SUBSET_FIELDS[self.name][0])
         if self.kind in ("enum", "str") and self.choices is not None:
             return "one of " + ", ".join(str(c) for c in self.choices)
         if self.kind == "int":
@@ -213,6 +246,10 @@ TRAINING_FIELDS: dict[str, Field] = _table(
           "seq_len", minimum=1, maximum=MAX_COUNT),
     Field("recompute", "enum", "1", "none", "activation recomputation", "recompute",
           choices=RECOMPUTE_MODES),
+    Field("recompute_modules", "enum", "1", "core_attn", "modules selective recomputation "
+          "recomputes, comma-separated from core_attn,layernorm,mla_up_proj,moe_act,mlp,"
+          "shared_experts (Megatron-Core --recompute-modules; code: bit mask)", None,
+          choices=RECOMPUTE_MODULE_SETS, sweepable=False),
     Field("zero", "enum", "1", 0,
           "ZeRO stage (1: distributed optimizer, 2: + gradients, 3: + parameters = FSDP)",
           "zero_stage", choices={"0": 0, "1": 1, "2": 2, "3": 3}),
@@ -389,8 +426,8 @@ def coerce(f: Field, value: object) -> Any:
         raise _fail(f, value)
     if f.kind in ("enum", "str"):
         assert f.choices is not None
-        if f.name == "lora_targets":
-            value = normalize_lora_targets(value)
+        if f.name in SUBSET_FIELDS:
+            value = normalize_subset(value, SUBSET_FIELDS[f.name][0])
         key = str(value).strip().lower() if not isinstance(value, bool) else None
         if key is None or key not in f.choices:
             raise _fail(f, value)
@@ -483,7 +520,9 @@ def decode_or_raw(f: Field, v: float) -> object:
 
 
 __all__ = ["SERVING_FRAMEWORKS", "FINETUNE_MODES", "INTRA_LINKS", "LORA_TARGETS", "LORA_TARGET_SETS", "OFFLOAD_MODES",
-           "normalize_lora_targets", "ACT_DTYPES", "ConfigError", "DTYPE_BYTES", "INT4_GROUP", "MODEL_PARALLEL",
+           "RECOMPUTE_MODULES", "RECOMPUTE_MODULE_SETS", "SUBSET_FIELDS", "normalize_subset",
+           "subset_bindings", "subset_codes", "ACT_DTYPES", "ConfigError", "DTYPE_BYTES",
+           "INT4_GROUP", "MODEL_PARALLEL",
            "model_parallel_size", "Field", "INFERENCE_FIELDS", "KV_DTYPES", "MAX_COUNT",
            "MODEL_FIELDS", "GEMM_PEAK_KEY", "gemm_dtype_flags", "RECOMPUTE_MODES",
            "TRAINING_FIELDS", "TRAIN_DTYPES",

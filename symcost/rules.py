@@ -32,7 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from .fields import DTYPE_BYTES, MODEL_PARALLEL, ConfigError, model_parallel_size
+from .fields import (DTYPE_BYTES, MODEL_PARALLEL, RECOMPUTE_MODULE_SETS, ConfigError,
+                     model_parallel_size)
 
 Values = Mapping[str, Any]
 
@@ -292,6 +293,19 @@ ZERO3_PER_TENSOR = Rule(
     "needs zero 3",
     lambda v: f"needs zero 3 (it describes how ZeRO-3 gathers parameters; zero = "
               f"{_i(v['zero'])})")
+#: [recompute] code of the default module set (``core_attn``, Korthikanti et al. 2022 selective)
+_CORE_ATTN = float(RECOMPUTE_MODULE_SETS["core_attn"])
+RECOMPUTE_MODULES_SELECTIVE = Rule(
+    "recompute_modules_need_selective", "recompute_modules",
+    ("recompute_modules", "recompute", "train_framework"),
+    lambda v, xp: (v.get("recompute_modules", _CORE_ATTN) == _CORE_ATTN)
+    | ((v["recompute"] > 0.5) & (v["recompute"] < 1.5)
+       & (v.get("train_framework", 0.0) < 0.5)),
+    "modules other than core_attn need recompute selective (Megatron layout)",
+    lambda v: "modules other than core_attn need recompute = selective in the Megatron layout "
+              "(train_framework megatron): they name what Megatron-Core's selective "
+              "recomputation recomputes (--recompute-granularity selective "
+              "--recompute-modules)")
 TP_OVERLAP_NODE = Rule(
     "tp_overlap_inside_node", "tp_overlap", ("tp_overlap", "tp", "hw_node"),
     lambda v, xp: (v.get("tp_overlap", 0.0) < 0.5) | (v["tp"] <= v["hw_node"]),
@@ -408,7 +422,8 @@ TRAINING_RULES: tuple[Rule, ...] = (
     SEQ_LEN_POSITIONS, TP_HEADS, TP_FFN, TP_KV_HEADS, PP_LAYERS, GLOBAL_BATCH_NEEDED,
     VPP_NEEDS_PP, VPP_LAYERS, VPP_MICROBATCHES, ZERO_PP, DTYPE_HARDWARE, CP_SEQ, CP_FLASH,
     EP_DP, EP_EXPERTS, ETP_DP, ETP_FFN, MOE_IMBALANCE, MOE_TP_SP, TP_OVERLAP_SP,
-    TP_OVERLAP_NODE, HSDP_DP, ZERO3_PER_TENSOR) + FINETUNE_RULES + HYBRID_RULES
+    TP_OVERLAP_NODE, HSDP_DP, ZERO3_PER_TENSOR, RECOMPUTE_MODULES_SELECTIVE
+) + FINETUNE_RULES + HYBRID_RULES
 
 def _expert_tp(v: Values, xp: Any) -> Any:
     """Serving's expert tensor-parallel size ``max(tp/ep, 1)`` (``ep`` absent: 1)."""

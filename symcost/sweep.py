@@ -63,7 +63,7 @@ from hwspecs import HardwareSpec
 from . import rules as R
 from . import symbols as S
 from .api import as_hardware, as_model, merge_config, training_inputs_symbols
-from .config import (TrainingConfig, hardware_bindings, hardware_facts, lora_target_bindings,
+from .config import (TrainingConfig, hardware_bindings, hardware_facts, set_field_bindings,
                      model_bindings)
 from .evaluate import CHUNK_SIZES, Progress, evaluate_chunks, pick_chunk
 from .fields import (MODEL_FIELDS, MODEL_PARALLEL, TRAINING_FIELDS, ConfigError, Field,
@@ -376,9 +376,9 @@ def _base_values(model: ModelSpec, hw: HardwareSpec, cfg: TrainingConfig, params
         value = coerce(f, getattr(cfg, name))
         if value is not None:
             v[name] = encode(f, value)
-    # [finetune] the LoRA target flags (variables lora_q ... lora_down) follow lora_targets
-    targets = coerce(TRAINING_FIELDS["lora_targets"], cfg.lora_targets)
-    for sym, x in lora_target_bindings(targets).items():
+    # the flags of the set-valued fields (lora_q ... lora_down, rc_core_attn ...) follow
+    # lora_targets and recompute_modules
+    for sym, x in set_field_bindings(cfg).items():
         if sym in sym_to_var:
             v[sym_to_var[sym]] = x
     if "seq_len" not in v:

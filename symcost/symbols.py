@@ -223,6 +223,27 @@ global_batch = _declare("global_batch", "parallel", "1", "global batch B, sequen
 recompute = _declare("recompute", "parallel", "1",
                      "activation recomputation: 0 none, 1 selective, 2 full", integer=True,
                      nonneg=True)
+# [recompute] selective recomputation by module (Megatron-Core --recompute-modules; the
+# recompute_modules field, symcost.fields.RECOMPUTE_MODULES): 1 when the module is recomputed
+# under recompute = selective
+rc_core_attn = _declare("rc_core_attn", "parallel", "1",
+                        "1 when selective recomputation recomputes the attention core",
+                        integer=True, nonneg=True)
+rc_layernorm = _declare("rc_layernorm", "parallel", "1",
+                        "1 when selective recomputation recomputes the two pre-norms",
+                        integer=True, nonneg=True)
+rc_mla_up_proj = _declare("rc_mla_up_proj", "parallel", "1",
+                          "1 when selective recomputation recomputes the MLA up-projections "
+                          "and RoPE", integer=True, nonneg=True)
+rc_moe_act = _declare("rc_moe_act", "parallel", "1",
+                      "1 when selective recomputation recomputes the routed experts' "
+                      "activation function", integer=True, nonneg=True)
+rc_mlp = _declare("rc_mlp", "parallel", "1",
+                  "1 when selective recomputation recomputes the dense MLP", integer=True,
+                  nonneg=True)
+rc_shared_experts = _declare("rc_shared_experts", "parallel", "1",
+                             "1 when selective recomputation recomputes the shared experts",
+                             integer=True, nonneg=True)
 zero_stage = _declare("zero_stage", "parallel", "1",
                       "ZeRO stage 0-3 (1: distributed optimizer, 3: FSDP)", integer=True,
                       nonneg=True)

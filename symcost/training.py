@@ -56,6 +56,9 @@ from .ops.optimizer import adam_step
 IS_SELECTIVE = flag((S.recompute > sp.Rational(1, 2)) & (S.recompute < sp.Rational(3, 2)))
 IS_FULL = flag(S.recompute > sp.Rational(3, 2))
 IS_NONE = flag(S.recompute < sp.Rational(1, 2))
+#: [recompute] 1 when selective recomputation recomputes the attention core (the
+#: ``recompute_modules`` default, Korthikanti et al. 2022 Sec. 5)
+RC_CORE_ATTN = IS_SELECTIVE * S.rc_core_attn
 IS_ZERO3 = flag(S.zero_stage > sp.Rational(5, 2))
 IS_PP = flag(S.pp > sp.Rational(3, 2))
 IS_INTERLEAVED = flag(S.vpp > sp.Rational(3, 2))
@@ -300,10 +303,18 @@ def attention_linear_params() -> sp.Expr:
     ``2*tokens*params`` term: ``h*d*(a+2k) + a*d*h`` (MHA/GQA) or MLA's projections."""
     h, a, k = S.hidden, S.n_heads, S.n_kv_heads
     d, dr, r, rq = head_dim(), S.rope_head_dim, S.kv_lora_rank, S.q_lora_rank
-    query = sp.Piecewise((h * a * (d + dr), rq < sp.Rational(1, 2)),
-                         (h * rq + rq * a * (d + dr), True))
-    mla = query + h * (r + dr) + r * a * 2 * d + a * d * h
+    query_in = sp.Piecewise((h * a * (d + dr), rq < sp.Rational(1, 2)), (h * rq, True))
+    mla = query_in + h * (r + dr) + mla_up_params() + a * d * h
     return IS_MLA * mla + (1 - IS_MLA) * (h * d * (a + 2 * k) + a * d * h)
+
+
+def mla_up_params() -> sp.Expr:
+    """[MLA] Weights of one layer's MLA up-projections: ``r_q*a*(d+d_r)`` (with a query latent,
+    ``r_q > 0``) plus ``r*a*2d`` (keys and values from the KV latent); 0 without MLA
+    (DeepSeek-V2, arXiv:2405.04434, eqs. 9-14)."""
+    a, d, dr, r, rq = S.n_heads, head_dim(), S.rope_head_dim, S.kv_lora_rank, S.q_lora_rank
+    query = sp.Piecewise((0, rq < sp.Rational(1, 2)), (rq * a * (d + dr), True))
+    return IS_MLA * (query + r * a * 2 * d)
 
 
 def params_mlp() -> sp.Expr:
@@ -463,12 +474,29 @@ def qkv_projection(n: sp.Expr, peak: sp.Expr, **gemm_kw: Any) -> Cost:
     heads = S.n_heads / t
     gqa = gemm(n, (heads + 2 * kv_heads_local()) * d, h, peak, **gemm_kw)
     q_full = gemm(n, heads * dq, h, peak, **gemm_kw)
-    q_lora = (gemm(n, S.q_lora_rank, h, peak, **gemm_kw)
-              + gemm(n, heads * dq, S.q_lora_rank, peak, **gemm_kw))
-    query = select(S.q_lora_rank > sp.Rational(1, 2), q_lora, q_full)
-    kv = (gemm(n, S.kv_lora_rank + S.rope_head_dim, h, peak, **gemm_kw)
-          + gemm(n, heads * 2 * d, S.kv_lora_rank, peak, **gemm_kw))
-    return select(S.kv_lora_rank > sp.Rational(1, 2), query + kv, gqa)
+    q_down = gemm(n, S.q_lora_rank, h, peak, **gemm_kw)
+    query = select(S.q_lora_rank > sp.Rational(1, 2), q_down, q_full)
+    kv_down = gemm(n, S.kv_lora_rank + S.rope_head_dim, h, peak, **gemm_kw)
+    return select(S.kv_lora_rank > sp.Rational(1, 2),
+                  query + kv_down + mla_up_projection(n, peak, **gemm_kw), gqa)
+
+
+def mla_up_projection(n: sp.Expr, peak: sp.Expr, **gemm_kw: Any) -> Cost:
+    """[MLA] The up-projections of ``n`` tokens on one GPU: ``r_q -> a*(d+d_r)/t`` (with a
+    query latent) and ``r -> a*2d/t``; what Megatron-Core's ``mla_up_proj`` selective
+    recomputation recomputes (with RoPE, whose elementwise cost is not modelled). Meaningful
+    for MLA models only (:func:`qkv_projection` selects it); ``gemm_kw`` as there.
+
+    References:
+        DeepSeek-V2 (arXiv:2405.04434), eqs. 9-14; Megatron-Core ``TransformerConfig.
+        recompute_modules`` ("mla_up_proj").
+    """
+    d, dq = head_dim(), qk_head_dim()
+    heads = S.n_heads / S.tp
+    zero = Cost(sp.Integer(0), sp.Integer(0), sp.Integer(0))
+    q_up = select(S.q_lora_rank > sp.Rational(1, 2),
+                  gemm(n, heads * dq, S.q_lora_rank, peak, **gemm_kw), zero)
+    return q_up + gemm(n, heads * 2 * d, S.kv_lora_rank, peak, **gemm_kw)
 
 
 def layer_forward_compute() -> dict[str, Cost]:
@@ -700,16 +728,47 @@ def unfused_attention_forward() -> Cost:
                                  ).scale(attention_layer_fraction() / S.cp)
 
 
+def selective_recompute_by_op() -> dict[str, Cost]:
+    """[recompute] What selective recomputation recomputes in one layer's backward, by
+    operator of :func:`layer_forward_compute` (zero unless ``recompute = selective``), per
+    module of ``recompute_modules`` (Megatron-Core ``TransformerConfig.recompute_modules``):
+
+    * ``core_attn`` (Korthikanti et al. 2022, Sec. 5): the unfused attention core (scores,
+      softmax, dropout, AV); nothing with FlashAttention, which keeps no ``s x s`` tensor;
+    * ``layernorm``: the two pre-norms;
+    * ``mla_up_proj``: the MLA up-projections (:func:`mla_up_projection`);
+    * ``moe_act``: the routed experts' activation function;
+    * ``mlp``: the dense MLP (both GEMMs and the activation);
+    * ``shared_experts``: the shared experts.
+
+    Returns:
+        Mapping operator name -> :class:`Cost` (FLOP, bytes, s) for one micro-batch.
+    """
+    fwd = layer_forward_compute()
+    up = mla_up_projection(tokens_micro(), gemm_peak(), eff=dense_gemm_efficiency())
+    by_module = {
+        "attention": unfused_attention_forward().scale(S.rc_core_attn * (1 - S.flash_attn)),
+        "norms": fwd["norms"].scale(S.rc_layernorm),
+        "qkv_proj": up.scale(IS_MLA * attention_layer_fraction() * S.rc_mla_up_proj),
+        "expert_activation": fwd["expert_activation"].scale(S.rc_moe_act),
+        "mlp_up": fwd["mlp_up"].scale(S.rc_mlp),
+        "mlp_down": fwd["mlp_down"].scale(S.rc_mlp),
+        "activation": fwd["activation"].scale(S.rc_mlp),
+        "shared_experts": fwd["shared_experts"].scale(S.rc_shared_experts),
+    }
+    return {op: c.scale(IS_SELECTIVE) for op, c in by_module.items()}
+
+
 def layer_recompute() -> Cost:
     """Recomputed forward work of one layer in the backward pass.
 
-    Full: the whole layer forward. Selective (Korthikanti et al. 2022, Sec. 5): the core
-    attention (scores, softmax, dropout, AV) — nothing extra with FlashAttention, which keeps
-    no ``s x s`` tensor. None: nothing.
+    Full: the whole layer forward. Selective: the modules of ``recompute_modules``
+    (:func:`selective_recompute_by_op`; by default the core attention, Korthikanti et al.
+    2022, Sec. 5, which costs nothing extra with FlashAttention). None: nothing.
     """
     fwd = sum(layer_forward_compute().values(), start=Cost(0, 0, 0))
-    selective = unfused_attention_forward().scale(1 - S.flash_attn)
-    return Cost(*(IS_FULL * x + IS_SELECTIVE * y for x, y in zip(fwd, selective)))
+    selective = sum(selective_recompute_by_op().values(), start=Cost(0, 0, 0))
+    return Cost(*(IS_FULL * x + y for x, y in zip(fwd, selective)))
 
 
 def tp_comm_layer_forward() -> Cost:
@@ -861,29 +920,52 @@ def activation_bytes_layer() -> sp.Expr:
     scan and gated-norm outputs (:func:`mamba_layer_fraction`).
 
     Terms (16-bit unless noted): replicated across TP (split by SP): QKV input 2, LN inputs 4,
-    MLP input 2, dropout masks 1+1 (uint8); split by TP: Q ``2sbh``, K and V ``4*s*b*k*d``,
-    output-projection input 2, activation input ``2*s*b*f*(1+g)``, down-projection input
-    ``2*s*b*f``; score tensors ``a*s^2*b*(2 + 3*dropout)`` (softmax output, mask, dropout
-    output); FlashAttention keeps only the fp32 log-sum-exp ``4*a*s*b``.
+    MLP input 2, dropout masks 1+1 (uint8); split by TP: Q ``2*s*b*a*d``, K and V
+    ``4*s*b*k*d``, output-projection input ``2*s*b*a*d`` (``a*d = h`` unless the model sets a
+    head width), activation input ``2*s*b*f*(1+g)``, down-projection input ``2*s*b*f``;
+    score tensors ``a*s^2*b*(2 + 3*dropout)`` (softmax output, mask, dropout output);
+    FlashAttention keeps only the fp32 log-sum-exp ``4*a*s*b``. [MLA] Q and K are
+    ``a*(d+d_r)`` wide, V ``a*d``, and the latents add (replicated across TP) the input and
+    output of the query and KV latent norms and the RoPE key, ``2*s*b*(2*r_q + 2*r + d_r)``
+    (Megatron-Core ``MLASelfAttention``).
+
+    [recompute] With ``recompute = selective`` each module of ``recompute_modules`` drops
+    what only its recomputation needs (Megatron-Core ``recompute_modules``; ``core_attn``
+    and ``mlp``/``shared_experts`` keep their inputs as checkpoint inputs, the others are
+    output-discarding): ``core_attn`` the score tensors, ``layernorm`` the norm outputs
+    (``2*s*b*h`` per block, split by SP), ``mla_up_proj`` Q, K and V (the latents stay),
+    ``moe_act`` the routed experts' activation outputs ``2*s*b*k*f_e``, ``mlp`` the dense
+    MLP's inner activations ``2*s*b*f*(2+g)``, ``shared_experts`` theirs.
     """
     t, h, f, g, drop = S.tp, S.hidden, S.ffn_hidden, S.gated_mlp, S.has_dropout
     s, a = S.seq_len, S.n_heads
     d = head_dim()
     n = tokens_micro()
-    sbh = n * h
     fm, k, fe = moe_layer_fraction(), S.top_k, S.moe_ffn_hidden
     kl = k * moe_load_factor()  # [moe] routed copies on the busiest expert-parallel rank
-    mlp = (mlp_layer_fraction() * 2 * n * f * (2 + g)
-           + fm * (2 * n * (kl + S.shared_experts) * fe * (2 + g) + 4 * n * kl * h * S.etp))
-    # per block: its norm's input and the first GEMM's input (2 + 2 bytes per element) and a
-    # dropout mask; a transformer layer has two blocks (attention, MLP)
-    replicated = tokens_sp() * h * (4 + drop) * blocks_per_layer()
+    # [recompute] selective recomputation's modules (zero unless recompute = selective)
+    rc = {m: IS_SELECTIVE * getattr(S, "rc_" + m) for m in (
+        "layernorm", "mla_up_proj", "moe_act", "mlp", "shared_experts")}
+    dense_mlp = mlp_layer_fraction() * 2 * n * f * (2 + g) * (1 - rc["mlp"])
+    shared = 2 * n * S.shared_experts * fe * (2 + g) * (1 - rc["shared_experts"])
+    routed = 2 * n * kl * fe * (2 + g - rc["moe_act"]) + 4 * n * kl * h * S.etp
+    mlp = dense_mlp + fm * (routed + shared)
+    # per block: its norm's input and the first GEMM's input (2 + 2 bytes per element; the
+    # latter recomputed with layernorm) and a dropout mask; a transformer layer has two blocks
+    # (attention, MLP)
+    replicated = tokens_sp() * h * (4 - 2 * rc["layernorm"] + drop) * blocks_per_layer()
     fa = attention_layer_fraction()
-    split = (fa * (2 * sbh + 2 * sbh) + mlp) / t + fa * 4 * n * d * kv_heads_local()
+    # Q and the output projection's input (a*d wide), K and V; [MLA] Q and K a*(d+d_r) wide,
+    # V a*d, and the latents (norm input and output of each, the RoPE key; replicated)
+    gqa = 2 * 2 * n * a * d / t + 4 * n * d * kv_heads_local()
+    mla_qkv = 2 * n * a * (2 * qk_head_dim() + d) / t
+    latents = 2 * n * (2 * S.q_lora_rank + 2 * S.kv_lora_rank + S.rope_head_dim)
+    mla = 2 * n * a * d / t + latents + mla_qkv * (1 - rc["mla_up_proj"])
+    split = fa * (IS_MLA * mla + (1 - IS_MLA) * gqa) + mlp / t
     scores = a * s * n * (2 + 3 * drop) / t
     lse = 4 * a * n / t
     score_mem = fa * sp.Piecewise((lse, S.flash_attn > sp.Rational(1, 2)),
-                                  (scores * IS_NONE, True))
+                                  (scores * (1 - RC_CORE_ATTN), True))
     # [hybrid] a Mamba-2 block keeps (16-bit, per token) the input projection's output
     # (z, x, B, C, dt), the convolution's output (x, B, C), the scan output and the gated
     # norm's output (the output projection's input); the scan keeps no states (its backward
@@ -1272,9 +1354,13 @@ def training_expressions() -> dict[str, sp.Expr]:
     mtp_flops = S.mtp_layers * (layer_matmul + layer_attn + 2 * s * 2 * h**2 + head_flops)
     flops_model = 3 * B * (S.n_layers * (layer_matmul + layer_attn + layer_ssd) + head_flops
                            + mtp_flops)
+    # [recompute] selective: the recomputed modules' matrix FLOPs (selective_recompute_by_op)
+    selective = (S.rc_core_attn * (1 - S.flash_attn) * layer_attn
+                 + 2 * s * (S.rc_mla_up_proj * fa * mla_up_params()
+                            + S.rc_mlp * mlp_layer_fraction() * (2 + g) * h * f
+                            + S.rc_shared_experts * fm * S.shared_experts * params_expert()))
     flops_recompute = B * (S.n_layers + S.mtp_layers) * (
-        IS_FULL * (layer_matmul + layer_attn + layer_ssd)
-        + IS_SELECTIVE * (1 - S.flash_attn) * layer_attn)
+        IS_FULL * (layer_matmul + layer_attn + layer_ssd) + IS_SELECTIVE * selective)
     n_gpus = t * c * p * d
     out["flops_model"] = flops_model
     out["flops_hardware"] = flops_model + flops_recompute

@@ -114,6 +114,9 @@ def test_scalar_and_array_verdicts_agree_on_random_values():
         "intra_node_link": rng.integers(0, 4, n).astype(float),
         "hw_bridge": rng.integers(0, 2, n).astype(float),
         "tp_overlap": rng.integers(0, 2, n).astype(float), "hw_node": rng.choice([4.0, 8.0], n),
+        "recompute": rng.integers(0, 3, n).astype(float),
+        "recompute_modules": rng.choice([1.0, 2.0, 3.0, 10.0], n),
+        "train_framework": rng.integers(0, 2, n).astype(float),
     }
     v["dp"] = v["num_gpus"] / (v["tp"] * v["cp"] * v["pp"])
     codes = R.first_broken(R.TRAINING_RULES, v, np, (n,))

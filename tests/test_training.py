@@ -14,6 +14,7 @@ from symcost import symbols as S
 from symcost import training as T
 from symcost.api import evaluate_training, predict_training, training_inputs, training_model
 from symcost.config import ConfigError, TrainingConfig
+from symcost.fields import subset_bindings
 from symcost.models import get_model
 
 GPT3 = dict(model="gpt3-175b", hardware="a100-sxm4-80gb")
@@ -31,7 +32,10 @@ DENSE = {S.n_experts: 0, S.top_k: 0, S.shared_experts: 0, S.moe_ffn_hidden: 0,
 GPT_SUBS = {S.n_kv_heads: S.n_heads, S.ffn_hidden: 4 * S.hidden, S.gated_mlp: 0,
             S.has_dropout: 1, S.norm_bias: 1, S.has_bias: 1, **DENSE,
             S.train_framework: 0,  # Megatron's memory layout (Korthikanti et al. 2022)
-            S.sliding_window: 0, S.mtp_layers: 0}  # GPT: full attention, no MTP module
+            S.sliding_window: 0, S.mtp_layers: 0,  # GPT: full attention, no MTP module
+            # selective recomputation of the core attention only (Table 2; the default)
+            **{S.lookup(k): x for k, x in subset_bindings("recompute_modules",
+                                                          "core_attn").items()}}
 
 
 def _kv_not_replicated(*args):

@@ -69,11 +69,12 @@ def summary_tables(result) -> list:
     from ..training import MEMORY
 
     v, cfg = result.values, result.config
+    modules = f" ({cfg.recompute_modules})" if cfg.recompute == "selective" else ""
     title = (f"{result.model.name} on {cfg.num_gpus} x {result.hardware.name}: "
              f"tp={cfg.tp} cp={cfg.cp} pp={cfg.pp} dp={cfg.dp} ep={cfg.ep} vpp={cfg.vpp} "
              f"sp={'on' if cfg.sp else 'off'}, "
              f"micro-batch {cfg.micro_batch}, global batch {cfg.global_batch}, seq {cfg.seq_len}, "
-             f"recompute {cfg.recompute}, ZeRO-{cfg.zero}, {cfg.dtype}")
+             f"recompute {cfg.recompute}{modules}, ZeRO-{cfg.zero}, {cfg.dtype}")
 
     perf = Table(title=title, title_justify="left", show_header=True)
     perf.add_column("metric")
