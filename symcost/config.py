@@ -67,7 +67,8 @@ class TrainingConfig:
         zero: ZeRO stage 0-3 (1 = Megatron distributed optimizer, 3 = FSDP full shard).
         dtype: GEMM dtype ``bf16``, ``fp16``, ``fp8`` (Transformer-Engine per-tensor scaling),
             ``mxfp8`` (block-scaled fp8, Blackwell) or ``nvfp4`` (fp4 linear layers,
-            Blackwell); 16-bit activations and weights in memory.
+            Blackwell); 16-bit activations and weights in memory, except the inputs the
+            linear layers keep for backward (:func:`symcost.training.gemm_input_bytes`).
         flash_attention: FlashAttention for the attention core.
         dp_overlap: overlap data-parallel communication with compute.
         zero3_per_tensor: ZeRO-3 as DeepSpeed v0.3-v0.4 ran it (2021): one all-gather per

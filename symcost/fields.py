@@ -42,7 +42,8 @@ from . import symbols as S
 MAX_COUNT = 2**24
 #: recompute mode names -> code of the ``recompute`` symbol (Korthikanti et al. 2022, Sec. 5).
 RECOMPUTE_MODES: dict[str, int] = {"none": 0, "selective": 1, "full": 2}
-#: training GEMM dtypes -> code (fp8: Transformer-Engine style, 16-bit activations in memory).
+#: training GEMM dtypes -> code (fp8: Transformer-Engine style: 16-bit activations in memory, the
+#: linear layers' saved inputs quantized, symcost.training.gemm_input_bytes).
 TRAIN_DTYPES: dict[str, int] = {"bf16": 0, "fp16": 1, "fp8": 2, "mxfp8": 3, "nvfp4": 4}
 #: training GEMM dtype -> the hardware peak (``peak_flops`` key of a hwspecs YAML) its linear
 #: layers run at: MXFP8 at the fp8 rate, NVFP4 at the fp4 rate (NVIDIA Blackwell
@@ -253,8 +254,9 @@ TRAINING_FIELDS: dict[str, Field] = _table(
     Field("zero", "enum", "1", 0,
           "ZeRO stage (1: distributed optimizer, 2: + gradients, 3: + parameters = FSDP)",
           "zero_stage", choices={"0": 0, "1": 1, "2": 2, "3": 3}),
-    Field("dtype", "enum", "1", "bf16", "GEMM dtype (fp8: Transformer Engine, 16-bit "
-          "activations)", None, choices=TRAIN_DTYPES),
+    Field("dtype", "enum", "1", "bf16", "GEMM dtype (fp8: Transformer Engine; 16-bit "
+          "activations, the linear layers' saved inputs in the GEMM dtype)", None,
+          choices=TRAIN_DTYPES),
     _bool("flash_attention", "FlashAttention for the attention core", True, "flash_attn"),
     _bool("dp_overlap", "overlap data-parallel communication with compute", True, "dp_overlap"),
     _bool("zero3_per_tensor", "ZeRO-3 as DeepSpeed v0.3-v0.4 (2021) ran it: one synchronous "

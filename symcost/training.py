@@ -929,6 +929,12 @@ def activation_bytes_layer() -> sp.Expr:
     output of the query and KV latent norms and the RoPE key, ``2*s*b*(2*r_q + 2*r + d_r)``
     (Megatron-Core ``MLASelfAttention``).
 
+    [fp8] With ``fp8``/``mxfp8``/``nvfp4`` the inputs linear layers keep for their weight
+    gradients (the GEMM inputs above: QKV, output projection, both MLP GEMMs, the expert GEMMs)
+    are the quantized copies, :func:`gemm_input_bytes` per element; the output projection's
+    input is kept twice with FlashAttention (16-bit for the attention's backward, the copy for
+    the projection's); Mamba-2 blocks stay 16-bit.
+
     [recompute] With ``recompute = selective`` each module of ``recompute_modules`` drops
     what only its recomputation needs (Megatron-Core ``recompute_modules``; ``core_attn``
     and ``mlp``/``shared_experts`` keep their inputs as checkpoint inputs, the others are
@@ -946,21 +952,31 @@ def activation_bytes_layer() -> sp.Expr:
     # [recompute] selective recomputation's modules (zero unless recompute = selective)
     rc = {m: IS_SELECTIVE * getattr(S, "rc_" + m) for m in (
         "layernorm", "mla_up_proj", "moe_act", "mlp", "shared_experts")}
-    dense_mlp = mlp_layer_fraction() * 2 * n * f * (2 + g) * (1 - rc["mlp"])
-    shared = 2 * n * S.shared_experts * fe * (2 + g) * (1 - rc["shared_experts"])
-    routed = 2 * n * kl * fe * (2 + g - rc["moe_act"]) + 4 * n * kl * h * S.etp
+    # [fp8] bytes per element of the input a linear layer keeps for its weight gradient
+    q = gemm_input_bytes()
+    # dense MLP: the activation's input (2 bytes, 1+g wide) and the down-projection's input
+    dense_mlp = mlp_layer_fraction() * n * f * (2 * (1 + g) + q) * (1 - rc["mlp"])
+    shared = n * S.shared_experts * fe * (2 * (1 + g) + q) * (1 - rc["shared_experts"])
+    # routed copies: as the dense MLP (moe_act drops the down-projection's input), plus the
+    # expert GEMM's input (q) and the expert output the weighted combine needs (2)
+    routed = n * kl * fe * (2 * (1 + g) + q * (1 - rc["moe_act"])) + n * kl * h * S.etp * (2 + q)
     mlp = dense_mlp + fm * (routed + shared)
-    # per block: its norm's input and the first GEMM's input (2 + 2 bytes per element; the
-    # latter recomputed with layernorm) and a dropout mask; a transformer layer has two blocks
-    # (attention, MLP)
-    replicated = tokens_sp() * h * (4 - 2 * rc["layernorm"] + drop) * blocks_per_layer()
+    # per block: its norm's input (2 bytes per element), the first GEMM's input (q; recomputed
+    # with layernorm) and a dropout mask; a transformer layer has two blocks (attention, MLP)
+    replicated = tokens_sp() * h * (2 + q * (1 - rc["layernorm"]) + drop) * blocks_per_layer()
     fa = attention_layer_fraction()
-    # Q and the output projection's input (a*d wide), K and V; [MLA] Q and K a*(d+d_r) wide,
-    # V a*d, and the latents (norm input and output of each, the RoPE key; replicated)
-    gqa = 2 * 2 * n * a * d / t + 4 * n * d * kv_heads_local()
+    # the output projection's input: FlashAttention's backward keeps the 16-bit attention
+    # output, which in 16-bit training is the projection's input too; with fp8 / NVFP4 the
+    # projection keeps its quantized copy besides (without FlashAttention only the copy)
+    low = S.fp8 + S.fp4
+    out_in = n * a * d / t * sp.Piecewise((2 + low * q, S.flash_attn > sp.Rational(1, 2)),
+                                          (q, True))
+    # Q, K and V; [MLA] Q and K a*(d+d_r) wide, V a*d, and the latents (norm input and output
+    # of each, the RoPE key; replicated)
+    gqa = out_in + 2 * n * a * d / t + 4 * n * d * kv_heads_local()
     mla_qkv = 2 * n * a * (2 * qk_head_dim() + d) / t
     latents = 2 * n * (2 * S.q_lora_rank + 2 * S.kv_lora_rank + S.rope_head_dim)
-    mla = 2 * n * a * d / t + latents + mla_qkv * (1 - rc["mla_up_proj"])
+    mla = out_in + latents + mla_qkv * (1 - rc["mla_up_proj"])
     split = fa * (IS_MLA * mla + (1 - IS_MLA) * gqa) + mlp / t
     scores = a * s * n * (2 + 3 * drop) / t
     lse = 4 * a * n / t
@@ -978,6 +994,22 @@ def activation_bytes_layer() -> sp.Expr:
     # [memory] the Hugging Face modeling code keeps more (hf_activation_bytes_layer)
     kept = (1 - IS_HF) * (replicated + split + score_mem) + IS_HF * hf_activation_bytes_layer()
     return sp.Piecewise((full, S.recompute > sp.Rational(3, 2)), (kept, True))
+
+
+def gemm_input_bytes() -> sp.Expr:
+    """[fp8] Bytes per element of the input a linear layer keeps for its weight-gradient GEMM:
+    2 (16-bit) in bf16/fp16 training; with ``fp8``/``mxfp8`` 1 and with ``nvfp4`` 1/2, the
+    quantized copy Transformer Engine saves instead of the 16-bit input (``Linear``,
+    ``LayerNormLinear`` and ``GroupedLinear`` save ``inputmat`` / its transpose in the GEMM's
+    format when fp8 runs the weight gradient; block scales, 1/32 and 1/16 of a byte per
+    element for MXFP8 and NVFP4, not counted).
+
+    References:
+        NVIDIA Transformer Engine, ``transformer_engine/pytorch/module/linear.py``,
+        ``_Linear.forward`` (``saved_inputmat``/``saved_inputmat_t``, v1.x; quantized
+        tensors through ``prepare_for_saving`` from v2.0).
+    """
+    return 2 - S.fp8 - sp.Rational(3, 2) * S.fp4
 
 
 def activation_bytes_layer_no_recompute() -> sp.Expr:

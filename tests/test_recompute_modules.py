@@ -22,7 +22,7 @@ GPT_SP = {S.n_kv_heads: S.n_heads, S.ffn_hidden: 4 * S.hidden, S.gated_mlp: 0,
           S.shared_experts: 0, S.moe_ffn_hidden: 0, S.dense_layers: 0, S.moe_layer_step: 1,
           S.kv_lora_rank: 0, S.q_lora_rank: 0, S.rope_head_dim: 0, S.head_dim_given: 0,
           S.cp: 1, S.hybrid: 0, S.sliding_window: 0, S.sp_on: 1, S.flash_attn: 0,
-          S.recompute: 1}
+          S.recompute: 1, S.fp8: 0, S.fp4: 0}
 
 
 def _modules(names: str) -> dict[sp.Symbol, float]:
@@ -54,33 +54,48 @@ def test_without_core_attn_the_scores_stay():
 
 
 DSV3 = dict(num_gpus=2048, pp=16, ep=64, micro_batch=1, global_batch=15360, seq_len=4096,
-            dtype="fp8", zero=1, recompute="selective")
+            zero=1, recompute="selective")
+#: DeepSeek-V3 (arXiv:2412.19437): 61 layers, the first 3 dense (SwiGLU 18432); MLA with 128
+#: heads of 128 + 64 RoPE, latents 1536/512; top-8 of 256 experts of 2048 and one shared
+N, HID, A, D, DR, FE, K, F = 4096, 7168, 128, 128, 64, 2048, 8, 18432
+MOE, DENSE_FRAC = 58 / 61, 3 / 61
 
 
-def _layer_bytes(modules: str) -> float:
-    r = predict_training("deepseek-v3", "h800-sxm5-80gb", recompute_modules=modules, **DSV3)
+def _layer_bytes(modules: str, dtype: str = "bf16") -> float:
+    r = predict_training("deepseek-v3", "h800-sxm5-80gb", recompute_modules=modules,
+                         dtype=dtype, **DSV3)
     return r.values["mem_activations_layer"]
 
 
 def test_deepseek_v3_bytes_each_module_drops_hand_counted():
-    """DeepSeek-V3 (arXiv:2412.19437; 61 layers, the first 3 dense; MLA with 128 heads of
-    128 + 64 RoPE, latents 1536/512; top-8 of 256 experts of 2048 and one shared expert)
-    at 4,096 tokens per micro-batch, tp = 1: the average layer's bytes."""
-    n, a, d, dr, fe, k, f = 4096, 128, 128, 64, 2048, 8, 18432
-    moe, dense = 58 / 61, 3 / 61
+    """The average layer's bytes at 4,096 tokens per micro-batch, tp = 1, bf16."""
     base = _layer_bytes("core_attn")
     drops = {
-        "layernorm": 2 * 2 * n * 7168,                   # two norm outputs
-        "mla_up_proj": 2 * n * a * (2 * (d + dr) + d),   # Q and K (d + d_r wide), V
-        "moe_act": moe * 2 * n * k * fe,                  # the routed SwiGLU outputs
-        "mlp": dense * 2 * n * f * 3,                     # the dense SwiGLU MLP's inner tensors
-        "shared_experts": moe * 2 * n * 1 * fe * 3,       # the shared expert's
+        "layernorm": 2 * 2 * N * HID,                        # two norm outputs
+        "mla_up_proj": 2 * N * A * (2 * (D + DR) + D),       # Q and K (d + d_r wide), V
+        "moe_act": MOE * 2 * N * K * FE,                      # the routed SwiGLU outputs
+        "mlp": DENSE_FRAC * 2 * N * F * 3,                    # the dense SwiGLU MLP's tensors
+        "shared_experts": MOE * 2 * N * 1 * FE * 3,           # the shared expert's
     }
     for module, drop in drops.items():
         got = base - _layer_bytes(f"core_attn,{module}")
         assert got == pytest.approx(drop, rel=1e-9), module
     every = ",".join(RECOMPUTE_MODULES)
     assert base - _layer_bytes(every) == pytest.approx(sum(drops.values()), rel=1e-9)
+
+
+def test_fp8_keeps_the_linear_inputs_in_fp8_hand_counted():
+    """Transformer Engine keeps fp8 copies of the linear layers' inputs (1 byte instead of 2):
+    the QKV and MLP inputs of both blocks, the dense and shared down-projections' inputs, the
+    routed expert GEMMs' two inputs; the output projection keeps its copy besides the 16-bit
+    attention output FlashAttention's backward needs (one byte more)."""
+    saved = (2 * N * HID - N * A * D + DENSE_FRAC * N * F
+             + MOE * (N * FE + N * K * FE + N * K * HID))
+    assert _layer_bytes("core_attn") - _layer_bytes("core_attn", "fp8") == pytest.approx(
+        saved, rel=1e-9)
+    # with moe_act the down-projection's fp8 input is dropped instead of a 16-bit one
+    got = _layer_bytes("core_attn", "fp8") - _layer_bytes("core_attn,moe_act", "fp8")
+    assert got == pytest.approx(MOE * N * K * FE, rel=1e-9)
 
 
 LLAMA = dict(num_gpus=8, micro_batch=1, global_batch=8, seq_len=8192, recompute="selective")

@@ -27,7 +27,7 @@ L, h, a, s, b, t, V = sp.symbols("L h a s b t V", positive=True)
 #: a dense model without MLA or an explicit head width, no context or expert parallelism
 DENSE = {S.n_experts: 0, S.top_k: 0, S.shared_experts: 0, S.moe_ffn_hidden: 0,
          S.dense_layers: 0, S.moe_layer_step: 1, S.kv_lora_rank: 0, S.q_lora_rank: 0,
-         S.rope_head_dim: 0, S.head_dim_given: 0, S.cp: 1, S.ep: 1, S.fp4: 0,
+         S.rope_head_dim: 0, S.head_dim_given: 0, S.cp: 1, S.ep: 1, S.fp8: 0, S.fp4: 0,
          S.hybrid: 0}  # a transformer, not a hybrid Mamba-Transformer
 GPT_SUBS = {S.n_kv_heads: S.n_heads, S.ffn_hidden: 4 * S.hidden, S.gated_mlp: 0,
             S.has_dropout: 1, S.norm_bias: 1, S.has_bias: 1, **DENSE,

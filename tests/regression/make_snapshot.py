@@ -142,7 +142,15 @@ grouped expert GEMMs run at ``eff_gemm`` with their size penalty and ``eff_moe``
 (``symcost.params.RETIRED``); with the previous parameter file (its ``eff_moe`` dropped on
 reading) exactly the 311 MoE validation rows moved (no stored draw is an MoE model);
 recalibrated (Blackwell ``moe_flop_half`` 32 -> 70 GFLOP and ``t_moe_layer`` 0.28 ms) and the
-snapshot was rewritten. Every other value is as first written.
+snapshot was rewritten. A thirtieth (issue 11, 2026-11-26 seventh session): under fp8, MXFP8
+and NVFP4 the linear layers keep their saved inputs quantized, as Transformer Engine does
+(``training.gemm_input_bytes``); exactly the memory outputs (``mem_activations``,
+``mem_activations_layer``, ``mem_total``, ``mem_headroom``) of the 90 valid low-precision
+training draws moved, no validation row (none reports fp8 memory), and the snapshot was
+rewritten. (The same session's ``recompute_modules``, explicit head widths and MLA latents in
+the activation memory moved nothing stored: the default modules are the old selective
+recomputation, and no stored draw has a head width other than ``h/a`` or MLA.) Every other
+value is as first written.
 
 The draws are described by plain field values (API keywords), so the test can replay them
 through the public API whatever the internals become.
