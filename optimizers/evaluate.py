@@ -89,8 +89,8 @@ def evaluate_float64(inputs: Mapping[str, object],
 
 
 def base_inputs(model: ModelSpec | str, hw: HardwareSpec | str, dtype: str, seq_len: int,
-                global_batch: int, flash_attention: bool, params: Params | None = None
-                ) -> dict[str, float]:
+                global_batch: int, flash_attention: bool, params: Params | None = None,
+                recompute_modules: str = "core_attn") -> dict[str, float]:
     """Inputs shared by every candidate (model, hardware, efficiency parameters, sequence
     length, batch and fixed flags; base units), via :func:`symcost.api.training_inputs`.
 
@@ -99,6 +99,9 @@ def base_inputs(model: ModelSpec | str, hw: HardwareSpec | str, dtype: str, seq_
         dtype: GEMM dtype name; seq_len: tokens per sequence; global_batch: sequences per
             step; flash_attention: FlashAttention on.
         params: efficiency parameters (the shipped calibration when None).
+        recompute_modules: what a candidate with ``recompute = selective`` recomputes (its
+            ``rc_<module>`` flags; the candidates' ``recompute`` column decides whether they
+            apply).
 
     Returns:
         Symbol name -> value (base units).
@@ -107,7 +110,9 @@ def base_inputs(model: ModelSpec | str, hw: HardwareSpec | str, dtype: str, seq_
         ConfigError, ParamsError: invalid shared settings or no parameters for the GPU.
     """
     cfg = TrainingConfig(num_gpus=1, global_batch=int(global_batch), seq_len=int(seq_len),
-                         dtype=dtype, flash_attention=bool(flash_attention))
+                         dtype=dtype, flash_attention=bool(flash_attention),
+                         recompute="none" if recompute_modules == "core_attn" else "selective",
+                         recompute_modules=recompute_modules)
     return training_inputs(model, hw, cfg, params)
 
 

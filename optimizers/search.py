@@ -81,6 +81,7 @@ class SearchResult:
         timings: wall time per phase in s (``enumerate``, ``evaluate``, ``recheck``, ``total``).
         model, hardware: the specs searched; global_batch, seq_len, dtype, flash_attention:
             what every candidate shares.
+        recompute_modules: what the ``selective`` candidates recompute.
     """
 
     table: pd.DataFrame
@@ -99,6 +100,7 @@ class SearchResult:
     flash_attention: bool
     price_per_gpu_hour: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    recompute_modules: str = "core_attn"
 
     @property
     def best(self) -> TrainingConfig:
@@ -108,7 +110,7 @@ class SearchResult:
     def config(self, i: int) -> TrainingConfig:
         """Row ``i`` of :attr:`table` as a :class:`~symcost.config.TrainingConfig`."""
         return row_config(self.table.iloc[i], self.global_batch, self.seq_len, self.dtype,
-                          self.flash_attention)
+                          self.flash_attention, self.recompute_modules)
 
     def explain(self) -> str:
         """One line: why the best beats the runner-up (the largest breakdown differences)."""
@@ -204,7 +206,7 @@ def _raise_no_fit(cols: Columns, head32: FloatArray, usable: float, ctx: Context
     the memory rule and how much more the smallest footprint needs."""
     i = int(np.argmax(head32))
     cfg = row_config({k: v[i] for k, v in cols.items()}, ctx.global_batch, seq_len, dtype,
-                     flash)
+                     flash, ctx.recompute_modules)
     raise SearchError(
         f"no valid configuration fits in memory: all {n} valid configurations were removed by "
         f"rule 'memory per GPU must fit in usable HBM ({format_bytes(usable, 1)} of "
@@ -282,6 +284,7 @@ def search(model: ModelSpec | str, hardware: HardwareSpec | str, num_gpus: int |
            minimum: ConstraintSpec | None = None, maximum: ConstraintSpec | None = None,
            max_tp: int | None = None, max_vpp: int | None = None, keep_duplicates: bool = False,
            params: Params | None = None, client: Any = None,
+           recompute_modules: str = "core_attn",
            partition_rows: int | None = None,
            progress: Progress | None = None) -> SearchResult:
     """Exhaustive search over every valid parallel configuration.
@@ -303,6 +306,9 @@ def search(model: ModelSpec | str, hardware: HardwareSpec | str, num_gpus: int |
             ``fix=["pp=8"]``.
         keep_duplicates: keep configurations the cost model cannot distinguish.
         params: efficiency parameters (the shipped calibration when None).
+        recompute_modules: what the candidates with ``recompute = selective`` recompute (the
+            training field; e.g. ``"layernorm,mla_up_proj,moe_act"``); default ``core_attn``,
+            which with FlashAttention makes selective a duplicate of no recomputation.
         client: a ``dask.distributed.Client``: a space of more than :data:`NUMPY_ROWS`
             candidates is evaluated in partitions on its workers (:func:`search_partition`,
             :func:`evaluate_distributed`) and merged in candidate order, so the ranking, the
@@ -331,10 +337,13 @@ def search(model: ModelSpec | str, hardware: HardwareSpec | str, num_gpus: int |
     cons = make_constraints(fix, minimum, maximum, max_tp, max_vpp)
     space = enumerate_space(spec, hw, num_gpus, global_batch, seq_len=seq_len, dtype=dtype,
                             flash_attention=flash_attention, constraints=cons,
-                            keep_duplicates=keep_duplicates)
+                            keep_duplicates=keep_duplicates,
+                            recompute_modules=recompute_modules)
     t1 = time.perf_counter()
     raise_if_empty(space)
-    base = base_inputs(spec, hw, dtype, space.seq_len, global_batch, flash_attention, params)
+    modules = space.context.recompute_modules
+    base = base_inputs(spec, hw, dtype, space.seq_len, global_batch, flash_attention, params,
+                       modules)
     inputs = candidate_inputs(base, space.columns)
     # a small space is evaluated exactly (float64, NumPy: no JAX import, no compile); a large
     # one by the compiled float32 function, its leaders re-checked in float64 (_rank_space)
@@ -355,7 +364,8 @@ def search(model: ModelSpec | str, hardware: HardwareSpec | str, num_gpus: int |
     result = SearchResult(table, _memory_rule(space.rejected, fits, usable), why, len(space),
                           int(fits.sum()), objective, "exhaustive", timings, spec, hw,
                           space.context.global_batch, space.seq_len, dtype,
-                          bool(flash_attention), price_per_gpu_hour)
+                          bool(flash_attention), price_per_gpu_hour,
+                          recompute_modules=modules)
     result.extra["space"] = space
     result.extra["scores"] = sc32
     result.extra["fits"] = fits
@@ -597,7 +607,8 @@ def search_scipy(model: ModelSpec | str, hardware: HardwareSpec | str,
                  max_tp: int | None = None, max_vpp: int | None = None,
                  keep_duplicates: bool = False, params: Params | None = None,
                  seed: int | None = 0, popsize: int = 15, maxiter: int = 60,
-                 polish_layouts: int = 3, strategy: str = "rand1bin") -> SearchResult:
+                 polish_layouts: int = 3, strategy: str = "rand1bin",
+                 recompute_modules: str = "core_attn") -> SearchResult:
     """Differential-evolution search for spaces too large to enumerate.
 
     ``scipy.optimize.differential_evolution`` over a :class:`LayoutCodec` vector (GPU count,
@@ -612,7 +623,7 @@ def search_scipy(model: ModelSpec | str, hardware: HardwareSpec | str,
     Args:
         model, hardware, num_gpus, global_batch, seq_len, dtype, flash_attention, top,
             objective, price_per_gpu_hour, fix, minimum, maximum, max_tp, max_vpp,
-            keep_duplicates, params: as for :func:`search`.
+            keep_duplicates, params, recompute_modules: as for :func:`search`.
         seed: random seed (reproducible by default).
         popsize, maxiter: differential-evolution population multiplier and generations.
         strategy: differential-evolution strategy (``rand1bin`` explores more than the
@@ -636,9 +647,10 @@ def search_scipy(model: ModelSpec | str, hardware: HardwareSpec | str,
     seq = check_inputs(spec, hw, global_batch, seq_len, dtype)
     cons = make_constraints(fix, minimum, maximum, max_tp, max_vpp)
     ctx = make_context(spec, hw, int(global_batch), seq, dtype, flash_attention,
-                       keep_duplicates, cons)
+                       keep_duplicates, cons, recompute_modules)
     codec = layout_codec(ctx, counts)
-    base = base_inputs(spec, hw, dtype, seq, ctx.global_batch, flash_attention, params)
+    base = base_inputs(spec, hw, dtype, seq, ctx.global_batch, flash_attention, params,
+                       ctx.recompute_modules)
     tally = _Tally(ctx, base, seq, objective, price_per_gpu_hour)
 
     def objective_fn(x: FloatArray) -> FloatArray:
@@ -652,7 +664,7 @@ def search_scipy(model: ModelSpec | str, hardware: HardwareSpec | str,
                                  maxiter=maxiter, tol=1e-6, polish=False, strategy=strategy)
     t1 = time.perf_counter()
     for sub in _polish_spaces(tally.seen, polish_layouts, spec, hw, ctx.global_batch, seq, dtype,
-                              flash_attention, cons, keep_duplicates):
+                              flash_attention, cons, keep_duplicates, ctx.recompute_modules):
         tally.score(sub.columns)
     t2 = time.perf_counter()
     table, why, rejected, n_fit = _scipy_table(tally, int(top), dtype, flash_attention, hw.name)
@@ -664,7 +676,8 @@ def search_scipy(model: ModelSpec | str, hardware: HardwareSpec | str,
                         spec, hw, ctx.global_batch, seq, dtype, bool(flash_attention),
                         price_per_gpu_hour,
                         {"nfev": int(res.nfev), "nit": int(res.nit),
-                         "points": tally.invalid + tally.valid})
+                         "points": tally.invalid + tally.valid},
+                        recompute_modules=ctx.recompute_modules)
 
 
 #: a candidate as a tuple of its :data:`~optimizers.space.FIELDS` values.
@@ -716,8 +729,8 @@ class _Tally:
 
 def _polish_spaces(seen: Mapping[ConfigKey, tuple[float, float]], polish_layouts: int,
                    model: ModelSpec, hw: HardwareSpec, B: int, seq: int, dtype: str,
-                   flash_attention: bool, cons: Constraints, keep_duplicates: bool
-                   ) -> list[Space]:
+                   flash_attention: bool, cons: Constraints, keep_duplicates: bool,
+                   recompute_modules: str = "core_attn") -> list[Space]:
     """The discrete polish after the evolution: the full spaces of the ``polish_layouts``
     best (GPU count, TP, PP) layouts seen."""
     if not seen or polish_layouts <= 0:
@@ -734,7 +747,8 @@ def _polish_spaces(seen: Mapping[ConfigKey, tuple[float, float]], polish_layouts
         sub = enumerate_space(model, hw, int(n), B, seq_len=seq, dtype=dtype,
                               flash_attention=flash_attention,
                               constraints=Constraints(fixed, cons.minimum, cons.maximum),
-                              keep_duplicates=keep_duplicates)
+                              keep_duplicates=keep_duplicates,
+                              recompute_modules=recompute_modules)
         if len(sub):
             out.append(sub)
     return out

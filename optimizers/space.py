@@ -236,6 +236,8 @@ class Context:
         flash_attention: FlashAttention on (makes selective recomputation a duplicate).
         keep_duplicates: keep configurations the model cannot distinguish.
         constraints: user constraints.
+        recompute_modules: what a ``selective`` candidate recomputes (the training field;
+            with FlashAttention only the default ``core_attn`` makes it a duplicate of none).
         fixed: the other values the rules of :data:`symcost.rules.TRAINING_RULES` read that
             every candidate shares (model facts, hardware facts, ``seq_len``, ``dtype``), as
             :func:`make_context` fills them in.
@@ -250,6 +252,7 @@ class Context:
     keep_duplicates: bool = False
     constraints: Constraints = field(default_factory=Constraints)
     fixed: Mapping[str, float] = field(default_factory=dict)
+    recompute_modules: str = "core_attn"
 
     def values(self, columns: Mapping[str, Any]) -> dict[str, Any]:
         """The values the rules read: the shared ones and the candidate ``columns``."""
@@ -264,20 +267,23 @@ class Context:
 
 def make_context(model: ModelSpec, hw: HardwareSpec, global_batch: int, seq_len: int,
                  dtype: str, flash_attention: bool = True, keep_duplicates: bool = False,
-                 constraints: Constraints | None = None) -> Context:
+                 constraints: Constraints | None = None,
+                 recompute_modules: str = "core_attn") -> Context:
     """The rule :class:`Context` of a search over ``model`` on ``hw``.
 
     Args:
         model, hw: the specs (their facts feed the rules).
         global_batch: sequences per step; seq_len: tokens per sequence; dtype: GEMM dtype
             name (all checked already, see :func:`check_inputs`).
-        flash_attention, keep_duplicates, constraints: as for :func:`enumerate_space`.
+        flash_attention, keep_duplicates, constraints, recompute_modules: as for
+            :func:`enumerate_space`.
     """
     fixed = {**model_facts(model), **hardware_facts(hw), "seq_len": float(seq_len),
              "dtype": encode(TRAINING_FIELDS["dtype"], dtype)}
     return Context(model.layers, model.heads, model.kv_heads, model.ffn_hidden,
                    int(global_batch), bool(flash_attention), bool(keep_duplicates),
-                   constraints or Constraints(), fixed)
+                   constraints or Constraints(), fixed,
+                   coerce(TRAINING_FIELDS["recompute_modules"], recompute_modules))
 
 
 _STAGE_FIELDS = {"tp": ("num_gpus", "tp"), "cp": ("cp",), "pp": ("pp",), "dp": ("dp",),
@@ -325,7 +331,7 @@ def _duplicate_rules(ctx: Context) -> list[StageRule]:
          lambda c: (c["dp_overlap"] == 1) | (c["dp"] * c["cp"] > 1)),
         ("duplicate: tp_overlap with tp == 1", lambda c: (c["tp_overlap"] == 0) | (c["tp"] > 1)),
     ]
-    if ctx.flash_attention:
+    if ctx.flash_attention and ctx.recompute_modules == "core_attn":
         rules.append(("duplicate: selective recompute with FlashAttention",
                       lambda c: c["recompute"] != RECOMPUTE_MODES["selective"]))
     return rules
@@ -516,7 +522,8 @@ class Space:
     def config(self, i: int) -> TrainingConfig:
         """Candidate ``i`` as a :class:`~symcost.config.TrainingConfig`."""
         return row_config({k: v[i] for k, v in self.columns.items()}, self.context.global_batch,
-                          self.seq_len, self.dtype, self.flash_attention)
+                          self.seq_len, self.dtype, self.flash_attention,
+                          self.context.recompute_modules)
 
 
 def columns_frame(columns: Mapping[str, npt.ArrayLike]) -> pd.DataFrame:
@@ -530,16 +537,20 @@ def columns_frame(columns: Mapping[str, npt.ArrayLike]) -> pd.DataFrame:
 
 
 def row_config(row: Mapping[str, Any] | pd.Series[Any], global_batch: int, seq_len: int,
-               dtype: str, flash_attention: bool) -> TrainingConfig:
+               dtype: str, flash_attention: bool,
+               recompute_modules: str = "core_attn") -> TrainingConfig:
     """One candidate (field -> value, codes or names; a dict or a DataFrame row) as a
-    :class:`~symcost.config.TrainingConfig` (not validated)."""
+    :class:`~symcost.config.TrainingConfig` (not validated); ``recompute_modules`` applies to
+    a ``selective`` candidate."""
     rc = row["recompute"]
     rc = rc if isinstance(rc, str) else RECOMPUTE_NAMES[int(rc)]
+    modules = recompute_modules if rc == "selective" else "core_attn"
     return TrainingConfig(num_gpus=int(row["num_gpus"]), tp=int(row["tp"]), pp=int(row["pp"]),
                           cp=int(row.get("cp", 1)), dp=int(row["dp"]), ep=int(row.get("ep", 1)),
                           sp=bool(row["sp"]), vpp=int(row["vpp"]),
                           micro_batch=int(row["micro_batch"]), global_batch=int(global_batch),
-                          seq_len=int(seq_len), recompute=rc, zero=int(row["zero"]),
+                          seq_len=int(seq_len), recompute=rc, recompute_modules=modules,
+                          zero=int(row["zero"]),
                           dtype=dtype, flash_attention=bool(flash_attention),
                           dp_overlap=bool(row["dp_overlap"]),
                           tp_overlap=bool(row.get("tp_overlap", 0)))
@@ -590,7 +601,8 @@ def enumerate_space(model: ModelSpec | str, hardware: HardwareSpec | str,
                     num_gpus: int | Sequence[int], global_batch: int, *,
                     seq_len: int | None = None, dtype: str = "bf16",
                     flash_attention: bool = True, constraints: Constraints | None = None,
-                    keep_duplicates: bool = False) -> Space:
+                    keep_duplicates: bool = False,
+                    recompute_modules: str = "core_attn") -> Space:
     """Enumerate every valid parallel configuration (vectorized, stage by stage).
 
     Args:
@@ -604,6 +616,8 @@ def enumerate_space(model: ModelSpec | str, hardware: HardwareSpec | str,
         constraints: user constraints (:func:`make_constraints`).
         keep_duplicates: keep configurations the cost model cannot distinguish (see the
             module docstring).
+        recompute_modules: what a ``selective`` candidate recomputes (the training field
+            ``recompute_modules``; default ``core_attn``).
 
     Returns:
         :class:`Space` (possibly empty; see :func:`raise_if_empty`).
@@ -617,7 +631,7 @@ def enumerate_space(model: ModelSpec | str, hardware: HardwareSpec | str,
         raise ConfigError(f"num_gpus: at most {2**21 - 1} GPUs (got {counts[-1]})")
     seq = check_inputs(spec, hw, global_batch, seq_len, dtype)
     ctx = make_context(spec, hw, int(global_batch), seq, dtype, flash_attention,
-                       keep_duplicates, constraints)
+                       keep_duplicates, constraints, recompute_modules)
     B = ctx.global_batch
     log: list[dict[str, Any]] = []
 

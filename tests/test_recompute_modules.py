@@ -162,3 +162,29 @@ def test_module_lists_are_canonical():
     assert coerce(f, " MLP, layernorm") == "layernorm,mlp"
     assert coerce(f, ["moe_act", "core_attn"]) == "core_attn,moe_act"
     assert _llama("mlp, layernorm").config.recompute_modules == "layernorm,mlp"
+
+
+def test_search_prices_selective_candidates_with_the_modules():
+    """``search(recompute_modules=...)``: selective candidates are no longer duplicates of no
+    recomputation, each is priced with the modules (the table equals ``predict_training`` of
+    its configuration), and the space is the default one plus those candidates."""
+    from optimizers.search import search
+
+    kw = dict(top=400, fix={"tp": 1, "pp": 1})
+    plain = search("llama-3-8b", "h100-sxm5-80gb", 8, 64, **kw)
+    res = search("llama-3-8b", "h100-sxm5-80gb", 8, 64, recompute_modules="mlp, layernorm",
+                 **kw)
+    assert res.recompute_modules == "layernorm,mlp"
+    assert "selective" not in set(plain.table["recompute"])
+    selective = res.table.index[res.table["recompute"] == "selective"]
+    assert len(selective) > 0
+    assert res.candidates == plain.candidates + len(res.extra["space"].frame().query(
+        "recompute == 'selective'"))
+    for i in selective[:5]:
+        cfg = res.config(int(i))
+        assert cfg.recompute_modules == "layernorm,mlp"
+        r = predict_training("llama-3-8b", "h100-sxm5-80gb", cfg)
+        assert r.step_time == pytest.approx(res.table["step_time"].iloc[int(i)], rel=1e-9)
+        assert r.breakdown["recompute"] > 0
+    none = res.table.index[res.table["recompute"] == "none"]
+    assert res.config(int(none[0])).recompute_modules == "core_attn"

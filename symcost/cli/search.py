@@ -85,9 +85,12 @@ def search_tables(result, show_rejected: bool = True) -> list:
     space = result.extra.get("space")
     counts = set(space.columns["num_gpus"].tolist()) if space is not None else set(t["num_gpus"])
     multi = len(counts) > 1
+    modules = ("" if result.recompute_modules == "core_attn"
+               else f", selective recomputes {result.recompute_modules}")
     title = (f"{result.model.name} on {result.hardware.name}, global batch "
              f"{result.global_batch}, seq {result.seq_len}, {result.dtype}"
-             f"{'' if result.flash_attention else ', no FlashAttention'}: top {len(t)} of "
+             f"{'' if result.flash_attention else ', no FlashAttention'}{modules}: top "
+             f"{len(t)} of "
              f"{result.fitting:,} fitting ({result.candidates:,} valid) by {result.objective}")
     tab = Table(title=title, title_justify="left")
     cols = ["#"] + (["GPUs"] if multi else []) + ["tp", "cp", "pp", "dp", "ep", "mb", "vpp",
@@ -146,6 +149,7 @@ def search_cmd(
     seq_len: Annotated[int | None, field_option("seq_len")] = None,
     dtype: Annotated[str, field_option("dtype")] = "bf16",
     flash_attention: Annotated[bool, field_option("flash_attention")] = True,
+    recompute_modules: Annotated[str, field_option("recompute_modules")] = "core_attn",
     top: Annotated[int, typer.Option(min=1, help="Configurations to show.")] = 10,
     objective: Annotated[Literal["step_time", "tokens_per_s", "tokens_per_dollar"] | None,
                          typer.Option(help="Ranking (default: tokens_per_dollar with a price, "
@@ -190,7 +194,7 @@ def search_cmd(
     kw = dict(seq_len=seq_len, dtype=dtype, flash_attention=flash_attention, top=top,
               objective=objective, price_per_gpu_hour=price_per_gpu_hour, fix=fix,
               minimum=min_, maximum=max_, max_tp=max_tp, max_vpp=max_vpp,
-              keep_duplicates=keep_duplicates, params=p)
+              keep_duplicates=keep_duplicates, params=p, recompute_modules=recompute_modules)
     if method == "exhaustive":
         with dask_client(workers, scheduler) as client, \
                 ProgressBar("search", not as_json) as bar:
