@@ -28,11 +28,13 @@ schedule's conditions, ZeRO-2/3 without ``pp``, ...), each rejection counted; ru
 no candidate column (sequence length, dtype) are checked once by :func:`check_inputs`.
 
 Duplicates (configurations the cost model cannot tell apart from one that is kept, so
-counting them would pad the space): SP with ``tp == 1`` (nothing to split); selective
-recomputation with FlashAttention (it recomputes only the ``s x s`` attention core, which
-FlashAttention never stores: identical to ``none``, Korthikanti et al. 2022, Sec. 5); ZeRO
-stages 1-3 and ``dp_overlap = 0`` with ``dp == 1`` (one data-parallel rank: nothing to shard
-or communicate; ZeRO-3 there only adds a gather buffer). ``keep_duplicates=True`` keeps them.
+counting them would pad the space): SP with ``tp == 1`` (nothing to split); ZeRO stages 1-3
+and ``dp_overlap = 0`` with ``dp == 1`` (one data-parallel rank: nothing to shard or
+communicate; ZeRO-3 there only adds a gather buffer). Dominated and pruned with them:
+selective recomputation of the attention core (``recompute_modules = core_attn``) with
+FlashAttention, which re-runs the fused attention forward to drop only its log-sum-exp
+(``a*s*b*4/t`` bytes per layer), so it is slower than ``none`` at the same memory up to
+that. ``keep_duplicates=True`` keeps them all.
 
 User constraints (``fix``, ``minimum``, ``maximum``, ``max_tp``, ``max_vpp``) are applied at
 the start of their field's stage, before the model rules, so that when nothing survives the
@@ -233,11 +235,12 @@ class Context:
     Attributes:
         layers, heads, kv_heads, ffn_hidden: model shape.
         global_batch: sequences per step.
-        flash_attention: FlashAttention on (makes selective recomputation a duplicate).
+        flash_attention: FlashAttention on (makes selective recomputation of the attention
+            core dominated by none).
         keep_duplicates: keep configurations the model cannot distinguish.
         constraints: user constraints.
         recompute_modules: what a ``selective`` candidate recomputes (the training field;
-            with FlashAttention only the default ``core_attn`` makes it a duplicate of none).
+            with FlashAttention only the default ``core_attn`` makes it dominated by none).
         fixed: the other values the rules of :data:`symcost.rules.TRAINING_RULES` read that
             every candidate shares (model facts, hardware facts, ``seq_len``, ``dtype``), as
             :func:`make_context` fills them in.
@@ -332,7 +335,7 @@ def _duplicate_rules(ctx: Context) -> list[StageRule]:
         ("duplicate: tp_overlap with tp == 1", lambda c: (c["tp_overlap"] == 0) | (c["tp"] > 1)),
     ]
     if ctx.flash_attention and ctx.recompute_modules == "core_attn":
-        rules.append(("duplicate: selective recompute with FlashAttention",
+        rules.append(("dominated: selective recompute of core_attn with FlashAttention",
                       lambda c: c["recompute"] != RECOMPUTE_MODES["selective"]))
     return rules
 

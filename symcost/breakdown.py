@@ -109,9 +109,12 @@ def training_module_terms() -> dict[str, dict[str, sp.Expr]]:
 
     fa = tr.attention_layer_fraction()  # [hybrid] attention blocks per layer
 
-    def attn(part: str, backward: bool) -> sp.Expr:
+    def share(part: str) -> sp.Expr:
         fused = 0 if part == "softmax" else HALF
-        return core[backward] * sp.Piecewise((fused, flash), (unf[part] / unf_total, True))
+        return sp.Piecewise((fused, flash), (unf[part] / unf_total, True))
+
+    def attn(part: str, backward: bool) -> sp.Expr:
+        return core[backward] * share(part)
 
     adapters = ft.adapter_compute_layer(n, peak).time
     deq = ft.dequant_time_layer()
@@ -154,11 +157,11 @@ def training_module_terms() -> dict[str, dict[str, sp.Expr]]:
     for mod in MODULES[:-1]:
         out["forward"][mod] = m * Ls * f_layer[mod]
         out["backward"][mod] = m * Ls * (b_layer[mod] + rec_share * f_layer[mod])
-    # selective recomputation (tr.selective_recompute_by_op): the unfused attention core goes
-    # to its three parts, the other modules to theirs
+    # selective recomputation (tr.selective_recompute_by_op): the attention core's forward
+    # goes to its three parts as in the forward, the other modules to theirs
     rec = {op: c.time for op, c in tr.selective_recompute_by_op().items()}
     for part in ("qk_t", "softmax", "attn_v"):
-        out["backward"][part] += m * Ls * rec["attention"] * unf[part] / unf_total
+        out["backward"][part] += m * Ls * rec["attention"] * share(part)
     out["backward"]["rmsnorm"] += m * Ls * rec["norms"]
     out["backward"]["qkv_proj"] += m * Ls * rec["qkv_proj"]
     out["backward"]["mlp"] += m * Ls * sum(rec[op] for op in (

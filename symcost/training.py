@@ -722,7 +722,7 @@ def layer_backward_compute() -> dict[str, Cost]:
 
 def unfused_attention_forward() -> Cost:
     """Forward cost of the unfused attention core of one layer and micro-batch (scores,
-    softmax, dropout, AV): what selective recomputation recomputes."""
+    softmax, dropout, AV), from which its backward is derived."""
     return att.attention_unfused(S.micro_batch, S.seq_len, S.n_heads / S.tp, kv_heads_local(),
                                  attention_head_dim(), S.peak_flops_16, S.has_dropout
                                  ).scale(attention_layer_fraction() / S.cp)
@@ -733,8 +733,12 @@ def selective_recompute_by_op() -> dict[str, Cost]:
     operator of :func:`layer_forward_compute` (zero unless ``recompute = selective``), per
     module of ``recompute_modules`` (Megatron-Core ``TransformerConfig.recompute_modules``):
 
-    * ``core_attn`` (Korthikanti et al. 2022, Sec. 5): the unfused attention core (scores,
-      softmax, dropout, AV); nothing with FlashAttention, which keeps no ``s x s`` tensor;
+    * ``core_attn`` (Korthikanti et al. 2022, Sec. 5): the attention core's forward (scores,
+      softmax, dropout, AV). With FlashAttention too: Megatron-Core checkpoints the core
+      attention whatever its kernel (``Attention._checkpointed_attention_forward``, taken
+      whenever ``checkpoint_core_attention`` and training), so the fused forward runs again
+      to save only its log-sum-exp (Megatron-LM before Megatron-Core skipped the checkpoint
+      with flash attention);
     * ``layernorm``: the two pre-norms;
     * ``mla_up_proj``: the MLA up-projections (:func:`mla_up_projection`);
     * ``moe_act``: the routed experts' activation function;
@@ -747,7 +751,8 @@ def selective_recompute_by_op() -> dict[str, Cost]:
     fwd = layer_forward_compute()
     up = mla_up_projection(tokens_micro(), gemm_peak(), eff=dense_gemm_efficiency())
     by_module = {
-        "attention": unfused_attention_forward().scale(S.rc_core_attn * (1 - S.flash_attn)),
+        "attention": attention_core_forward().scale(attention_layer_fraction()
+                                                     * S.rc_core_attn),
         "norms": fwd["norms"].scale(S.rc_layernorm),
         "qkv_proj": up.scale(IS_MLA * attention_layer_fraction() * S.rc_mla_up_proj),
         "expert_activation": fwd["expert_activation"].scale(S.rc_moe_act),
@@ -764,7 +769,7 @@ def layer_recompute() -> Cost:
 
     Full: the whole layer forward. Selective: the modules of ``recompute_modules``
     (:func:`selective_recompute_by_op`; by default the core attention, Korthikanti et al.
-    2022, Sec. 5, which costs nothing extra with FlashAttention). None: nothing.
+    2022, Sec. 5). None: nothing.
     """
     fwd = sum(layer_forward_compute().values(), start=Cost(0, 0, 0))
     selective = sum(selective_recompute_by_op().values(), start=Cost(0, 0, 0))
@@ -938,7 +943,8 @@ def activation_bytes_layer() -> sp.Expr:
     [recompute] With ``recompute = selective`` each module of ``recompute_modules`` drops
     what only its recomputation needs (Megatron-Core ``recompute_modules``; ``core_attn``
     and ``mlp``/``shared_experts`` keep their inputs as checkpoint inputs, the others are
-    output-discarding): ``core_attn`` the score tensors, ``layernorm`` the norm outputs
+    output-discarding): ``core_attn`` the score tensors (with FlashAttention its
+    log-sum-exp), ``layernorm`` the norm outputs
     (``2*s*b*h`` per block, split by SP), ``mla_up_proj`` Q, K and V (the latents stay),
     ``moe_act`` the routed experts' activation outputs ``2*s*b*k*f_e``, ``mlp`` the dense
     MLP's inner activations ``2*s*b*f*(2+g)``, ``shared_experts`` theirs.
@@ -980,8 +986,8 @@ def activation_bytes_layer() -> sp.Expr:
     split = fa * (IS_MLA * mla + (1 - IS_MLA) * gqa) + mlp / t
     scores = a * s * n * (2 + 3 * drop) / t
     lse = 4 * a * n / t
-    score_mem = fa * sp.Piecewise((lse, S.flash_attn > sp.Rational(1, 2)),
-                                  (scores * (1 - RC_CORE_ATTN), True))
+    score_mem = fa * (1 - RC_CORE_ATTN) * sp.Piecewise((lse, S.flash_attn > sp.Rational(1, 2)),
+                                                       (scores, True))
     # [hybrid] a Mamba-2 block keeps (16-bit, per token) the input projection's output
     # (z, x, B, C, dt), the convolution's output (x, B, C), the scan output and the gated
     # norm's output (the output projection's input); the scan keeps no states (its backward
@@ -1387,7 +1393,7 @@ def training_expressions() -> dict[str, sp.Expr]:
     flops_model = 3 * B * (S.n_layers * (layer_matmul + layer_attn + layer_ssd) + head_flops
                            + mtp_flops)
     # [recompute] selective: the recomputed modules' matrix FLOPs (selective_recompute_by_op)
-    selective = (S.rc_core_attn * (1 - S.flash_attn) * layer_attn
+    selective = (S.rc_core_attn * layer_attn
                  + 2 * s * (S.rc_mla_up_proj * fa * mla_up_params()
                             + S.rc_mlp * mlp_layer_fraction() * (2 + g) * h * f
                             + S.rc_shared_experts * fm * S.shared_experts * params_expert()))

@@ -149,8 +149,13 @@ and NVFP4 the linear layers keep their saved inputs quantized, as Transformer En
 training draws moved, no validation row (none reports fp8 memory), and the snapshot was
 rewritten. (The same session's ``recompute_modules``, explicit head widths and MLA latents in
 the activation memory moved nothing stored: the default modules are the old selective
-recomputation, and no stored draw has a head width other than ``h/a`` or MLA.) Every other
-value is as first written.
+recomputation, and no stored draw has a head width other than ``h/a`` or MLA.) A
+thirty-first (same session): selective recomputation of the attention core with FlashAttention
+re-runs the fused attention forward and drops its log-sum-exp, as Megatron-Core's checkpointed
+core attention does (before: free and identical to no recomputation); exactly the 98 valid
+training draws with ``recompute = selective`` and FlashAttention moved (step time, recompute
+time, HFU/MFU, memory; no validation row has selective recomputation), and the snapshot was
+rewritten. Every other value is as first written.
 
 The draws are described by plain field values (API keywords), so the test can replay them
 through the public API whatever the internals become.
