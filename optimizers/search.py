@@ -308,7 +308,7 @@ def search(model: ModelSpec | str, hardware: HardwareSpec | str, num_gpus: int |
         params: efficiency parameters (the shipped calibration when None).
         recompute_modules: what the candidates with ``recompute = selective`` recompute (the
             training field; e.g. ``"layernorm,mla_up_proj,moe_act"``); default ``core_attn``,
-            which with FlashAttention makes selective a duplicate of no recomputation.
+            which with FlashAttention makes selective dominated by no recomputation (pruned).
         client: a ``dask.distributed.Client``: a space of more than :data:`NUMPY_ROWS`
             candidates is evaluated in partitions on its workers (:func:`search_partition`,
             :func:`evaluate_distributed`) and merged in candidate order, so the ranking, the

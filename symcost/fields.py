@@ -87,8 +87,8 @@ SERVING_FRAMEWORKS: dict[str, int] = {"generic": 0, "vllm": 1, "lightllm": 2, "t
 #: projections a LoRA adapter may target, in canonical order.
 LORA_TARGETS: tuple[str, ...] = ("q", "k", "v", "o", "gate", "up", "down")
 #: [recompute] modules selective recomputation may recompute, in canonical order: Megatron-Core
-#: ``--recompute-modules`` (``TransformerConfig.recompute_modules``, Megatron-Core 0.12+;
-#: default ``core_attn``, the Korthikanti et al. 2022 selective recomputation):
+#: ``--recompute-modules`` (``TransformerConfig.recompute_modules``; default ``core_attn``,
+#: the Korthikanti et al. 2022 selective recomputation):
 #: ``core_attn`` the attention core, ``layernorm`` the two pre-norms, ``mla_up_proj`` the MLA
 #: up-projections and RoPE, ``moe_act`` the routed experts' activation function, ``mlp`` the
 #: dense MLP, ``shared_experts`` the MoE layer's shared experts. (Megatron-Core's ``moe``, the

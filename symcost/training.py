@@ -944,10 +944,10 @@ def activation_bytes_layer() -> sp.Expr:
     what only its recomputation needs (Megatron-Core ``recompute_modules``; ``core_attn``
     and ``mlp``/``shared_experts`` keep their inputs as checkpoint inputs, the others are
     output-discarding): ``core_attn`` the score tensors (with FlashAttention its
-    log-sum-exp), ``layernorm`` the norm outputs
-    (``2*s*b*h`` per block, split by SP), ``mla_up_proj`` Q, K and V (the latents stay),
-    ``moe_act`` the routed experts' activation outputs ``2*s*b*k*f_e``, ``mlp`` the dense
-    MLP's inner activations ``2*s*b*f*(2+g)``, ``shared_experts`` theirs.
+    log-sum-exp), ``layernorm`` the norm outputs (``2*s*b*h`` per block, split by SP),
+    ``mla_up_proj`` Q, K and V (the latents stay), ``moe_act`` the routed experts' activation
+    outputs ``2*s*b*k*f_e``, ``mlp`` the dense MLP's inner activations ``2*s*b*f*(2+g)``,
+    ``shared_experts`` theirs (the byte counts in 16-bit training).
     """
     t, h, f, g, drop = S.tp, S.hidden, S.ffn_hidden, S.gated_mlp, S.has_dropout
     s, a = S.seq_len, S.n_heads
