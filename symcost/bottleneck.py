@@ -87,6 +87,7 @@ DESCRIPTIONS = {
     "router": "MoE router GEMM, score function and top-k",
     "expert_up": "routed experts' up (and gate) projections (grouped GEMM)",
     "expert_down": "routed experts' down projections (grouped GEMM)",
+    "moe_latent_proj": "LatentMoE projections h -> l and l -> h",  # [moe]
     "expert_activation": "routed experts' GeLU / SwiGLU",
     "shared_experts": "shared experts (GEMMs and activation)",
     "moe_permute": "MoE token permutation and unpermutation",  # [moe]

@@ -146,7 +146,8 @@ def training_module_terms() -> dict[str, dict[str, sp.Expr]]:
             # the dense MLP and, in MoE layers, the router and the routed and shared experts
             # (their adapters and dequantization are not modelled: share 0)
             "mlp": (proj(("mlp_up", "mlp_down"), w_mlp, backward)
-                    + proj(("router", "expert_up", "expert_down", "shared_experts"),
+                    + proj(("router", "expert_up", "expert_down", "shared_experts",
+                            "moe_latent_proj"),
                            sp.Integer(0), backward)
                     + k * (fwd["activation"].time + fwd["expert_activation"].time)),
         }

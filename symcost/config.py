@@ -83,6 +83,11 @@ class TrainingConfig:
             FlashAttention-3) or ``fa2`` (the flash-attn 2 library), with FlashAttention.
         ep_overlap: overlap the MoE all-to-all with another micro-batch's compute (DeepSeek-V3
             DualPipe, arXiv:2412.19437 Sec. 3.2.1; Megatron-Core's 1F1B all-to-all overlap).
+        ep_dedup: node-deduplicated MoE dispatch: each token crosses the network once per
+            destination node and is forwarded to its experts' GPUs over NVLink (DeepEP,
+            HybridEP: Megatron-Core ``--moe-token-dispatcher-type flex``; DeepSeek-V3 Sec.
+            3.2.2; :func:`symcost.ops.collectives.all_to_all_node_dedup`). Off: the plain
+            all-to-all sends every routed copy (``alltoall`` dispatcher).
         moe_imbalance: routed tokens of the busiest expert-parallel rank over the mean (1:
             balanced routing); at most ``min(ep, experts/top_k)``.
         moe_capacity_factor: expert capacity in multiples of the balanced load, tokens beyond
@@ -118,6 +123,7 @@ class TrainingConfig:
     train_framework: str = "megatron"
     attention_backend: str = "native"
     ep_overlap: bool = False
+    ep_dedup: bool = False
     moe_imbalance: float = 1.0
     moe_capacity_factor: float = 0.0
     # fine-tuning, offload and topology (issue 13; see symcost.fields / symcost.finetune)
@@ -245,6 +251,7 @@ def model_bindings(model: "ModelSpec") -> dict[str, float]:
         S.attn_layers.name: float(model.attention_layers if model.is_hybrid else 0),
         S.mamba_layers.name: float(model.mamba_layers),
         S.mlp_layers.name: float(model.mlp_layers if model.is_hybrid else 0),
+        S.mtp_blocks.name: float(len(model.mtp_pattern) or 1),
     }
 
 

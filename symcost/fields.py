@@ -275,6 +275,8 @@ TRAINING_FIELDS: dict[str, Field] = _table(
           "attention_backend", choices=ATTENTION_BACKENDS),
     _bool("ep_overlap", "overlap the MoE all-to-all with another micro-batch's compute "
           "(DualPipe, Megatron-Core A2A overlap)", False, "ep_overlap"),
+    _bool("ep_dedup", "node-deduplicated MoE dispatch: each token crosses the network once "
+          "per destination node, then NVLink (DeepEP, HybridEP)", False, "ep_dedup"),
     Field("moe_imbalance", "float", "1", 1.0, "routed tokens of the busiest expert-parallel "
           "rank over the mean (1: balanced routing; at most min(ep, experts/top_k))",
           "moe_imbalance", minimum=1.0, maximum=float(MAX_COUNT)),
@@ -346,6 +348,8 @@ MODEL_FIELDS: dict[str, Field] = _table(
          minimum=0),
     _int("moe_ffn_hidden", "FFN width of one expert f_e", 0, symbol=S.moe_ffn_hidden.name,
          minimum=0),
+    _int("moe_latent_size", "LatentMoE width of the routed experts (0: hidden)", 0,
+         symbol=S.moe_latent_size.name, minimum=0),
     _int("dense_layers", "leading dense layers of a MoE model", 0,
          symbol=S.dense_layers.name, minimum=0),
     _int("moe_layer_step", "1: every layer MoE, 2: every other", symbol=S.moe_layer_step.name),

@@ -97,9 +97,10 @@ from .ops import embedding as emb
 from .ops.cost import Cost, select, sum_time, time_memory_bound, time_roofline, total
 from .ops.gemm import gemm
 from .training import (IS_MLA, IS_PP, attention_context_factor, attention_head_dim,
-                       attention_linear_params, experts_safe, gemm_peak, head_dim,
-                       kv_context, kv_heads_local, layers_per_stage, moe_layer_fraction,
-                       params_expert, qkv_projection)
+                       attention_linear_params, expert_width, experts_safe, gemm_peak,
+                       head_dim, kv_context, kv_heads_local, layers_per_stage,
+                       moe_layer_fraction, params_expert, params_moe_latent,
+                       params_shared_expert, qkv_projection)
 
 #: condition: FlashAttention (prefill) / flash-decoding (decode) kernels are used.
 IS_FLASH = S.flash_attn > sp.Rational(1, 2)
@@ -176,11 +177,13 @@ def linear_weights_layer() -> sp.Expr:
     fraction of the layers (:func:`symcost.training.moe_layer_fraction`), the ``E`` routed
     experts over ``max(t, ep)`` GPUs (``E/ep`` experts each split ``max(t/ep, 1)`` ways,
     :func:`expert_tp`: ``E*(2+g)*h*f_e/max(t, ep)``), the ``n_s`` shared experts split by TP
-    (``n_s*(2+g)*h*f_e/t``) and the replicated router ``h*E``."""
+    (``n_s*(2+g)*h*f_e/t``), the replicated router ``h*E`` and a LatentMoE layer's
+    projections ``2*h*l/t`` (the routed experts then ``l``-wide, :func:`expert_width`)."""
     h, f, g, t = S.hidden, S.ffn_hidden, S.gated_mlp, S.tp
     fm = moe_layer_fraction()
     moe = (S.n_experts * params_expert() / smax(t, S.ep)
-           + S.shared_experts * params_expert() / t + h * S.n_experts)
+           + (S.shared_experts * params_shared_expert() + params_moe_latent()) / t
+           + h * S.n_experts)
     return attention_weights_local() + (1 - fm) * (2 + g) * h * f / t + fm * moe
 
 
@@ -283,8 +286,12 @@ def layer_gemms(rows: sp.Expr) -> dict[str, Cost]:
         "mlp_up": gemm(rows, (1 + g) * f / t, h, peak, **kw).scale(1 - fm),
         "mlp_down": gemm(rows, h, f / t, peak, **kw).scale(1 - fm),
         "router": gemm(rows, S.n_experts, h, peak, **kw).scale(fm),
-        "experts": (gemm(per, (1 + g) * fe, h, peak, local, **grouped)
-                    + gemm(per, h, fe, peak, local, **grouped)).scale(fm),
+        "experts": (gemm(per, (1 + g) * fe, expert_width(), peak, local, **grouped)
+                    + gemm(per, expert_width(), fe, peak, local, **grouped)
+                    # LatentMoE: the h -> l and l -> h projections (zero without a latent)
+                    + (gemm(rows, S.moe_latent_size / t, h, peak, **kw)
+                       + gemm(rows, h, S.moe_latent_size / t, peak, **kw)).scale(
+                           smin(S.moe_latent_size, 1))).scale(fm),
         "shared_experts": (gemm(rows, (1 + g) * sh, h, peak, **kw)
                            + gemm(rows, h, sh, peak, **kw)).scale(fm),
     }
@@ -376,9 +383,9 @@ def tp_comm(rows: sp.Expr) -> Cost:
 
 def ep_comm(rows: sp.Expr) -> Cost:
     """All-to-all dispatch and combine of one MoE layer under wide expert parallelism
-    (``ep > t``): each GPU sends its ``rows/t`` tokens' ``k`` routed copies (``h`` 16-bit
-    activations each; ``moe_imbalance`` times as many arrive at the busiest rank) over the
-    ``ep`` ranks and receives the results back
+    (``ep > t``): each GPU sends its ``rows/t`` tokens' ``k`` routed copies (``h``, or the
+    LatentMoE width ``l``, 16-bit activations each; ``moe_imbalance`` times as many arrive at
+    the busiest rank) over the ``ep`` ranks and receives the results back
     (:func:`symcost.ops.collectives.all_to_all`, twice); zero when the experts stay inside the
     TP group (``ep <= t``: the tokens are already on every rank of the group and the TP
     all-reduce combines, TensorRT-LLM). Weighted by the MoE fraction of the layers. The
@@ -390,8 +397,8 @@ def ep_comm(rows: sp.Expr) -> Cost:
         serving).
     """
     wide = flag(S.ep - S.tp > sp.Rational(1, 2))
-    a2a = coll.all_to_all(rows / S.tp * S.top_k * S.moe_imbalance * S.hidden * S.BYTES_ACT,
-                          S.ep)
+    a2a = coll.all_to_all(rows / S.tp * S.top_k * S.moe_imbalance * expert_width()
+                          * S.BYTES_ACT, S.ep)
     return a2a.scale(2 * wide * moe_layer_fraction())
 
 
@@ -569,7 +576,8 @@ def inference_expressions() -> dict[str, sp.Expr]:
     h, a, f, g = S.hidden, S.n_heads, S.ffn_hidden, S.gated_mlp
     fm = moe_layer_fraction()
     layer_w = (attention_linear_params() + (1 - fm) * (2 + g) * h * f
-               + fm * ((S.top_k + S.shared_experts) * params_expert() + h * S.n_experts))
+               + fm * (S.top_k * params_expert() + S.shared_experts * params_shared_expert()
+                       + h * S.n_experts + params_moe_latent()))
     out["prefill_flops"] = (2 * tokens * S.n_layers * layer_w
                             + S.n_layers * att.flops_attention(B, s_in, a, attention_head_dim())
                             * attention_context_factor(s_in)

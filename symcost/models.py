@@ -88,7 +88,7 @@ _SIZE_FIELDS: tuple[str, ...] = (
 #: counts that may be 0 (a dense model, no MLA); ``moe_layer_step`` and an explicit
 #: ``head_dim`` are sizes (>= 1).
 _COUNT_FIELDS: tuple[str, ...] = ("experts", "top_k", "shared_experts", "moe_ffn_hidden",
-                                  "dense_layers", "kv_lora_rank", "q_lora_rank",
+                                  "moe_latent_size", "dense_layers", "kv_lora_rank", "q_lora_rank",
                                   "rope_head_dim", "sliding_window", "full_attention_step",
                                   "mtp_layers", "mamba_heads", "mamba_head_dim", "mamba_state",
                                   "mamba_groups")
@@ -150,6 +150,13 @@ class ModelSpec:
         shared_experts: Always-active experts per MoE layer (DeepSeek, Kimi-K2, Qwen2-MoE).
         moe_ffn_hidden: FFN width of one expert f_e (features; ``ffn_hidden`` is the width of
             the dense layers' MLP).
+        moe_latent_size: LatentMoE (Nemotron 3 Super): the width ``l`` the routed experts run
+            in. Each MoE layer projects its input ``h -> l`` before the dispatch and the
+            combined output ``l -> h`` after it (``2*h*l`` weights), so the routed experts'
+            GEMMs are ``l``-wide and the all-to-all carries ``l`` per token; the router and
+            the shared experts stay ``h``-wide. 0 (the default): no latent, the experts run in
+            ``h`` (HF and Megatron-Core ``moe_latent_size``; Megatron-Bridge ``flop_utils.py``
+            ``moe_layer_flops`` @067f987).
         dense_layers: Leading dense layers before the first MoE layer (DeepSeek
             ``first_k_dense_replace``).
         moe_layer_step: 1 when every layer after the dense ones is MoE, 2 every other
@@ -171,6 +178,11 @@ class ModelSpec:
             kind plus a ``2h -> h`` projection, sharing the embedding and output head;
             HF ``num_nextn_predict_layers``). Not counted in :meth:`num_params` (the
             published 671B excludes the 14B MTP module).
+        mtp_pattern: [hybrid] The blocks of one MTP module of a hybrid model, in the
+            ``hybrid_pattern`` alphabet (Nemotron 3 Super: ``'*E'``, an attention and a MoE
+            block; NemotronH ``mtp_hybrid_override_pattern``). The cost model charges
+            ``len(mtp_pattern)`` average blocks per module; Megatron-Bridge's FLOP count
+            counts these blocks. Empty (the default): one layer per module.
         hybrid_pattern: Hybrid Mamba-Transformer layout, one character per block
             (Megatron-Core ``hybrid_layer_pattern``, NemotronH ``hybrid_override_pattern``):
             ``M`` a Mamba-2 mixer, ``*`` self-attention, ``-`` a dense MLP, ``E`` a MoE MLP
@@ -212,6 +224,7 @@ class ModelSpec:
     top_k: int = 0
     shared_experts: int = 0
     moe_ffn_hidden: int = 0
+    moe_latent_size: int = 0
     dense_layers: int = 0
     moe_layer_step: int = 1
     kv_lora_rank: int = 0
@@ -220,6 +233,7 @@ class ModelSpec:
     sliding_window: int = 0
     full_attention_step: int = 0
     mtp_layers: int = 0
+    mtp_pattern: str = ""
     hybrid_pattern: str = ""
     mamba_heads: int = 0
     mamba_head_dim: int = 0
@@ -304,7 +318,10 @@ class ModelSpec:
         return self.num_params() - idle
 
     def _expert_params(self) -> int:
-        return (3 if self.is_gated else 2) * self.hidden * self.moe_ffn_hidden
+        """Weights of one routed expert: ``(2+g) * w * f_e`` with ``w`` the latent width
+        (``moe_latent_size``) or the hidden size."""
+        width = self.moe_latent_size or self.hidden
+        return (3 if self.is_gated else 2) * width * self.moe_ffn_hidden
 
     def num_params(self) -> int:
         """Exact parameter count implied by the fields (elements, not bytes).
@@ -354,9 +371,12 @@ class ModelSpec:
         mlp_bias = ((2 if gated else 1) * f + h) if self.bias else 0
         n_moe = self.moe_layers
         # MoE layers: router h*E, E routed and S shared experts of width f_e (Fedus et al.
-        # 2022, Switch Transformer, Sec. 2; DeepSeek-V3, arXiv:2412.19437, Sec. 2.1.2).
-        moe = (h * self.experts
-               + (self.experts + self.shared_experts) * self._expert_params())
+        # 2022, Switch Transformer, Sec. 2; DeepSeek-V3, arXiv:2412.19437, Sec. 2.1.2); with
+        # a latent width l the routed experts are l-wide and the layer adds its h -> l and
+        # l -> h projections (the shared experts stay h-wide).
+        moe = (h * self.experts + self.experts * self._expert_params()
+               + self.shared_experts * (3 if gated else 2) * h * self.moe_ffn_hidden
+               + 2 * h * self.moe_latent_size)
         if self.is_hybrid:
             # one pre-norm per block; attention, MLP, MoE and Mamba-2 blocks as counted
             attn_block = per_layer - 2 * norm
@@ -469,8 +489,9 @@ def _validate(spec: ModelSpec) -> None:
         if spec.dense_layers >= spec.layers:
             raise ModelSpecError(f"{who}: dense_layers ({spec.dense_layers}) must be fewer "
                                  f"than layers ({spec.layers})")
-    elif spec.top_k or spec.shared_experts or spec.dense_layers:
-        raise ModelSpecError(f"{who}: top_k, shared_experts and dense_layers need experts > 0")
+    elif spec.top_k or spec.shared_experts or spec.dense_layers or spec.moe_latent_size:
+        raise ModelSpecError(f"{who}: top_k, shared_experts, dense_layers and moe_latent_size "
+                             "need experts > 0")
     if spec.kv_lora_rank and spec.kv_heads != spec.heads:
         raise ModelSpecError(f"{who}: kv_heads ({spec.kv_heads}) must equal heads "
                              f"({spec.heads}) with multi-head latent attention (kv_lora_rank > 0)")
@@ -492,11 +513,18 @@ def _validate_hybrid(spec: ModelSpec, who: str) -> None:
     """The hybrid-pattern rules: characters of :data:`HYBRID_SYMBOLS`, one per layer; ``E``
     blocks exactly when ``experts > 0`` (and then no ``dense_layers``/``moe_layer_step``:
     the pattern places them); Mamba-2 sizes set exactly when there are ``M`` blocks, with
-    ``mamba_groups`` dividing ``mamba_heads``."""
+    ``mamba_groups`` dividing ``mamba_heads``; an ``mtp_pattern`` only with MTP modules and
+    of block kinds the hybrid_pattern has."""
     pattern = spec.hybrid_pattern
     if not isinstance(pattern, str):
         raise ModelSpecError(f"{who}: hybrid_pattern must be a string (got {pattern!r})")
     mamba = ("mamba_heads", "mamba_head_dim", "mamba_state", "mamba_groups")
+    mtp = spec.mtp_pattern
+    if not isinstance(mtp, str):
+        raise ModelSpecError(f"{who}: mtp_pattern must be a string (got {mtp!r})")
+    if mtp and not (pattern and spec.mtp_layers and set(mtp) <= set(pattern)):
+        raise ModelSpecError(f"{who}: mtp_pattern ({mtp!r}) needs mtp_layers > 0 and a "
+                             "hybrid_pattern holding each of its block kinds")
     if not pattern:
         if any(getattr(spec, f) for f in mamba):
             raise ModelSpecError(f"{who}: {', '.join(mamba)} need a hybrid_pattern with "
@@ -880,16 +908,15 @@ def _nemotron_h_fields(cfg: Mapping[str, Any], label: str) -> dict[str, Any]:
     (``mlp_hidden_act`` ``relu2``), the experts of the ``E`` blocks (``n_routed_experts``,
     ``num_experts_per_tok``, ``moe_intermediate_size``, ``n_shared_experts`` of
     ``moe_shared_expert_intermediate_size``, counted as experts of ``moe_intermediate_size``),
-    RMSNorm and no position encoding, and ``num_nextn_predict_layers``.
+    RMSNorm and no position encoding, ``num_nextn_predict_layers`` with the MTP module's
+    blocks (``mtp_hybrid_override_pattern``) and the LatentMoE width ``moe_latent_size``
+    (Nemotron 3 Super).
 
     Raises:
-        ModelSpecError: a LatentMoE config (``moe_latent_size``: its experts run in a smaller
-            latent width, not modelled), another MLP activation, a block kind outside
+        ModelSpecError: another MLP activation, a block kind outside
             :data:`HYBRID_SYMBOLS`, or a shared-expert width that is not a multiple of the
             routed one.
     """
-    if cfg.get("moe_latent_size") is not None:
-        raise ModelSpecError(f"{label}: LatentMoE (moe_latent_size) is not modelled")
     pattern = cfg.get("hybrid_override_pattern")
     if pattern is None:
         kinds = cfg.get("layers_block_type")
@@ -917,6 +944,9 @@ def _nemotron_h_fields(cfg: Mapping[str, Any], label: str) -> dict[str, Any]:
         tied_embeddings=_get_bool(cfg, "tie_word_embeddings", label, False),
         position="none", dropout=False,
         mtp_layers=_first_int(cfg, ("num_nextn_predict_layers",), label) or 0)
+    mtp = cfg.get("mtp_hybrid_override_pattern")
+    if fields["mtp_layers"] and isinstance(mtp, str):
+        fields["mtp_pattern"] = mtp
     if "M" in pattern:
         fields.update(mamba_heads=_get_int(cfg, "mamba_num_heads", label),
                       mamba_head_dim=_get_int(cfg, "mamba_head_dim", label),
@@ -931,7 +961,8 @@ def _nemotron_h_fields(cfg: Mapping[str, Any], label: str) -> dict[str, Any]:
                                  f"multiple of moe_intermediate_size ({fe})")
         fields.update(experts=_get_int(cfg, "n_routed_experts", label),
                       top_k=_get_int(cfg, "num_experts_per_tok", label),
-                      moe_ffn_hidden=fe, shared_experts=shared_width // fe)
+                      moe_ffn_hidden=fe, shared_experts=shared_width // fe,
+                      moe_latent_size=_first_int(cfg, ("moe_latent_size",), label) or 0)
     return fields
 
 

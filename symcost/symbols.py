@@ -154,6 +154,9 @@ shared_experts = _declare("shared_experts", "model", "1",
                           nonneg=True)
 moe_ffn_hidden = _declare("moe_ffn_hidden", "model", "1", "FFN width of one expert f_e",
                           integer=True, nonneg=True)
+moe_latent_size = _declare("moe_latent_size", "model", "1",
+                           "LatentMoE: width the routed experts run in and the all-to-all "
+                           "carries (0: the hidden size h)", integer=True, nonneg=True)
 dense_layers = _declare("dense_layers", "model", "1",
                         "leading dense layers before the MoE layers (DeepSeek first_k_dense)",
                         integer=True, nonneg=True)
@@ -178,6 +181,9 @@ full_attention_step = _declare("full_attention_step", "model", "1",
 mtp_layers = _declare("mtp_layers", "model", "1",
                       "multi-token-prediction modules trained with the model (DeepSeek-V3)",
                       integer=True, nonneg=True)
+mtp_blocks = _declare("mtp_blocks", "model", "1",
+                      "layers (hybrid: blocks) of one multi-token-prediction module (1, or "
+                      "the length of a hybrid model's mtp_pattern)", integer=True, nonneg=True)
 # [hybrid] hybrid Mamba-Transformer models (ModelSpec.hybrid_pattern): block counts of the
 # pattern (used only when ``hybrid`` is 1) and the Mamba-2 mixer's sizes
 hybrid = _declare("hybrid", "model", "1",
@@ -258,6 +264,9 @@ ep_overlap = _declare("ep_overlap", "parallel", "1",
                       "1 when the expert-parallel all-to-all overlaps compute of another "
                       "micro-batch (DualPipe, Megatron-Core 1F1B all-to-all overlap)",
                       integer=True, nonneg=True)
+ep_dedup = _declare("ep_dedup", "parallel", "1",
+                    "1 when the MoE dispatch sends each token once per destination node and "
+                    "forwards it over NVLink (DeepEP, HybridEP)", integer=True, nonneg=True)
 etp = _declare("etp", "parallel", "1",
                "expert tensor-parallel degree (each routed expert's FFN split over etp ranks)",
                integer=True)

@@ -323,15 +323,37 @@ def params_mlp() -> sp.Expr:
     return (2 + g) * h * f + S.has_bias * ((1 + g) * f + h)
 
 
+def expert_width() -> sp.Expr:
+    """[moe] Width of the routed experts' inputs and outputs: the LatentMoE width ``l``
+    (``moe_latent_size``, Nemotron 3 Super) or, without one, the hidden size ``h``."""
+    return sp.Piecewise((S.hidden, S.moe_latent_size < sp.Rational(1, 2)),
+                        (S.moe_latent_size, True))
+
+
 def params_expert() -> sp.Expr:
-    """Parameters of one expert: ``(2+g)*h*f_e`` (no biases)."""
+    """Parameters of one routed expert: ``(2+g)*w*f_e`` with ``w`` :func:`expert_width`
+    (no biases)."""
+    return (2 + S.gated_mlp) * expert_width() * S.moe_ffn_hidden
+
+
+def params_shared_expert() -> sp.Expr:
+    """Parameters of one shared expert: ``(2+g)*h*f_e`` (``h``-wide with or without a
+    latent; no biases)."""
     return (2 + S.gated_mlp) * S.hidden * S.moe_ffn_hidden
+
+
+def params_moe_latent() -> sp.Expr:
+    """[moe] Weights of one MoE layer's LatentMoE projections ``h -> l`` and ``l -> h``:
+    ``2*h*l`` (0 without a latent; Megatron-Bridge ``theoretical_memory_utils.py``
+    ``latent_projection_parameters_per_layer`` @067f987)."""
+    return 2 * S.hidden * S.moe_latent_size
 
 
 def params_moe_dense_part() -> sp.Expr:
     """Parameters of one MoE layer's MLP that every expert-parallel rank holds: the router
-    ``h*E`` and the shared experts ``n_s*(2+g)*h*f_e``."""
-    return S.hidden * S.n_experts + S.shared_experts * params_expert()
+    ``h*E``, the shared experts ``n_s*(2+g)*h*f_e`` and the latent projections ``2*h*l``."""
+    return (S.hidden * S.n_experts + S.shared_experts * params_shared_expert()
+            + params_moe_latent())
 
 
 def params_mamba() -> sp.Expr:
@@ -387,7 +409,8 @@ def param_tensors_layer() -> sp.Expr:
     at a time (``zero3_per_tensor``): the fused QKV and output projections and the ``2+g``
     MLP matrices, each with a bias when ``has_bias``; two norm weights (and biases with
     ``norm_bias``); in MoE layers the router and the ``2+g`` matrices of every routed and
-    shared expert instead of the MLP's. For GPT (biases, LayerNorm) this is 12.
+    shared expert instead of the MLP's (and a LatentMoE layer's two projections). For GPT
+    (biases, LayerNorm) this is 12.
 
     References:
         DeepSpeed v0.3.13 ``deepspeed/runtime/zero/partition_parameters.py``
@@ -397,7 +420,8 @@ def param_tensors_layer() -> sp.Expr:
     g = S.gated_mlp
     fm = moe_layer_fraction()
     dense = (2 + mlp_layer_fraction() * (2 + g)) * (1 + S.has_bias) + 2 * (1 + S.norm_bias)
-    return dense + fm * (1 + (S.n_experts + S.shared_experts) * (2 + g))
+    return dense + fm * (1 + (S.n_experts + S.shared_experts) * (2 + g)
+                         + 2 * smin(S.moe_latent_size, 1))
 
 
 def params_total() -> sp.Expr:
@@ -535,9 +559,10 @@ def layer_forward_compute() -> dict[str, Cost]:
     per_expert = routed / experts_local()
     fe_local = fe / S.etp
     shared = S.shared_experts * fe / t
+    w = expert_width()  # [moe] h, or the LatentMoE width
     # [moe] grouped-GEMM efficiency falls with the size of each expert's GEMM
-    eff_up = grouped_gemm_efficiency(per_expert, (1 + g) * fe_local, h)
-    eff_down = grouped_gemm_efficiency(per_expert, h, fe_local)
+    eff_up = grouped_gemm_efficiency(per_expert, (1 + g) * fe_local, w)
+    eff_down = grouped_gemm_efficiency(per_expert, w, fe_local)
     eff = dense_gemm_efficiency()
     fa, fd = attention_layer_fraction(), mlp_layer_fraction()
     return {
@@ -550,12 +575,17 @@ def layer_forward_compute() -> dict[str, Cost]:
         # [moe] router GEMM (16-bit, replicated over TP), score function and top-k
         "router": (gemm(n, S.n_experts, h, S.peak_flops_16)
                    + ew.router_scores(n, S.n_experts)).scale(fm),
-        "expert_up": gemm(per_expert, (1 + g) * fe_local, h, peak, experts_local(),
+        "expert_up": gemm(per_expert, (1 + g) * fe_local, w, peak, experts_local(),
                           weight=False, eff=eff_up).scale(fm),
-        "expert_down": gemm(per_expert, h, fe_local, peak, experts_local(), weight=False,
+        "expert_down": gemm(per_expert, w, fe_local, peak, experts_local(), weight=False,
                             eff=eff_down).scale(fm),
+        # [moe] LatentMoE: the h -> l projection before the dispatch and l -> h after the
+        # combine, on the rank's n/t tokens (zero without a latent)
+        "moe_latent_proj": (gemm(n / t, S.moe_latent_size, h, peak, eff=eff)
+                            + gemm(n / t, h, S.moe_latent_size, peak, eff=eff)).scale(
+                                fm * smin(S.moe_latent_size, 1)),
         # [moe] token permutation around the dispatch, fixed time per MoE layer
-        "moe_permute": ew.token_permutation(n / t, k, h).scale(fm),
+        "moe_permute": ew.token_permutation(n / t, k, w).scale(fm),
         "moe_overhead": Cost(sp.Integer(0), sp.Integer(0), S.t_moe_layer).scale(fm),
         "expert_activation": ew.activation(routed * fe_local, g).scale(fm),
         # [moe] zero without shared experts (a GEMM of width 0 would still read its input)
@@ -667,9 +697,11 @@ def fp8_cast_layer() -> Cost:
     # [moe] MoE layers cast the routed tokens into each expert GEMM (k copies of h, then fe)
     # and the shared experts' inputs, instead of the dense MLP's two inputs
     fm, k, fe = moe_layer_fraction(), S.top_k, S.moe_ffn_hidden
+    # [moe] LatentMoE: the routed copies are l wide, and the two projections cast h and l
+    latent = smin(S.moe_latent_size, 1) * (h + S.moe_latent_size) / t
     mlp = (mlp_layer_fraction() * (h + f / t)
-           + fm * (k * moe_load_factor() / t * (S.etp * h + fe)
-                   + smin(S.shared_experts, 1) * h + S.shared_experts * fe / t))
+           + fm * (k * moe_load_factor() / t * (S.etp * expert_width() + fe)
+                   + smin(S.shared_experts, 1) * h + S.shared_experts * fe / t + latent))
     # [hybrid] a Mamba-2 block casts its two projections' inputs (h, then HP/t)
     mamba = mamba_layer_fraction() * (h + S.mamba_heads * S.mamba_head_dim / t)
     activations = n * (attention_layer_fraction() * (h + S.n_heads / t * head_dim()) + mlp
@@ -688,7 +720,8 @@ def fp8_weight_cast_bytes_layer() -> sp.Expr:
     attention = (IS_MLA * attention_linear_params() / t
                  + (1 - IS_MLA) * (h * (heads + 2 * kv) * d + heads * d * h))
     fm = moe_layer_fraction()
-    experts = (S.shared_experts / t + experts_local() / S.etp) * params_expert()
+    experts = ((S.shared_experts * params_shared_expert() + params_moe_latent()) / t
+               + experts_local() / S.etp * params_expert())
     H, P, G, N = S.mamba_heads, S.mamba_head_dim, S.mamba_groups, S.mamba_state
     mamba = (ssm.in_proj_width(H, P, G, N) + H * P) * h / t
     weights = (attention_layer_fraction() * attention + mlp_layer_fraction() * (2 + g) * h * f
@@ -708,7 +741,7 @@ def layer_backward_compute() -> dict[str, Cost]:
     # [moe] the permutation's backward is a scatter-add of the same size plus the probability
     # gradients (ops.elementwise.token_permutation_backward), not twice the forward
     out["moe_permute"] = ew.token_permutation_backward(tokens_micro() / t, S.top_k,
-                                                       S.hidden).scale(moe_layer_fraction())
+                                                       expert_width()).scale(moe_layer_fraction())
     out["attention"] = select(S.flash_attn > sp.Rational(1, 2),
                               flash_b.scale(attention_layer_fraction()),
                               att.attention_unfused_backward(unfused_attention_forward())
@@ -884,11 +917,14 @@ def cp_comm_layer_backward() -> sp.Expr:
 
 def ep_comm_layer_forward() -> Cost:
     """Expert-parallel all-to-all of the average layer's forward: dispatch and combine of the
-    ``n_sp*k`` routed 16-bit token vectors (``n_sp`` tokens per GPU outside the TP region)
-    over the ``e`` ranks of the expert group, ``etp`` apart (folded over TP, CP and DP,
+    ``n_sp*k`` routed 16-bit token vectors (``n_sp`` tokens per GPU outside the TP region;
+    each :func:`expert_width` wide, the LatentMoE width when the model has one) over the
+    ``e`` ranks of the expert group, ``etp`` apart (folded over TP, CP and DP,
     expert TP innermost), weighted by :func:`moe_layer_fraction`; not overlapped with
     compute. The busiest rank receives :func:`moe_load_factor` times the balanced volume and
-    the all-to-all ends when it has. With expert tensor parallelism (``etp > 1``) the
+    the all-to-all ends when it has; with ``ep_dedup`` a token crosses the network once per
+    destination node (:func:`~symcost.ops.collectives.all_to_all_node_dedup`). With expert
+    tensor parallelism (``etp > 1``) the
     received tokens are all-gathered over the ``etp`` adjacent ranks before the experts and
     the expert outputs reduce-scattered after them.
 
@@ -898,8 +934,11 @@ def ep_comm_layer_forward() -> Cost:
         documentation (alltoall token dispatcher with expert tensor parallelism: gather over
         the expert TP group after the all-to-all).
     """
-    nbytes = tokens_sp() * S.top_k * S.hidden * S.BYTES_ACT * moe_load_factor()
-    a2a = coll.all_to_all(nbytes, S.ep, S.etp)
+    nbytes = tokens_sp() * S.top_k * expert_width() * S.BYTES_ACT * moe_load_factor()
+    # [moe] ep_dedup: one network copy per token and destination node (DeepEP, HybridEP)
+    a2a = select(S.ep_dedup > sp.Rational(1, 2),
+                 coll.all_to_all_node_dedup(nbytes, S.ep, S.etp, S.top_k),
+                 coll.all_to_all(nbytes, S.ep, S.etp))
     # [moe] expert TP: the received tokens are all-gathered over the etp ranks before the
     # experts and the outputs reduce-scattered after them (adjacent ranks)
     gathered = nbytes * S.etp
@@ -932,7 +971,9 @@ def activation_bytes_layer() -> sp.Expr:
     FlashAttention keeps only the fp32 log-sum-exp ``4*a*s*b``. [MLA] Q and K are
     ``a*(d+d_r)`` wide, V ``a*d``, and the latents add (replicated across TP) the input and
     output of the query and KV latent norms and the RoPE key, ``2*s*b*(2*r_q + 2*r + d_r)``
-    (Megatron-Core ``MLASelfAttention``).
+    (Megatron-Core ``MLASelfAttention``). [moe] Routed copies keep the expert GEMM's input
+    and the expert output :func:`expert_width` wide (``h``, or the LatentMoE width ``l``);
+    a LatentMoE layer also keeps its two projections' inputs, ``s*b*(h + l)/t`` elements.
 
     [fp8] With ``fp8``/``mxfp8``/``nvfp4`` the inputs linear layers keep for their weight
     gradients (the GEMM inputs above: QKV, output projection, both MLP GEMMs, the expert GEMMs)
@@ -964,9 +1005,12 @@ def activation_bytes_layer() -> sp.Expr:
     dense_mlp = mlp_layer_fraction() * n * f * (2 * (1 + g) + q) * (1 - rc["mlp"])
     shared = n * S.shared_experts * fe * (2 * (1 + g) + q) * (1 - rc["shared_experts"])
     # routed copies: as the dense MLP (moe_act drops the down-projection's input), plus the
-    # expert GEMM's input (q) and the expert output the weighted combine needs (2)
-    routed = n * kl * fe * (2 * (1 + g) + q * (1 - rc["moe_act"])) + n * kl * h * S.etp * (2 + q)
-    mlp = dense_mlp + fm * (routed + shared)
+    # expert GEMM's input (q) and the expert output the weighted combine needs (2), each
+    # expert_width wide; [moe] LatentMoE: the two projections' inputs (h, then l; q each)
+    routed = (n * kl * fe * (2 * (1 + g) + q * (1 - rc["moe_act"]))
+              + n * kl * expert_width() * S.etp * (2 + q))
+    latent = n * q * smin(S.moe_latent_size, 1) * (h + S.moe_latent_size)
+    mlp = dense_mlp + fm * (routed + shared + latent)
     # per block: its norm's input (2 bytes per element), the first GEMM's input (q; recomputed
     # with layernorm) and a dropout mask; a transformer layer has two blocks (attention, MLP)
     replicated = tokens_sp() * h * (2 + q * (1 - rc["layernorm"]) + drop) * blocks_per_layer()
@@ -1258,10 +1302,11 @@ def training_expressions() -> dict[str, sp.Expr]:
     head_bwd = ((2 - ft.IS_ADAPTER) * lm_head_compute().time  # [finetune]
                 + emb.embedding_lookup(n, S.hidden).time)
 
-    # multi-token prediction (DeepSeek-V3 Sec. 2.2): each MTP module is one more layer and
-    # one more pass through the output head; pipeline layouts balance it as a layer
-    # (Megatron-Core ``pipeline_model_parallel_layout``), 1/p of it per stage
-    Lc = Ls + S.mtp_layers / p
+    # multi-token prediction (DeepSeek-V3 Sec. 2.2): each MTP module is one more layer (a
+    # hybrid's: its mtp_blocks average blocks) and one more pass through the output head;
+    # pipeline layouts balance it as a layer (Megatron-Core
+    # ``pipeline_model_parallel_layout``), 1/p of it per stage
+    Lc = Ls + S.mtp_layers * S.mtp_blocks / p
     mtp_head = 1 + S.mtp_layers / p
     t_f = Lc * fwd_layer + mtp_head * head_fwd
     t_b = Lc * bwd_layer + mtp_head * head_bwd
@@ -1379,7 +1424,8 @@ def training_expressions() -> dict[str, sp.Expr]:
     s, h, a, f, g = S.seq_len, S.hidden, S.n_heads, S.ffn_hidden, S.gated_mlp
     fm, fa, fmb = moe_layer_fraction(), attention_layer_fraction(), mamba_layer_fraction()
     mlp_active = (mlp_layer_fraction() * (2 + g) * h * f
-                  + fm * ((S.top_k + S.shared_experts) * params_expert() + h * S.n_experts))
+                  + fm * (S.top_k * params_expert() + S.shared_experts * params_shared_expert()
+                          + h * S.n_experts + params_moe_latent()))
     # [hybrid] Mamba-2 blocks: their two projections and the SSD scan's FLOPs
     H, P, G, N = S.mamba_heads, S.mamba_head_dim, S.mamba_groups, S.mamba_state
     mamba_linear = fmb * (ssm.in_proj_width(H, P, G, N) + H * P) * h
@@ -1388,16 +1434,19 @@ def training_expressions() -> dict[str, sp.Expr]:
     layer_ssd = fmb * ssm.ssd_scan(s, H, P, G, N, S.peak_flops_16).flops
     head_flops = 2 * s * h * S.vocab
     B = S.global_batch
-    # MTP module: a layer, the 2h -> h projection and the output head (DeepSeek-V3 Sec. 2.2)
-    mtp_flops = S.mtp_layers * (layer_matmul + layer_attn + 2 * s * 2 * h**2 + head_flops)
+    # MTP module: a layer (a hybrid's mtp_blocks average blocks), the 2h -> h projection and
+    # the output head (DeepSeek-V3 Sec. 2.2)
+    mtp_flops = S.mtp_layers * (S.mtp_blocks * (layer_matmul + layer_attn)
+                                + 2 * s * 2 * h**2 + head_flops)
     flops_model = 3 * B * (S.n_layers * (layer_matmul + layer_attn + layer_ssd) + head_flops
                            + mtp_flops)
     # [recompute] selective: the recomputed modules' matrix FLOPs (selective_recompute_by_op)
     selective = (S.rc_core_attn * layer_attn
                  + 2 * s * (S.rc_mla_up_proj * fa * mla_up_params()
                             + S.rc_mlp * mlp_layer_fraction() * (2 + g) * h * f
-                            + S.rc_shared_experts * fm * S.shared_experts * params_expert()))
-    flops_recompute = B * (S.n_layers + S.mtp_layers) * (
+                            + S.rc_shared_experts * fm * S.shared_experts
+                            * params_shared_expert()))
+    flops_recompute = B * (S.n_layers + S.mtp_layers * S.mtp_blocks) * (
         IS_FULL * (layer_matmul + layer_attn + layer_ssd) + IS_SELECTIVE * selective)
     n_gpus = t * c * p * d
     out["flops_model"] = flops_model

@@ -32,6 +32,8 @@ tp_overlap         on with sp (:data:`GENERIC_FACTS`); off for NAR21, MLM22, MPT
                    ZHANG23
 ep_overlap         off; on for the MBRIDGE MoE rows whose container's recipe overlapped the
                    all-to-all (:data:`BRIDGE_EP_OVERLAP`, :func:`ep_overlap_default`)
+ep_dedup           off; on for the MBRIDGE models whose every recipe used a node-deduplicating
+                   dispatcher (:data:`BRIDGE_EP_DEDUP`)
 recompute          ``none``
 dtype              canonical ``dtype``; else ``bf16``
 dp                 derived ``n_gpus / (tp * cp * pp)`` (a stated dp must agree)
@@ -256,10 +258,13 @@ _MOE_COLUMNS = ("experts", "top_k", "shared_experts", "moe_ffn_hidden", "dense_l
 #: prediction), taken from a preset of the same width and heads.
 _ATTENTION_FROM_PRESET = ("head_dim", "kv_lora_rank", "q_lora_rank", "rope_head_dim",
                           "sliding_window", "full_attention_step", "mtp_layers")
+#: expert details no column gives (the LatentMoE width), taken from a preset with the same
+#: experts and expert width.
+_MOE_FROM_PRESET = ("moe_latent_size",)
 #: the block layout and Mamba-2 sizes of a hybrid Mamba-Transformer (no column gives them),
 #: taken from its preset (a row stating another layer count is refused).
 _HYBRID_FROM_PRESET = ("hybrid_pattern", "mamba_heads", "mamba_head_dim", "mamba_state",
-                       "mamba_groups")
+                       "mamba_groups", "mtp_pattern")
 #: percent metrics: a published value above 100 is a data error.
 PERCENT_METRICS = ("MFU", "HFU", "pct_of_peak")
 #: plausible range of the measured step time a row implies (s): below a microsecond (a kernel
@@ -423,7 +428,10 @@ def megatron_flops_per_token(model: ModelSpec, seq: float, *, counter: str,
     m = 3 if (model.is_gated if revised else model.mlp == "swiglu") else 2
     n_moe = model.moe_layers
     mtp = model.mtp_layers if bridge else 0
-    expert = model.moe_ffn_hidden * (model.top_k + model.shared_experts) * m
+    # LatentMoE: the routed experts run l-wide and the layer adds its 2*h*l projections
+    latent = model.moe_latent_size
+    expert = (model.moe_ffn_hidden * (model.top_k * (latent or h) / h + model.shared_experts)
+              * m + 2 * latent)
     last_is_moe = n_moe > 0
     mlp = h * (model.ffn_hidden * m * (L - n_moe) + expert * n_moe
                + mtp * (expert if last_is_moe else model.ffn_hidden * m))
@@ -459,8 +467,11 @@ def _bridge_hybrid_flops_per_token(model: ModelSpec, seq: float, tp: int) -> tup
     a Mamba-2 block ``2*h*(2*d + 2*G*N + H) + 7*d*N + 2*d*h`` with ``d = 2h`` (Bridge's
     ``mamba_layer_flops`` takes the inner width as twice the hidden size whatever the heads),
     a dense MLP ``4*h*f`` (``6*h*f`` gated), a MoE block ``4*h*f_e*(k + S)`` (gated ``x 3/2``;
-    no router) and the logits ``2*h*V`` (vocabulary padded to ``128*tp``). Returns
-    ``(total, attention)`` as :func:`megatron_flops_per_token`."""
+    no router; with a LatentMoE width ``l`` the routed part is ``4*l*f_e*k + 4*h*l``,
+    ``moe_layer_flops``) and the logits ``2*h*V`` (vocabulary padded to ``128*tp``), each MTP
+    module adding its blocks (``mtp_pattern``, counted with the pattern's blocks by
+    ``get_hybrid_layer_counts``) and one more logits pass. Returns ``(total, attention)`` as
+    :func:`megatron_flops_per_token`."""
     h, a, k, q = model.hidden, model.heads, model.kv_heads, model.heads * (model.head_dim or 0)
     scale = 1.5 if model.is_gated else 1.0
     attn_proj = 4 * h * q * (1 + k / a)
@@ -469,12 +480,16 @@ def _bridge_hybrid_flops_per_token(model: ModelSpec, seq: float, tp: int) -> tup
     mamba = (2 * h * (2 * d_in + 2 * model.mamba_groups * model.mamba_state
                       + model.mamba_heads) + 7 * d_in * model.mamba_state + 2 * d_in * h)
     mlp = 4 * h * model.ffn_hidden * scale
-    moe = 4 * h * model.moe_ffn_hidden * (model.top_k + model.shared_experts) * scale
+    latent = model.moe_latent_size
+    moe = (4 * model.moe_ffn_hidden * scale * ((latent or h) * model.top_k
+                                               + h * model.shared_experts) + 4 * h * latent)
     vocab = -(-model.vocab // (128 * tp)) * (128 * tp)
-    fwd = (model.attention_layers * (attn_proj + attn_core) + model.mamba_layers * mamba
-           + model.mlp_layers * mlp + model.moe_layers * moe
+    mtp = {kind: model.mtp_layers * model.mtp_pattern.count(kind) for kind in "*M-E"}
+    n_attn = model.attention_layers + mtp["*"]
+    fwd = (n_attn * (attn_proj + attn_core) + (model.mamba_layers + mtp["M"]) * mamba
+           + (model.mlp_layers + mtp["-"]) * mlp + (model.moe_layers + mtp["E"]) * moe
            + 2 * h * vocab * (1 + model.mtp_layers))
-    return 3.0 * fwd, 3.0 * model.attention_layers * attn_core
+    return 3.0 * fwd, 3.0 * n_attn * attn_core
 
 
 #: the model whose LoRA runs Megatron-Bridge counts with its LoRA formula
@@ -551,6 +566,17 @@ def ep_overlap_default(source: str, notes: object, model_name: str, hardware: st
         return False
     return any(container >= first and (model_name, hardware, dtype) in runs
                for first, runs in BRIDGE_EP_OVERLAP.items())
+
+
+#: Megatron-Bridge models (``model`` cell) whose performance recipes used the flex dispatcher
+#: with HybridEP (node-deduplicated, ``ep_dedup``) from the first to the last: Nemotron 3 Super
+#: (``moe_flex_dispatcher_backend="hybridep"`` in its first recipe, Megatron-Bridge commit
+#: 988294b42 of 2026-03-30, ``scripts/performance/configs/nemotronh/
+#: nemotron_3_workload_base_configs.py``, and in every ``perf_recipes/nemotronh/*`` at
+#: 067f987). The other MoE models' recipes switched between the ``alltoall`` and ``flex``
+#: dispatchers over the containers, which the rows do not record: predicted with ``ep_dedup``
+#: off.
+BRIDGE_EP_DEDUP: frozenset[str] = frozenset({"Nemotron-3-Super-120B-A12B"})
 
 
 #: how a source counts the FLOPs of its ``model``/``hardware`` FLOP-rate metrics (the row's
@@ -864,6 +890,9 @@ def _model_for_row(row: Row, source: str, seq: int | None) -> ModelSpec:
             shape[col] = v
     if exact is not None and (shape["hidden"], shape["heads"]) == (exact.hidden, exact.heads):
         shape.update({k: getattr(exact, k) for k in _ATTENTION_FROM_PRESET})
+    if exact is not None and (shape.get("experts"), shape.get("moe_ffn_hidden")) == (
+            exact.experts, exact.moe_ffn_hidden):
+        shape.update({k: getattr(exact, k) for k in _MOE_FROM_PRESET})
     if exact is not None and exact.is_hybrid:
         if shape["layers"] != exact.layers:
             raise RowError(f"layers: {shape['layers']} does not match the block pattern of the "
@@ -1004,6 +1033,9 @@ def _prepare_one(row: Row, other_metrics: bool = False) -> PreparedRow:
                                     str(hw_id).lower(), dtype)
     if ep_overlap:
         defaults["ep_overlap"] = "on (the row's Megatron-Bridge recipe, BRIDGE_EP_OVERLAP)"
+    ep_dedup = source == "MBRIDGE" and str(cell(row, "model") or "") in BRIDGE_EP_DEDUP
+    if ep_dedup:
+        defaults["ep_dedup"] = "on (the model's Megatron-Bridge recipes, BRIDGE_EP_DEDUP)"
     cfg = TrainingConfig(num_gpus=n_gpus, tp=tp, pp=pp, cp=cp, dp=dp, ep=ep, sp=bool(sp_on),
                          vpp=vpp,
                          micro_batch=mb, global_batch=gb, seq_len=model.seq_len,
@@ -1011,7 +1043,7 @@ def _prepare_one(row: Row, other_metrics: bool = False) -> PreparedRow:
                          dp_overlap=dp_overlap_default(source, zero),
                          zero3_per_tensor=zero == 3 and bool(
                              SOURCE_DEFAULTS.get(source, {}).get("zero3_per_tensor")),
-                         tp_overlap=tp_overlap, ep_overlap=ep_overlap,
+                         tp_overlap=tp_overlap, ep_overlap=ep_overlap, ep_dedup=ep_dedup,
                          train_framework=str(SOURCE_DEFAULTS.get(source, {}).get(
                              "train_framework", "megatron")),
                          attention_backend=str(SOURCE_DEFAULTS.get(source, {}).get(

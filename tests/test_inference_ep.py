@@ -33,7 +33,7 @@ H100 = "h100-sxm5-80gb"
 #: a tiny MoE layer: h 8, f_e 16, SwiGLU, 8 experts, top-2, every layer MoE, bf16
 TINY = {"hidden": 8, "moe_ffn_hidden": 16, "gated_mlp": 1, "n_experts": 8, "top_k": 2,
         "shared_experts": 0, "n_layers": 4, "dense_layers": 0, "moe_layer_step": 1,
-        "act_bytes": 2, "w_bytes": 2,
+        "act_bytes": 2, "w_bytes": 2, "moe_latent_size": 0,
         # a transformer, not a hybrid Mamba-Transformer (the block counts are then unused)
         "hybrid": 0, "attn_layers": 0, "mamba_layers": 0, "mlp_layers": 0}
 

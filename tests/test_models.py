@@ -26,6 +26,7 @@ EXPECTED_IDS = {
     "nemotron-h-8b",
     "nemotron-h-56b",
     "nemotron-3-nano",
+    "nemotron-3-super",
     "gpt3-175b",
     "gpt-1.7b",
     "gpt-3.6b",

@@ -24,6 +24,7 @@ TINY = {
     "tp": 1, "cp": 1, "ep": 2, "pp": 1, "sp_on": 0, "micro_batch": 1, "seq_len": 16,
     "hidden": 8, "n_heads": 2, "n_kv_heads": 2, "head_dim_given": 0, "ffn_hidden": 32,
     "gated_mlp": 1, "n_experts": 4, "top_k": 2, "shared_experts": 0, "moe_ffn_hidden": 4,
+    "moe_latent_size": 0,
     "n_layers": 4, "dense_layers": 1, "moe_layer_step": 1, "kv_lora_rank": 0,
     "q_lora_rank": 0, "rope_head_dim": 0, "fp8": 0, "fp4": 0,
     "peak_flops_16": 1e12, "peak_flops_8": 2e12, "peak_flops_4": 4e12,

@@ -155,6 +155,16 @@ re-runs the fused attention forward and drops its log-sum-exp, as Megatron-Core'
 core attention does (before: free and identical to no recomputation); exactly the 98 valid
 training draws with ``recompute = selective`` and FlashAttention moved (step time, recompute
 time, HFU/MFU, memory; no validation row has selective recomputation), and the snapshot was
+rewritten. A thirty-second (issue 11, 2026-11-26 eighth session): LatentMoE
+(``moe_latent_size``) and the MTP blocks of a hybrid model (``mtp_pattern``) gave Nemotron 3
+Super a preset; with the previous parameter file exactly its 54 validation rows moved from
+``skipped`` to predicted (its six B300 NVFP4 rows stay skipped: no fp4 peak), no other row and
+no draw moved, and only the validation part was refreshed. A thirty-third (same session):
+``ep_dedup`` (node-deduplicated MoE dispatch, on for Nemotron 3 Super's rows,
+``validate.BRIDGE_EP_DEDUP``); with the previous parameter file only the eight rows of its
+B200 runs (EP64 over eight nodes) moved, no draw (the field is off by default); the
+parameters were recalibrated with the 54 new rows (Blackwell ``eff_ssm`` 0.27 -> 0.13,
+``moe_flop_half`` 70 -> 54 GFLOP, ``eff_fp4`` 0.96 -> 0.80) and the whole snapshot was
 rewritten. Every other value is as first written.
 
 The draws are described by plain field values (API keywords), so the test can replay them
