@@ -83,6 +83,12 @@ class TrainingConfig:
             FlashAttention-3) or ``fa2`` (the flash-attn 2 library), with FlashAttention.
         ep_overlap: overlap the MoE all-to-all with another micro-batch's compute (DeepSeek-V3
             DualPipe, arXiv:2412.19437 Sec. 3.2.1; Megatron-Core's 1F1B all-to-all overlap).
+        bf16_layers: layers (blocks of a hybrid) whose linear layers run in BF16 although
+            ``dtype`` is fp8, mxfp8 or nvfp4 (Megatron-Core ``--first-last-layers-bf16`` with
+            ``--num-layers-at-start-in-bf16`` and ``--num-layers-at-end-in-bf16``; Nemotron 3
+            Super's NVFP4 recipe keeps its last 14 blocks in BF16). Costed as that fraction of
+            every stage's layers (exact at ``pp = 1``; with pipelining the first or last stage
+            holds them and is slower than this average). No effect in bf16/fp16.
         ep_dedup: node-deduplicated MoE dispatch: each token crosses the network once per
             destination node and is forwarded to its experts' GPUs over NVLink (DeepEP,
             HybridEP: Megatron-Core ``--moe-token-dispatcher-type flex``; DeepSeek-V3 Sec.
@@ -124,6 +130,7 @@ class TrainingConfig:
     attention_backend: str = "native"
     ep_overlap: bool = False
     ep_dedup: bool = False
+    bf16_layers: int = 0
     moe_imbalance: float = 1.0
     moe_capacity_factor: float = 0.0
     # fine-tuning, offload and topology (issue 13; see symcost.fields / symcost.finetune)

@@ -203,7 +203,8 @@ class Field:
             return "one of " + ", ".join(str(c) for c in self.choices)
         if self.kind == "int":
             hi = int(self.maximum) if self.maximum is not None else MAX_COUNT
-            return f"a positive integer (at most {hi})"
+            kind = "a non-negative" if self.minimum == 0 else "a positive"
+            return f"{kind} integer (at most {hi})"
         lo_b = "(" if self.exclusive_minimum else "["
         return f"a number in {lo_b}{self.minimum:g}, {self.maximum:g}]"
 
@@ -275,6 +276,9 @@ TRAINING_FIELDS: dict[str, Field] = _table(
           "attention_backend", choices=ATTENTION_BACKENDS),
     _bool("ep_overlap", "overlap the MoE all-to-all with another micro-batch's compute "
           "(DualPipe, Megatron-Core A2A overlap)", False, "ep_overlap"),
+    _int("bf16_layers", "layers whose linear layers stay BF16 under fp8, mxfp8 or nvfp4 "
+         "(Megatron-Core --first-last-layers-bf16 with --num-layers-at-start/end-in-bf16)", 0,
+         symbol=S.bf16_layers.name, minimum=0),
     _bool("ep_dedup", "node-deduplicated MoE dispatch: each token crosses the network once "
           "per destination node, then NVLink (DeepEP, HybridEP)", False, "ep_dedup"),
     Field("moe_imbalance", "float", "1", 1.0, "routed tokens of the busiest expert-parallel "

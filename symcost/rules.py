@@ -168,6 +168,10 @@ PP_LAYERS = Rule(
     "pp_at_most_layers", "pp", ("pp", "layers"),
     lambda v, xp: v["pp"] <= v["layers"], "exceeds the number of layers",
     lambda v: f"{_i(v['pp'])} exceeds the number of layers ({_i(v['layers'])})")
+BF16_LAYERS = Rule(
+    "bf16_layers_at_most_layers", "bf16_layers", ("bf16_layers", "layers"),
+    lambda v, xp: v.get("bf16_layers", 0.0) <= v["layers"], "exceeds the number of layers",
+    lambda v: f"{_i(v['bf16_layers'])} exceeds the number of layers ({_i(v['layers'])})")
 VPP_NEEDS_PP = Rule(
     "vpp_needs_pp", "vpp", ("vpp", "pp"),
     lambda v, xp: (v["vpp"] < 1.5) | (v["pp"] > 1.5),
@@ -422,7 +426,7 @@ TRAINING_RULES: tuple[Rule, ...] = (
     SEQ_LEN_POSITIONS, TP_HEADS, TP_FFN, TP_KV_HEADS, PP_LAYERS, GLOBAL_BATCH_NEEDED,
     VPP_NEEDS_PP, VPP_LAYERS, VPP_MICROBATCHES, ZERO_PP, DTYPE_HARDWARE, CP_SEQ, CP_FLASH,
     EP_DP, EP_EXPERTS, ETP_DP, ETP_FFN, MOE_IMBALANCE, MOE_TP_SP, TP_OVERLAP_SP,
-    TP_OVERLAP_NODE, HSDP_DP, ZERO3_PER_TENSOR, RECOMPUTE_MODULES_SELECTIVE
+    TP_OVERLAP_NODE, HSDP_DP, ZERO3_PER_TENSOR, RECOMPUTE_MODULES_SELECTIVE, BF16_LAYERS
 ) + FINETUNE_RULES + HYBRID_RULES
 
 def _expert_tp(v: Values, xp: Any) -> Any:

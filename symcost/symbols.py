@@ -264,6 +264,9 @@ ep_overlap = _declare("ep_overlap", "parallel", "1",
                       "1 when the expert-parallel all-to-all overlaps compute of another "
                       "micro-batch (DualPipe, Megatron-Core 1F1B all-to-all overlap)",
                       integer=True, nonneg=True)
+bf16_layers = _declare("bf16_layers", "parallel", "1",
+                       "layers whose linear layers stay BF16 under fp8/MXFP8/NVFP4 (Megatron-Core "
+                       "--num-layers-at-start/end-in-bf16)", integer=True, nonneg=True)
 ep_dedup = _declare("ep_dedup", "parallel", "1",
                     "1 when the MoE dispatch sends each token once per destination node and "
                     "forwards it over NVLink (DeepEP, HybridEP)", integer=True, nonneg=True)

@@ -1062,6 +1062,22 @@ def gemm_input_bytes() -> sp.Expr:
     return 2 - S.fp8 - sp.Rational(3, 2) * S.fp4
 
 
+def bf16_layer_fraction() -> sp.Expr:
+    """[fp8] Fraction of the layers whose linear layers run in BF16 under fp8, MXFP8 or NVFP4:
+    ``min(bf16_layers, L)/L`` when the GEMM dtype is low-precision, else 0."""
+    low = flag(S.fp8 + S.fp4 > sp.Rational(1, 2))
+    return low * smin(S.bf16_layers, S.n_layers) / S.n_layers
+
+
+def bf16_layer_blend(per_layer: sp.Expr) -> sp.Expr:
+    """[fp8] The average layer's ``per_layer`` quantity (time or bytes) with
+    :func:`bf16_layer_fraction` of the layers in BF16: ``(1 - phi) * x + phi * x|fp8=fp4=0``
+    (Megatron-Core ``--first-last-layers-bf16``: those layers' Transformer Engine modules run
+    outside the fp8/fp4 autocast, so their GEMMs, casts and saved inputs are 16-bit)."""
+    phi = bf16_layer_fraction()
+    return (1 - phi) * per_layer + phi * per_layer.subs({S.fp8: 0, S.fp4: 0})
+
+
 def activation_bytes_layer_no_recompute() -> sp.Expr:
     """Activation bytes of one layer without recomputation (the transient working set a fully
     recomputed layer rebuilds during its backward)."""
@@ -1277,10 +1293,10 @@ def training_expressions() -> dict[str, sp.Expr]:
     peak = gemm_peak()
     ovh = S.t_layer_overhead
 
-    # --- per micro-batch, per stage
-    fwd_layer = sum_time(layer_forward_compute()) + ovh
-    bwd_layer = sum_time(layer_backward_compute()) + 2 * ovh
-    rec_layer = layer_recompute().time + IS_FULL * ovh
+    # --- per micro-batch, per stage; [fp8] bf16_layers of the layers at 16-bit GEMMs
+    fwd_layer = bf16_layer_blend(sum_time(layer_forward_compute())) + ovh
+    bwd_layer = bf16_layer_blend(sum_time(layer_backward_compute())) + 2 * ovh
+    rec_layer = bf16_layer_blend(layer_recompute().time) + IS_FULL * ovh
     # [finetune] LoRA/QLoRA (symcost.finetune): frozen base skips weight-gradient GEMMs;
     # adapters' GEMMs; QLoRA dequantizes NF4 weights in every pass
     ft_fwd = ft.adapter_compute_layer(n, peak).time + ft.dequant_time_layer()
@@ -1405,7 +1421,8 @@ def training_expressions() -> dict[str, sp.Expr]:
              + ft.offload_optimizer_time(opt_local, t * c * p * d, m * (t_f + t_b)))
 
     out: dict[str, sp.Expr] = {
-        "time_forward": m * t_f + Ls * fp8_weight_cast_bytes_layer() / (S.hbm_bw * S.eff_hbm),
+        "time_forward": m * t_f + Ls * bf16_layer_blend(fp8_weight_cast_bytes_layer())
+        / (S.hbm_bw * S.eff_hbm),
         "time_backward": m * t_b,
         "time_recompute": m * t_r,
         "time_tp_comm": m * t_tp,
@@ -1476,7 +1493,8 @@ def training_expressions() -> dict[str, sp.Expr]:
         sharded(0.5, train_rep, train_exp))
     logit_bytes = S.BYTES_LOGIT + IS_HF * (HF_BYTES_LOGIT - S.BYTES_LOGIT)  # [memory]
     logits = (1 - IS_PP) * logit_bytes * n * vocab_local
-    out["mem_activations"] = (Ls * activation_bytes_layer() * microbatches_in_flight()
+    out["mem_activations"] = (Ls * bf16_layer_blend(activation_bytes_layer())
+                              * microbatches_in_flight()
                               + IS_FULL * activation_bytes_layer_no_recompute() + logits)
     out["mem_total"] = (out["mem_weights"] + out["mem_gradients"] + out["mem_optimizer"]
                         + out["mem_activations"])
@@ -1496,7 +1514,7 @@ def training_expressions() -> dict[str, sp.Expr]:
     out["time_layer_forward"] = fwd_layer
     out["time_layer_backward"] = bwd_layer
     out["time_layer_recompute"] = rec_layer
-    out["mem_activations_layer"] = activation_bytes_layer()
+    out["mem_activations_layer"] = bf16_layer_blend(activation_bytes_layer())
     # [finetune] the intra-node link of the chosen topology (NVLink, bridges, PCIe/host-staged)
     memo: dict[sp.Basic, sp.Expr] = {}
     link = {S.intra_bw: ft.intra_bandwidth()}

@@ -34,6 +34,8 @@ ep_overlap         off; on for the MBRIDGE MoE rows whose container's recipe ove
                    all-to-all (:data:`BRIDGE_EP_OVERLAP`, :func:`ep_overlap_default`)
 ep_dedup           off; on for the MBRIDGE models whose every recipe used a node-deduplicating
                    dispatcher (:data:`BRIDGE_EP_DEDUP`)
+bf16_layers        0; the layers an MBRIDGE run's precision recipe keeps in BF16
+                   (:data:`BRIDGE_BF16_LAYERS`)
 recompute          ``none``
 dtype              canonical ``dtype``; else ``bf16``
 dp                 derived ``n_gpus / (tp * cp * pp)`` (a stated dp must agree)
@@ -578,6 +580,15 @@ def ep_overlap_default(source: str, notes: object, model_name: str, hardware: st
 #: off.
 BRIDGE_EP_DEDUP: frozenset[str] = frozenset({"Nemotron-3-Super-120B-A12B"})
 
+#: Megatron-Bridge runs whose precision recipe keeps layers in BF16 (``bf16_layers``):
+#: (``model`` cell, canonical ``dtype``) -> layers. Nemotron 3 Super in NVFP4 keeps its last
+#: 14 blocks in BF16 (``nemotron_3_super_bf16_with_nvfp4_mixed``: ``first_last_layers_bf16``,
+#: ``num_layers_at_end_in_bf16 = 14``), in its performance configs since Megatron-Bridge commit
+#: 8625e4a38 of 2026-04-07, before its first published run (container 26.04). The other
+#: recipes' performance precisions keep none (``perf_recipes/_common._perf_precision`` turns
+#: ``first_last_layers_bf16`` off for fp8; MXFP8 and NVFP4 leave it off).
+BRIDGE_BF16_LAYERS: dict[tuple[str, str], int] = {("Nemotron-3-Super-120B-A12B", "nvfp4"): 14}
+
 
 #: how a source counts the FLOPs of its ``model``/``hardware`` FLOP-rate metrics (the row's
 #: ``flops_convention`` says which FLOPs; this says with whose formula), from the
@@ -1036,6 +1047,10 @@ def _prepare_one(row: Row, other_metrics: bool = False) -> PreparedRow:
     ep_dedup = source == "MBRIDGE" and str(cell(row, "model") or "") in BRIDGE_EP_DEDUP
     if ep_dedup:
         defaults["ep_dedup"] = "on (the model's Megatron-Bridge recipes, BRIDGE_EP_DEDUP)"
+    bf16_layers = (BRIDGE_BF16_LAYERS.get((str(cell(row, "model") or ""), dtype), 0)
+                   if source == "MBRIDGE" else 0)
+    if bf16_layers:
+        defaults["bf16_layers"] = f"{bf16_layers} (the run's precision recipe, BRIDGE_BF16_LAYERS)"
     cfg = TrainingConfig(num_gpus=n_gpus, tp=tp, pp=pp, cp=cp, dp=dp, ep=ep, sp=bool(sp_on),
                          vpp=vpp,
                          micro_batch=mb, global_batch=gb, seq_len=model.seq_len,
@@ -1044,6 +1059,7 @@ def _prepare_one(row: Row, other_metrics: bool = False) -> PreparedRow:
                          zero3_per_tensor=zero == 3 and bool(
                              SOURCE_DEFAULTS.get(source, {}).get("zero3_per_tensor")),
                          tp_overlap=tp_overlap, ep_overlap=ep_overlap, ep_dedup=ep_dedup,
+                         bf16_layers=bf16_layers,
                          train_framework=str(SOURCE_DEFAULTS.get(source, {}).get(
                              "train_framework", "megatron")),
                          attention_backend=str(SOURCE_DEFAULTS.get(source, {}).get(

@@ -162,7 +162,7 @@ def test_options_reach_the_config():
                    "recompute_modules": "core_attn", "zero": 1,
                    "dtype": "fp8", "flash_attention": False, "dp_overlap": False,
                    "zero3_per_tensor": False, "tp_overlap": False, "ep_overlap": False,
-                   "ep_dedup": False, "moe_imbalance": 1.0,
+                   "ep_dedup": False, "bf16_layers": 0, "moe_imbalance": 1.0,
                    "moe_capacity_factor": 0.0, "train_framework": "megatron",
                    "attention_backend": "native",
                    "offload": "none",

@@ -97,8 +97,11 @@ def test_super_rows_are_predicted_with_the_latent(shared_measurements):
                                      for s in skipped)
     assert {(r.model.moe_latent_size, r.model.mtp_pattern, r.model.mtp_layers)
             for r in prepared} == {(1024, "*E", 2)}
-    # its recipes' HybridEP dispatcher (validate.BRIDGE_EP_DEDUP)
+    # its recipes' HybridEP dispatcher (validate.BRIDGE_EP_DEDUP) and, in NVFP4, the last 14
+    # blocks in BF16 (validate.BRIDGE_BF16_LAYERS)
     assert all(r.config.ep_dedup for r in prepared)
+    assert {(r.config.dtype, r.config.bf16_layers) for r in prepared} == {
+        ("mxfp8", 0), ("nvfp4", 14)}
 
 
 # ------------------------------------------------------------------------ hand counts

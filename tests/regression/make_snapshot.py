@@ -165,7 +165,11 @@ no draw moved, and only the validation part was refreshed. A thirty-third (same 
 B200 runs (EP64 over eight nodes) moved, no draw (the field is off by default); the
 parameters were recalibrated with the 54 new rows (Blackwell ``eff_ssm`` 0.27 -> 0.13,
 ``moe_flop_half`` 70 -> 54 GFLOP, ``eff_fp4`` 0.96 -> 0.80) and the whole snapshot was
-rewritten. Every other value is as first written.
+rewritten. A thirty-fourth (same session): ``bf16_layers`` (layers kept in BF16 under
+fp8/MXFP8/NVFP4; 14 for Nemotron 3 Super's NVFP4 rows, ``validate.BRIDGE_BF16_LAYERS``); with
+the previous parameter file only those rows could move (the field is 0 elsewhere and in every
+draw); recalibrated (Blackwell ``eff_fp4`` 0.80 -> 0.85) and the whole snapshot was rewritten.
+Every other value is as first written.
 
 The draws are described by plain field values (API keywords), so the test can replay them
 through the public API whatever the internals become.
