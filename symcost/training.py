@@ -924,9 +924,8 @@ def ep_comm_layer_forward() -> Cost:
     compute. The busiest rank receives :func:`moe_load_factor` times the balanced volume and
     the all-to-all ends when it has; with ``ep_dedup`` a token crosses the network once per
     destination node (:func:`~symcost.ops.collectives.all_to_all_node_dedup`). With expert
-    tensor parallelism (``etp > 1``) the
-    received tokens are all-gathered over the ``etp`` adjacent ranks before the experts and
-    the expert outputs reduce-scattered after them.
+    tensor parallelism (``etp > 1``) the received tokens are all-gathered over the ``etp``
+    adjacent ranks before the experts and the expert outputs reduce-scattered after them.
 
     References:
         Lepikhin et al. 2021, GShard, Sec. 3.2; Rajbhandari et al. 2022, DeepSpeed-MoE,

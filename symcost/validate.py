@@ -584,7 +584,8 @@ BRIDGE_EP_DEDUP: frozenset[str] = frozenset({"Nemotron-3-Super-120B-A12B"})
 #: (``model`` cell, canonical ``dtype``) -> layers. Nemotron 3 Super in NVFP4 keeps its last
 #: 14 blocks in BF16 (``nemotron_3_super_bf16_with_nvfp4_mixed``: ``first_last_layers_bf16``,
 #: ``num_layers_at_end_in_bf16 = 14``), in its performance configs since Megatron-Bridge commit
-#: 8625e4a38 of 2026-04-07, before its first published run (container 26.04). The other
+#: 8625e4a38 of 2026-04-07; its published runs start with container 26.04, whose NVFP4 rates
+#: are within 6% of the later containers' (which ones ran it before is not recorded). The other
 #: recipes' performance precisions keep none (``perf_recipes/_common._perf_precision`` turns
 #: ``first_last_layers_bf16`` off for fp8; MXFP8 and NVFP4 leave it off).
 BRIDGE_BF16_LAYERS: dict[tuple[str, str], int] = {("Nemotron-3-Super-120B-A12B", "nvfp4"): 14}
