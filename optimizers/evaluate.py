@@ -19,14 +19,15 @@ shares.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from hwspecs import HardwareSpec
 
 from symcost import symbols as S
-from symcost.api import training_inputs, training_model
-from symcost.config import TrainingConfig
+from symcost.api import as_hardware, as_model, training_inputs, training_model
+from symcost.config import TrainingConfig, parallel_bindings, resolve
 from symcost.evaluate import CHUNK_SIZES, Progress, evaluate_model, split_columns
 from symcost.fields import TRAINING_FIELDS
 from symcost.models import ModelSpec
@@ -90,7 +91,8 @@ def evaluate_float64(inputs: Mapping[str, object],
 
 def base_inputs(model: ModelSpec | str, hw: HardwareSpec | str, dtype: str, seq_len: int,
                 global_batch: int, flash_attention: bool, params: Params | None = None,
-                recompute_modules: str = "core_attn") -> dict[str, float]:
+                recompute_modules: str = "core_attn",
+                shared: Mapping[str, Any] | None = None) -> dict[str, float]:
     """Inputs shared by every candidate (model, hardware, efficiency parameters, sequence
     length, batch and fixed flags; base units), via :func:`symcost.api.training_inputs`.
 
@@ -102,6 +104,9 @@ def base_inputs(model: ModelSpec | str, hw: HardwareSpec | str, dtype: str, seq_
         recompute_modules: what a candidate with ``recompute = selective`` recomputes (its
             ``rc_<module>`` flags; the candidates' ``recompute`` column decides whether they
             apply).
+        shared: the other settings every candidate takes (canonical values of
+            :data:`symcost.fields.SEARCH_SHARED_FIELDS`, checked by the space's rules, which
+            read them with the candidates' columns; not validated here).
 
     Returns:
         Symbol name -> value (base units).
@@ -113,7 +118,13 @@ def base_inputs(model: ModelSpec | str, hw: HardwareSpec | str, dtype: str, seq_
                          dtype=dtype, flash_attention=bool(flash_attention),
                          recompute="none" if recompute_modules == "core_attn" else "selective",
                          recompute_modules=recompute_modules)
-    return training_inputs(model, hw, cfg, params)
+    out = training_inputs(model, hw, cfg, params)
+    if shared:
+        # a setting may be invalid for this one-GPU stand-in (offload without ZeRO), so it is
+        # bound, not resolved: the candidates' own columns replace the stand-in's
+        out.update(parallel_bindings(resolve(as_model(model), as_hardware(hw), cfg)
+                                     .replace(**shared)))
+    return out
 
 
 def candidate_inputs(base: Mapping[str, float], columns: Mapping[str, np.ndarray]

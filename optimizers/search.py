@@ -82,6 +82,8 @@ class SearchResult:
         model, hardware: the specs searched; global_batch, seq_len, dtype, flash_attention:
             what every candidate shares.
         recompute_modules: what the ``selective`` candidates recompute.
+        shared: the settings every candidate took (fields of
+            :data:`symcost.fields.SEARCH_SHARED_FIELDS`, canonical values; those given).
     """
 
     table: pd.DataFrame
@@ -101,6 +103,7 @@ class SearchResult:
     price_per_gpu_hour: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     recompute_modules: str = "core_attn"
+    shared: dict[str, Any] = field(default_factory=dict)
 
     @property
     def best(self) -> TrainingConfig:
@@ -110,7 +113,7 @@ class SearchResult:
     def config(self, i: int) -> TrainingConfig:
         """Row ``i`` of :attr:`table` as a :class:`~symcost.config.TrainingConfig`."""
         return row_config(self.table.iloc[i], self.global_batch, self.seq_len, self.dtype,
-                          self.flash_attention, self.recompute_modules)
+                          self.flash_attention, self.recompute_modules, self.shared)
 
     def explain(self) -> str:
         """One line: why the best beats the runner-up (the largest breakdown differences)."""
@@ -128,11 +131,14 @@ class SearchResult:
         """JSON-ready summary (the ``search --json`` object): the top rows with output columns
         keyed by :data:`symcost.schema.OUTPUT_KEYS` (``step_time_s``,
         ``memory_per_gpu_bytes``, ...), rejected counts, the runner-up terms (``term`` is a
-        key too), explanation, timings and ``schema_version``."""
+        key too), explanation, timings and ``schema_version``; what every candidate shares
+        under its field name (``recompute_modules`` and the :attr:`shared` settings)."""
         why = self.why.assign(term=[OUTPUT_KEYS.get(t, t) for t in self.why["term"]])
         return stamp({
             "model": self.model.name, "hardware": self.hardware.name,
             "global_batch": self.global_batch, "seq_len": self.seq_len, "dtype": self.dtype,
+            "flash_attention": self.flash_attention,
+            "recompute_modules": self.recompute_modules, **self.shared,
             "objective": self.objective, "method": self.method,
             "price_per_gpu_hour": self.price_per_gpu_hour,
             "candidates": self.candidates, "fitting": self.fitting,
@@ -206,7 +212,7 @@ def _raise_no_fit(cols: Columns, head32: FloatArray, usable: float, ctx: Context
     the memory rule and how much more the smallest footprint needs."""
     i = int(np.argmax(head32))
     cfg = row_config({k: v[i] for k, v in cols.items()}, ctx.global_batch, seq_len, dtype,
-                     flash, ctx.recompute_modules)
+                     flash, ctx.recompute_modules, ctx.shared)
     raise SearchError(
         f"no valid configuration fits in memory: all {n} valid configurations were removed by "
         f"rule 'memory per GPU must fit in usable HBM ({format_bytes(usable, 1)} of "
@@ -286,7 +292,7 @@ def search(model: ModelSpec | str, hardware: HardwareSpec | str, num_gpus: int |
            params: Params | None = None, client: Any = None,
            recompute_modules: str = "core_attn",
            partition_rows: int | None = None,
-           progress: Progress | None = None) -> SearchResult:
+           progress: Progress | None = None, **shared: Any) -> SearchResult:
     """Exhaustive search over every valid parallel configuration.
 
     Args:
@@ -319,6 +325,11 @@ def search(model: ModelSpec | str, hardware: HardwareSpec | str, num_gpus: int |
 
         progress: ``progress(candidates done, total)`` after each compiled chunk (spaces
             larger than :data:`NUMPY_ROWS` evaluated in this process).
+        shared: other training fields every candidate takes, by name
+            (:data:`symcost.fields.SEARCH_SHARED_FIELDS`): e.g. ``ep_overlap=True,
+            ep_dedup=True`` for DeepEP-style dispatch, ``bf16_layers=2``,
+            ``offload="optimizer"``. The rules read them: candidates a setting makes invalid
+            (offload without ZeRO) are removed and counted in ``rejected``.
 
     Returns:
         :class:`SearchResult`.
@@ -338,12 +349,12 @@ def search(model: ModelSpec | str, hardware: HardwareSpec | str, num_gpus: int |
     space = enumerate_space(spec, hw, num_gpus, global_batch, seq_len=seq_len, dtype=dtype,
                             flash_attention=flash_attention, constraints=cons,
                             keep_duplicates=keep_duplicates,
-                            recompute_modules=recompute_modules)
+                            recompute_modules=recompute_modules, **shared)
     t1 = time.perf_counter()
     raise_if_empty(space)
     modules = space.context.recompute_modules
     base = base_inputs(spec, hw, dtype, space.seq_len, global_batch, flash_attention, params,
-                       modules)
+                       modules, space.context.shared)
     inputs = candidate_inputs(base, space.columns)
     # a small space is evaluated exactly (float64, NumPy: no JAX import, no compile); a large
     # one by the compiled float32 function, its leaders re-checked in float64 (_rank_space)
@@ -365,7 +376,7 @@ def search(model: ModelSpec | str, hardware: HardwareSpec | str, num_gpus: int |
                           int(fits.sum()), objective, "exhaustive", timings, spec, hw,
                           space.context.global_batch, space.seq_len, dtype,
                           bool(flash_attention), price_per_gpu_hour,
-                          recompute_modules=modules)
+                          recompute_modules=modules, shared=dict(space.context.shared))
     result.extra["space"] = space
     result.extra["scores"] = sc32
     result.extra["fits"] = fits
@@ -608,7 +619,7 @@ def search_scipy(model: ModelSpec | str, hardware: HardwareSpec | str,
                  keep_duplicates: bool = False, params: Params | None = None,
                  seed: int | None = 0, popsize: int = 15, maxiter: int = 60,
                  polish_layouts: int = 3, strategy: str = "rand1bin",
-                 recompute_modules: str = "core_attn") -> SearchResult:
+                 recompute_modules: str = "core_attn", **shared: Any) -> SearchResult:
     """Differential-evolution search for spaces too large to enumerate.
 
     ``scipy.optimize.differential_evolution`` over a :class:`LayoutCodec` vector (GPU count,
@@ -623,7 +634,7 @@ def search_scipy(model: ModelSpec | str, hardware: HardwareSpec | str,
     Args:
         model, hardware, num_gpus, global_batch, seq_len, dtype, flash_attention, top,
             objective, price_per_gpu_hour, fix, minimum, maximum, max_tp, max_vpp,
-            keep_duplicates, params, recompute_modules: as for :func:`search`.
+            keep_duplicates, params, recompute_modules, shared: as for :func:`search`.
         seed: random seed (reproducible by default).
         popsize, maxiter: differential-evolution population multiplier and generations.
         strategy: differential-evolution strategy (``rand1bin`` explores more than the
@@ -647,10 +658,10 @@ def search_scipy(model: ModelSpec | str, hardware: HardwareSpec | str,
     seq = check_inputs(spec, hw, global_batch, seq_len, dtype)
     cons = make_constraints(fix, minimum, maximum, max_tp, max_vpp)
     ctx = make_context(spec, hw, int(global_batch), seq, dtype, flash_attention,
-                       keep_duplicates, cons, recompute_modules)
+                       keep_duplicates, cons, recompute_modules, shared)
     codec = layout_codec(ctx, counts)
     base = base_inputs(spec, hw, dtype, seq, ctx.global_batch, flash_attention, params,
-                       ctx.recompute_modules)
+                       ctx.recompute_modules, ctx.shared)
     tally = _Tally(ctx, base, seq, objective, price_per_gpu_hour)
 
     def objective_fn(x: FloatArray) -> FloatArray:
@@ -664,7 +675,8 @@ def search_scipy(model: ModelSpec | str, hardware: HardwareSpec | str,
                                  maxiter=maxiter, tol=1e-6, polish=False, strategy=strategy)
     t1 = time.perf_counter()
     for sub in _polish_spaces(tally.seen, polish_layouts, spec, hw, ctx.global_batch, seq, dtype,
-                              flash_attention, cons, keep_duplicates, ctx.recompute_modules):
+                              flash_attention, cons, keep_duplicates, ctx.recompute_modules,
+                              ctx.shared):
         tally.score(sub.columns)
     t2 = time.perf_counter()
     table, why, rejected, n_fit = _scipy_table(tally, int(top), dtype, flash_attention, hw.name)
@@ -677,7 +689,7 @@ def search_scipy(model: ModelSpec | str, hardware: HardwareSpec | str,
                         price_per_gpu_hour,
                         {"nfev": int(res.nfev), "nit": int(res.nit),
                          "points": tally.invalid + tally.valid},
-                        recompute_modules=ctx.recompute_modules)
+                        recompute_modules=ctx.recompute_modules, shared=dict(ctx.shared))
 
 
 #: a candidate as a tuple of its :data:`~optimizers.space.FIELDS` values.
@@ -730,9 +742,10 @@ class _Tally:
 def _polish_spaces(seen: Mapping[ConfigKey, tuple[float, float]], polish_layouts: int,
                    model: ModelSpec, hw: HardwareSpec, B: int, seq: int, dtype: str,
                    flash_attention: bool, cons: Constraints, keep_duplicates: bool,
-                   recompute_modules: str = "core_attn") -> list[Space]:
+                   recompute_modules: str = "core_attn",
+                   shared: Mapping[str, Any] | None = None) -> list[Space]:
     """The discrete polish after the evolution: the full spaces of the ``polish_layouts``
-    best (GPU count, TP, PP) layouts seen."""
+    best (GPU count, TP, PP) layouts seen (``shared``: the search's settings)."""
     if not seen or polish_layouts <= 0:
         return []
     keys = np.asarray(list(seen), dtype=np.int64)
@@ -748,7 +761,7 @@ def _polish_spaces(seen: Mapping[ConfigKey, tuple[float, float]], polish_layouts
                               flash_attention=flash_attention,
                               constraints=Constraints(fixed, cons.minimum, cons.maximum),
                               keep_duplicates=keep_duplicates,
-                              recompute_modules=recompute_modules)
+                              recompute_modules=recompute_modules, **(shared or {}))
         if len(sub):
             out.append(sub)
     return out

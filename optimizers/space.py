@@ -42,6 +42,13 @@ rule that removed the last candidates is the most specific one. They speak the o
 vocabulary (:data:`symcost.fields.TRAINING_FIELDS`): the field's name, or its CLI flag's
 spelling with ``-`` (``micro-batch=2``), and values as the field table parses them
 (``recompute=selective``, ``sp=on``); see :func:`field_name` and :func:`field_code`.
+
+Every other training field (:data:`symcost.fields.SEARCH_SHARED_FIELDS`: ``ep_dedup``,
+``ep_overlap``, ``bf16_layers``, ``offload``, ``etp``, ``dp_replicate``, ...) is a setting
+the candidates share when given (``enumerate_space(..., offload="optimizer")``): the rules
+read it with the columns, so a candidate it makes invalid is removed at its stage and counted
+(optimizer offload keeps ZeRO 1-3), and a rule it breaks alone raises (``bf16_layers`` above
+the layer count).
 """
 
 from __future__ import annotations
@@ -62,7 +69,8 @@ from symcost import rules as R
 from symcost.api import as_hardware, as_model
 from symcost.config import (ConfigError, TrainingConfig, hardware_facts, model_facts,
                             positive_int, resolve)
-from symcost.fields import RECOMPUTE_MODES, TRAINING_FIELDS, coerce, encode
+from symcost.fields import (RECOMPUTE_MODES, SEARCH_ARGUMENTS, SEARCH_COLUMNS,
+                            SEARCH_SHARED_FIELDS, TRAINING_FIELDS, coerce, encode)
 from symcost.models import ModelSpec
 
 #: an integer column of candidates (one value per candidate).
@@ -83,9 +91,9 @@ ColumnTest = Callable[[IntArray], npt.ArrayLike]
 #: user constraints on fields: ``{field: value}`` or ``["field=value", ...]``.
 ConstraintSpec = Mapping[str, object] | Iterable[str]
 
-#: configuration fields of a candidate, in column order.
-FIELDS: tuple[str, ...] = ("num_gpus", "tp", "cp", "pp", "dp", "ep", "micro_batch", "vpp",
-                           "recompute", "sp", "zero", "dp_overlap", "tp_overlap")
+#: configuration fields of a candidate, in column order
+#: (:data:`symcost.fields.SEARCH_COLUMNS`).
+FIELDS: tuple[str, ...] = SEARCH_COLUMNS
 #: recompute mode names by code (the ``recompute`` symbol's value).
 RECOMPUTE_NAMES: tuple[str, ...] = tuple(sorted(RECOMPUTE_MODES, key=RECOMPUTE_MODES.__getitem__))
 #: what each stage's rejection counts count (the ``level`` column of :attr:`Space.rejected`).
@@ -242,8 +250,10 @@ class Context:
         recompute_modules: what a ``selective`` candidate recomputes (the training field;
             with FlashAttention only the default ``core_attn`` makes it dominated by none).
         fixed: the other values the rules of :data:`symcost.rules.TRAINING_RULES` read that
-            every candidate shares (model facts, hardware facts, ``seq_len``, ``dtype``), as
-            :func:`make_context` fills them in.
+            every candidate shares (model facts, hardware facts, ``seq_len``, ``dtype``, the
+            encoded ``shared`` settings), as :func:`make_context` fills them in.
+        shared: the settings of :data:`~symcost.fields.SEARCH_SHARED_FIELDS` every candidate
+            takes (canonical values, :func:`shared_settings`; only those given).
     """
 
     layers: int
@@ -256,22 +266,54 @@ class Context:
     constraints: Constraints = field(default_factory=Constraints)
     fixed: Mapping[str, float] = field(default_factory=dict)
     recompute_modules: str = "core_attn"
+    shared: Mapping[str, Any] = field(default_factory=dict)
 
     def values(self, columns: Mapping[str, Any]) -> dict[str, Any]:
         """The values the rules read: the shared ones and the candidate ``columns``."""
-        out: dict[str, Any] = dict(self.fixed)
+        out: dict[str, Any] = {"dp_replicate": 1.0}
+        out.update(self.fixed)
         out.update(layers=self.layers, heads=self.heads, kv_heads=self.kv_heads,
                    ffn_hidden=self.ffn_hidden, global_batch=self.global_batch,
-                   global_batch_given=1.0, flash_attention=float(self.flash_attention),
-                   dp_replicate=1.0)
+                   global_batch_given=1.0, flash_attention=float(self.flash_attention))
         out.update(columns)
         return out
+
+
+def shared_settings(settings: Mapping[str, object] | None) -> dict[str, Any]:
+    """Check and coerce the settings every candidate of a search shares.
+
+    Args:
+        settings: field of :data:`~symcost.fields.SEARCH_SHARED_FIELDS` -> value as users
+            write it (``True``, ``"on"``, ``14``, ``"optimizer"``); None values (a field's
+            unset default) are dropped.
+
+    Returns:
+        Field -> canonical value (:func:`symcost.fields.coerce`), in the order given.
+
+    Raises:
+        ConfigError: a searched field (``tp: searched over; ...``), a field the search takes
+            as its own argument or an unknown name, or a value outside its field's domain.
+    """
+    out: dict[str, Any] = {}
+    for name, value in (settings or {}).items():
+        if name in FIELDS:
+            raise ConfigError(f"{name}: searched over, not a shared setting; constrain it "
+                              f"with fix, minimum or maximum (e.g. fix={{'{name}': ...}})")
+        if name in SEARCH_ARGUMENTS:
+            raise ConfigError(f"{name}: an argument of the search itself")
+        if name not in SEARCH_SHARED_FIELDS:
+            raise ConfigError(f"{name}: not a training field (shared settings: "
+                              f"{', '.join(SEARCH_SHARED_FIELDS)})")
+        if value is not None:
+            out[name] = coerce(TRAINING_FIELDS[name], value)
+    return out
 
 
 def make_context(model: ModelSpec, hw: HardwareSpec, global_batch: int, seq_len: int,
                  dtype: str, flash_attention: bool = True, keep_duplicates: bool = False,
                  constraints: Constraints | None = None,
-                 recompute_modules: str = "core_attn") -> Context:
+                 recompute_modules: str = "core_attn",
+                 shared: Mapping[str, Any] | None = None) -> Context:
     """The rule :class:`Context` of a search over ``model`` on ``hw``.
 
     Args:
@@ -280,13 +322,25 @@ def make_context(model: ModelSpec, hw: HardwareSpec, global_batch: int, seq_len:
             name (all checked already, see :func:`check_inputs`).
         flash_attention, keep_duplicates, constraints, recompute_modules: as for
             :func:`enumerate_space`.
+        shared: settings of :data:`~symcost.fields.SEARCH_SHARED_FIELDS` (checked by
+            :func:`shared_settings`).
+
+    Raises:
+        ConfigError: a bad ``shared`` setting.
     """
+    settings = shared_settings(shared)
     fixed = {**model_facts(model), **hardware_facts(hw), "seq_len": float(seq_len),
-             "dtype": encode(TRAINING_FIELDS["dtype"], dtype)}
-    return Context(model.layers, model.heads, model.kv_heads, model.ffn_hidden,
-                   int(global_batch), bool(flash_attention), bool(keep_duplicates),
-                   constraints or Constraints(), fixed,
-                   coerce(TRAINING_FIELDS["recompute_modules"], recompute_modules))
+             "dtype": encode(TRAINING_FIELDS["dtype"], dtype),
+             **{k: encode(TRAINING_FIELDS[k], v) for k, v in settings.items()}}
+    ctx = Context(model.layers, model.heads, model.kv_heads, model.ffn_hidden,
+                  int(global_batch), bool(flash_attention), bool(keep_duplicates),
+                  constraints or Constraints(), fixed,
+                  coerce(TRAINING_FIELDS["recompute_modules"], recompute_modules), settings)
+    # a rule on the settings that reads no candidate column holds for all or none of them
+    R.check([r for r in R.TRAINING_RULES
+             if set(r.reads) & set(settings) and not set(r.reads) & set(FIELDS)],
+            ctx.values({}))
+    return ctx
 
 
 _STAGE_FIELDS = {"tp": ("num_gpus", "tp"), "cp": ("cp",), "pp": ("pp",), "dp": ("dp",),
@@ -526,7 +580,7 @@ class Space:
         """Candidate ``i`` as a :class:`~symcost.config.TrainingConfig`."""
         return row_config({k: v[i] for k, v in self.columns.items()}, self.context.global_batch,
                           self.seq_len, self.dtype, self.flash_attention,
-                          self.context.recompute_modules)
+                          self.context.recompute_modules, self.context.shared)
 
 
 def columns_frame(columns: Mapping[str, npt.ArrayLike]) -> pd.DataFrame:
@@ -541,10 +595,12 @@ def columns_frame(columns: Mapping[str, npt.ArrayLike]) -> pd.DataFrame:
 
 def row_config(row: Mapping[str, Any] | pd.Series[Any], global_batch: int, seq_len: int,
                dtype: str, flash_attention: bool,
-               recompute_modules: str = "core_attn") -> TrainingConfig:
+               recompute_modules: str = "core_attn",
+               shared: Mapping[str, Any] | None = None) -> TrainingConfig:
     """One candidate (field -> value, codes or names; a dict or a DataFrame row) as a
     :class:`~symcost.config.TrainingConfig` (not validated); ``recompute_modules`` applies to
-    a ``selective`` candidate."""
+    a ``selective`` candidate, ``shared`` (settings of
+    :data:`~symcost.fields.SEARCH_SHARED_FIELDS`, canonical values) to every one."""
     rc = row["recompute"]
     rc = rc if isinstance(rc, str) else RECOMPUTE_NAMES[int(rc)]
     modules = recompute_modules if rc == "selective" else "core_attn"
@@ -556,7 +612,7 @@ def row_config(row: Mapping[str, Any] | pd.Series[Any], global_batch: int, seq_l
                           zero=int(row["zero"]),
                           dtype=dtype, flash_attention=bool(flash_attention),
                           dp_overlap=bool(row["dp_overlap"]),
-                          tp_overlap=bool(row.get("tp_overlap", 0)))
+                          tp_overlap=bool(row.get("tp_overlap", 0)), **(shared or {}))
 
 
 def positive_ints(name: str, value: int | Sequence[int]) -> list[int]:
@@ -605,7 +661,7 @@ def enumerate_space(model: ModelSpec | str, hardware: HardwareSpec | str,
                     seq_len: int | None = None, dtype: str = "bf16",
                     flash_attention: bool = True, constraints: Constraints | None = None,
                     keep_duplicates: bool = False,
-                    recompute_modules: str = "core_attn") -> Space:
+                    recompute_modules: str = "core_attn", **shared: Any) -> Space:
     """Enumerate every valid parallel configuration (vectorized, stage by stage).
 
     Args:
@@ -621,12 +677,17 @@ def enumerate_space(model: ModelSpec | str, hardware: HardwareSpec | str,
             module docstring).
         recompute_modules: what a ``selective`` candidate recomputes (the training field
             ``recompute_modules``; default ``core_attn``).
+        shared: settings every candidate takes, by field name
+            (:data:`~symcost.fields.SEARCH_SHARED_FIELDS`, e.g. ``ep_dedup=True``,
+            ``offload="optimizer"``); the rules read them, so candidates a setting makes
+            invalid are removed and counted.
 
     Returns:
         :class:`Space` (possibly empty; see :func:`raise_if_empty`).
 
     Raises:
-        ConfigError: bad GPU count, batch, sequence length or dtype for this model/hardware.
+        ConfigError: bad GPU count, batch, sequence length or dtype for this model/hardware,
+            or a bad shared setting (:func:`shared_settings`, or a rule it alone breaks).
     """
     spec, hw = as_model(model), as_hardware(hardware)
     counts = positive_ints("num_gpus", num_gpus)
@@ -634,7 +695,7 @@ def enumerate_space(model: ModelSpec | str, hardware: HardwareSpec | str,
         raise ConfigError(f"num_gpus: at most {2**21 - 1} GPUs (got {counts[-1]})")
     seq = check_inputs(spec, hw, global_batch, seq_len, dtype)
     ctx = make_context(spec, hw, int(global_batch), seq, dtype, flash_attention,
-                       keep_duplicates, constraints, recompute_modules)
+                       keep_duplicates, constraints, recompute_modules, shared)
     B = ctx.global_batch
     log: list[dict[str, Any]] = []
 

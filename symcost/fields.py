@@ -393,6 +393,20 @@ def gemm_dtype_flags(code: Any) -> dict[str, Any]:
 #: :func:`symcost.config.resolve` and in sweeps follow.
 MODEL_PARALLEL: tuple[str, ...] = ("tp", "cp", "pp")
 
+#: the training fields a configuration search enumerates, in candidate-column order (the
+#: columns of :mod:`optimizers.space`: the layout and its modes).
+SEARCH_COLUMNS: tuple[str, ...] = ("num_gpus", "tp", "cp", "pp", "dp", "ep", "micro_batch",
+                                   "vpp", "recompute", "sp", "zero", "dp_overlap",
+                                   "tp_overlap")
+#: the training fields a search takes as its own arguments (``recompute_modules``: what its
+#: ``selective`` candidates recompute).
+SEARCH_ARGUMENTS: tuple[str, ...] = ("global_batch", "seq_len", "dtype", "flash_attention",
+                                     "recompute_modules")
+#: the other training fields: settings every candidate of a search shares when given
+#: (``search(..., ep_dedup=True)``, ``symcost search --ep-dedup``).
+SEARCH_SHARED_FIELDS: tuple[str, ...] = tuple(
+    k for k in TRAINING_FIELDS if k not in SEARCH_COLUMNS + SEARCH_ARGUMENTS)
+
 
 def model_parallel_size(values: Mapping[str, Any]) -> Any:
     """Product of the :data:`MODEL_PARALLEL` degrees in ``values`` (scalars or arrays): the
@@ -535,6 +549,7 @@ __all__ = ["SERVING_FRAMEWORKS", "FINETUNE_MODES", "INTRA_LINKS", "LORA_TARGETS"
            "INT4_GROUP", "MODEL_PARALLEL",
            "model_parallel_size", "Field", "INFERENCE_FIELDS", "KV_DTYPES", "MAX_COUNT",
            "MODEL_FIELDS", "GEMM_PEAK_KEY", "gemm_dtype_flags", "RECOMPUTE_MODES",
+           "SEARCH_ARGUMENTS", "SEARCH_COLUMNS", "SEARCH_SHARED_FIELDS",
            "TRAINING_FIELDS", "TRAIN_DTYPES",
            "WEIGHT_DTYPES", "check_array", "coerce", "decode", "encode",
            "text_value"]

@@ -17,9 +17,11 @@ from optimizers.evaluate import (base_inputs, candidate_inputs, evaluate_chunked
 from optimizers.published import published_configs, published_ranking
 from optimizers.search import rank_of, search, search_scipy
 from optimizers.space import (FIELDS, RECOMPUTE_NAMES, SearchError, enumerate_space,
-                              make_constraints, violations)
+                              make_constraints, shared_settings, violations)
 from symcost import ConfigError, get_model, predict_training
 from symcost.config import TrainingConfig, resolve
+from symcost.fields import (SEARCH_ARGUMENTS, SEARCH_COLUMNS, SEARCH_SHARED_FIELDS,
+                            TRAINING_FIELDS)
 from symcost.models import ModelSpec
 
 HW = "a100-sxm4-80gb"
@@ -47,9 +49,10 @@ def as_set(space) -> set[tuple]:
 
 
 # ----------------------------------------------------------------------------- space
-def brute_force_space(model, hw, n, B, flash=True) -> set[tuple]:
-    """Second implementation: Python loops over raw ranges, validated by config.resolve, with
-    the duplicate rules applied by hand."""
+def brute_force_space(model, hw, n, B, flash=True, **shared) -> set[tuple]:
+    """Second implementation: Python loops over raw ranges, every candidate carrying the
+    ``shared`` settings, validated by config.resolve, with the duplicate rules applied by
+    hand."""
     from hwspecs import load_hardware
 
     hwspec = load_hardware(hw)
@@ -65,7 +68,7 @@ def brute_force_space(model, hw, n, B, flash=True) -> set[tuple]:
                 cfg = TrainingConfig(num_gpus=n, tp=tp, cp=cp, pp=pp, ep=ep, sp=bool(sp_),
                                      vpp=vpp, micro_batch=mb, global_batch=B, recompute=rc,
                                      zero=z, flash_attention=flash, dp_overlap=bool(ov),
-                                     tp_overlap=bool(tov))
+                                     tp_overlap=bool(tov), **shared)
                 try:
                     resolve(model, hwspec, cfg)
                 except ConfigError:
@@ -282,6 +285,126 @@ def test_scipy_search_on_gpt3():
     assert de.table["step_time"].iloc[0] == pytest.approx(ex.table["step_time"].iloc[0],
                                                           rel=1e-12)
     assert de.method == "differential_evolution" and de.candidates < ex.candidates * 2
+
+
+# ----------------------------------------------------------------------------- shared settings
+H100 = "h100-sxm5-80gb"     # 8 GPUs per node: ep 16 spans two nodes
+
+
+def tiny_moe():
+    """A fine-grained MoE small enough to search on 16 H100 (two nodes)."""
+    return small_model(layers=4, hidden=1024, heads=8, kv_heads=8, ffn=4096, vocab=8192,
+                       seq=1024, name="tiny-moe").replace(experts=32, top_k=4,
+                                                          moe_ffn_hidden=512)
+
+
+def test_search_field_groups_partition_the_training_fields():
+    """Columns, the search's own arguments and the shared settings: every training field in
+    exactly one group, so a new field is a search setting unless it is made a column."""
+    groups = (SEARCH_COLUMNS, SEARCH_ARGUMENTS, SEARCH_SHARED_FIELDS)
+    assert sorted(itertools.chain(*groups)) == sorted(TRAINING_FIELDS)
+    assert sum(map(len, groups)) == len(TRAINING_FIELDS)
+    assert FIELDS == SEARCH_COLUMNS
+
+
+@pytest.mark.parametrize("experts,shared", [
+    (0, {"offload": "optimizer"}),                   # keeps ZeRO 1-3 only
+    (0, {"offload": "optimizer+params"}),            # keeps ZeRO-3 only
+    (4, {"etp": 2, "ep_dedup": True}),               # ep*etp divides tp*cp*dp
+    (0, {"dp_replicate": 2}),                        # divides dp*cp
+    (4, {"moe_imbalance": 2.0}),                     # at most min(ep, experts/top_k)
+])
+def test_space_with_settings_equals_brute_force(experts, shared):
+    """The rules read the settings with the columns: the space is exactly the set of
+    configurations ``resolve`` accepts with the settings (the same rule objects)."""
+    model = small_model(layers=4, heads=6, kv_heads=2, hidden=384, ffn=1536)
+    if experts:
+        model = model.replace(experts=experts, top_k=2, moe_ffn_hidden=384)
+    space = enumerate_space(model, HW, 4, 2, **shared)
+    assert as_set(space) == brute_force_space(model, HW, 4, 2, **shared)
+    assert len(as_set(space)) == len(space)
+    plain = enumerate_space(model, HW, 4, 2)
+    assert len(space) < len(plain)                  # every case above prunes something
+
+
+def test_search_prices_every_candidate_with_the_settings():
+    """Each returned row is the configuration with the settings, priced in float64 exactly as
+    ``predict_training`` prices it; without them the same layouts price differently (the
+    all-to-all over two nodes is node-deduplicated and overlapped)."""
+    m, kw = tiny_moe(), dict(top=4, fix={"ep": 16})
+    res = search(m, H100, 16, 64, ep_dedup=True, ep_overlap=True, **kw)
+    assert res.shared == {"ep_dedup": True, "ep_overlap": True}
+    for i in range(len(res.table)):
+        cfg = res.config(i)
+        assert cfg.ep_dedup and cfg.ep_overlap and cfg.ep == 16
+        with_ = predict_training(m, H100, cfg)
+        assert res.table["step_time"].iloc[i] == pytest.approx(with_.step_time, rel=1e-9)
+        without = predict_training(m, H100, cfg.replace(ep_dedup=False, ep_overlap=False))
+        assert without.step_time > with_.step_time * 1.001
+    plain = search(m, H100, 16, 64, **kw)
+    assert plain.shared == {} and not plain.best.ep_dedup
+    assert res.table["step_time"].iloc[0] < plain.table["step_time"].iloc[0]
+
+
+def test_scipy_search_takes_the_settings():
+    m = tiny_moe()
+    ex = search(m, H100, 16, 64, top=1, ep_dedup=True, fix={"ep": 16})
+    de = search_scipy(m, H100, 16, 64, top=1, ep_dedup=True, fix={"ep": 16}, popsize=8,
+                      maxiter=10)
+    assert de.shared == {"ep_dedup": True} and de.best.ep_dedup
+    assert de.table["step_time"].iloc[0] == pytest.approx(ex.table["step_time"].iloc[0],
+                                                          rel=1e-12)
+
+
+@pytest.mark.parametrize("kw,message", [
+    ({"tp": 2}, "tp: searched over, not a shared setting; constrain it with fix"),
+    ({"bogus": 1}, "bogus: not a training field"),
+    ({"ep_dedup": "maybe"}, "ep_dedup: must be"),
+    ({"bf16_layers": 7}, "bf16_layers: 7 exceeds the number of layers (6)"),
+    ({"offload": "disk"}, "offload: must be one of"),
+])
+def test_bad_settings_name_the_field(kw, message):
+    with pytest.raises(ConfigError) as e:
+        search(small_model(layers=6, heads=6, kv_heads=2, hidden=384, ffn=1536), HW, 4, 4,
+               top=1, **kw)
+    assert str(e.value).startswith(message), str(e.value)
+
+
+def test_shared_settings_coerce_as_the_field_table():
+    assert shared_settings({"ep_dedup": "on", "bf16_layers": "2", "offload": "optimizer",
+                            "intra_node_link": None}) == {
+        "ep_dedup": True, "bf16_layers": 2, "offload": "optimizer"}
+    with pytest.raises(ConfigError, match="^recompute_modules: an argument of the search"):
+        shared_settings({"recompute_modules": "mlp"})
+
+
+def test_cli_search_options_are_the_shared_fields():
+    """``symcost search --ep-dedup --ep-overlap``: the JSON names the settings by their field
+    names and its best row is what ``symcost train`` gives for it with the same flags."""
+    from symcost.cli import app
+
+    args = ["search", "--model", "qwen3-30b-a3b", "--hardware", H100, "--num-gpus", "16",
+            "--global-batch", "64", "--seq-len", "1024", "--top", "1", "--fix", "ep=16",
+            "--fix", "pp=1", "--ep-dedup", "--ep-overlap", "--json"]
+    out = RUNNER.invoke(app, args)
+    assert out.exit_code == 0, out.output
+    d = json.loads(out.output)
+    assert d["ep_dedup"] is True and d["ep_overlap"] is True and "bf16_layers" not in d
+    best = d["top"][0]
+    train = ["train", "--model", "qwen3-30b-a3b", "--hardware", H100, "--num-gpus", "16",
+             "--global-batch", "64", "--seq-len", "1024", "--ep-dedup", "--ep-overlap",
+             "--json"] + [a for k in ("tp", "cp", "pp", "ep", "micro_batch", "vpp",
+                                      "recompute", "zero")
+                          for a in (f"--{k.replace('_', '-')}", str(best[k]))]
+    train += [f"--{'' if best[k] else 'no-'}{k.replace('_', '-')}"
+              for k in ("sp", "dp_overlap", "tp_overlap")]
+    out = RUNNER.invoke(app, train)
+    assert out.exit_code == 0, out.output
+    t = json.loads(out.output)
+    assert t["step_time_s"] == pytest.approx(best["step_time_s"], rel=1e-9)
+    out = RUNNER.invoke(app, args[:-3] + ["--bf16-layers", "99"])
+    assert out.exit_code == 2
+    assert out.output.strip() == "error: --bf16-layers: 99 exceeds the number of layers (48)"
 
 
 # ----------------------------------------------------------------------------- bad input

@@ -161,6 +161,20 @@ def test_search_top_and_pareto(client):
     assert all(p["memory_per_gpu_bytes"] <= d["pareto"]["memory_usable_bytes"] for p in front)
 
 
+def test_search_takes_the_pages_other_training_fields(client):
+    """A field set on the page (optimizer offload) applies to every candidate, as
+    ``search(..., offload=...)`` and ``symcost search --offload`` take it; fields left at
+    their defaults are not passed."""
+    d = get(client, "/api/search", model=MODEL, hardware=GPU, num_gpus=32, global_batch=256,
+            search_top=3, offload="optimizer", ep_dedup="off")
+    res = search(MODEL, GPU, [32], 256, top=3, max_tp=8, offload="optimizer")
+    want = json.loads(json.dumps(stamp(res.to_dict())))
+    assert d["top"] == want["top"] and d["offload"] == "optimizer" and "ep_dedup" not in d
+    assert all(r["zero"] >= 1 for r in d["top"])
+    assert "--offload optimizer" in d["cli"]["command"]
+    assert "--ep-dedup" not in d["cli"]["command"]
+
+
 def test_pareto_mask_by_hand():
     from symcost.cli.webapp import pareto_mask
 

@@ -18,7 +18,7 @@ import sys
 import time
 import typing
 from pathlib import Path
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Annotated, Any
 
 import typer
@@ -35,7 +35,8 @@ from .format import GIB
 __all__ = ["AsJson", "CliInputError", "DEFAULTS", "Hardware", "Model", "ParamsFile",
            "ProgressBar", "check_output_path", "console", "dask_client", "emit_json",
            "field_option", "flag_message", "load_inputs", "load_params_option",
-           "memory_warning", "split_list", "training_fit", "training_options", "warn"]
+           "memory_warning", "split_list", "training_field_options", "training_fit",
+           "training_options", "warn"]
 
 #: the defaults of the shared training options (those of :class:`TrainingConfig`).
 DEFAULTS = TrainingConfig()
@@ -88,23 +89,43 @@ def training_options(func: Callable[..., Any]) -> Callable[..., Any]:
     :class:`~symcost.config.TrainingConfig`) and call it with ``config=TrainingConfig(...)``
     built from their values. The command declares a ``config`` parameter and no field
     options: a new field becomes an option of every training command by itself."""
+    return training_field_options(tuple(TRAINING_FIELDS))(func)
+
+
+def training_field_options(names: Sequence[str]
+                           ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """:func:`training_options` for the training fields ``names`` only (the other fields of
+    ``config`` keep their defaults): ``search`` takes the fields its candidates share
+    (:data:`optimizers.space.SHARED_FIELDS`) this way, so a new field becomes a search
+    option by itself too.
+
+    Raises:
+        TypeError: (when decorating) a parameter of the command is one of the fields.
+    """
+    def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
+        return _with_field_options(func, tuple(names))
+    return decorate
+
+
+def _with_field_options(func: Callable[..., Any], names: tuple[str, ...]) -> Callable[..., Any]:
     sig = inspect.signature(func)
     own = [p for p in sig.parameters.values() if p.name != "config"]
     added = []
-    for name, f in TRAINING_FIELDS.items():
+    for name in names:
+        f = TRAINING_FIELDS[name]
         typ: Any = int if name == "zero" else _KIND_TYPES[f.kind]
         default = getattr(DEFAULTS, name)
         if default is None:
             typ = typ | None
         added.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default,
                                        annotation=Annotated[typ, field_option(name)]))
-    clash = {p.name for p in own} & set(TRAINING_FIELDS)
+    clash = {p.name for p in own} & set(names)
     if clash:
         raise TypeError(f"{func.__name__}: parameters {sorted(clash)} are training fields")
 
     @functools.wraps(func)
     def wrapper(**kwargs: Any) -> Any:
-        fields = {k: kwargs.pop(k) for k in TRAINING_FIELDS}
+        fields = {k: kwargs.pop(k) for k in names}
         return func(config=TrainingConfig(**fields), **kwargs)
 
     hints = typing.get_type_hints(func, include_extras=True)

@@ -23,10 +23,12 @@ from typing import Annotated, Literal
 
 import typer
 
-from ..config import ConfigError
+from ..config import ConfigError, TrainingConfig
+from ..fields import SEARCH_SHARED_FIELDS
 from ..schema import rename_keys
-from .common import (CliInputError, Model, ParamsFile, ProgressBar, check_output_path, console,
-                     dask_client, emit_json, field_option, load_inputs)
+from .common import (DEFAULTS, CliInputError, Model, ParamsFile, ProgressBar, check_output_path,
+                     console, dask_client, emit_json, field_option, load_inputs,
+                     training_field_options)
 from .format import GIB, fmt_time, format_bytes
 
 # Function-local imports below only keep NumPy, pandas, JAX, rich and SymPy cost expressions out
@@ -87,6 +89,8 @@ def search_tables(result, show_rejected: bool = True) -> list:
     multi = len(counts) > 1
     modules = ("" if result.recompute_modules == "core_attn"
                else f", selective recomputes {result.recompute_modules}")
+    modules += "".join(f", {k} {('on' if v else 'off') if isinstance(v, bool) else v}"
+                       for k, v in result.shared.items())
     title = (f"{result.model.name} on {result.hardware.name}, global batch "
              f"{result.global_batch}, seq {result.seq_len}, {result.dtype}"
              f"{'' if result.flash_attention else ', no FlashAttention'}{modules}: top "
@@ -139,6 +143,7 @@ def search_tables(result, show_rejected: bool = True) -> list:
     return out
 
 
+@training_field_options(SEARCH_SHARED_FIELDS)
 def search_cmd(
     model: Model,
     hardware: Annotated[str, typer.Option(help=_HW_HELP, show_default=False)],
@@ -181,8 +186,12 @@ def search_cmd(
         help="Evaluate the candidates on an existing Dask cluster (e.g. tcp://host:8786).",
         show_default=False)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    *, config: TrainingConfig,
 ) -> None:
-    """Find the fastest (or cheapest per token) parallel configuration."""
+    """Find the fastest (or cheapest per token) parallel configuration.
+
+    The other training options (``--ep-dedup``, ``--offload``, ``--bf16-layers``, ...) apply
+    to every candidate."""
     from optimizers.search import search, search_scipy
 
     check_positive(price_per_gpu_hour, "--price-per-gpu-hour", MAX_PRICE_PER_GPU_HOUR)
@@ -194,7 +203,9 @@ def search_cmd(
     kw = dict(seq_len=seq_len, dtype=dtype, flash_attention=flash_attention, top=top,
               objective=objective, price_per_gpu_hour=price_per_gpu_hour, fix=fix,
               minimum=min_, maximum=max_, max_tp=max_tp, max_vpp=max_vpp,
-              keep_duplicates=keep_duplicates, params=p, recompute_modules=recompute_modules)
+              keep_duplicates=keep_duplicates, params=p, recompute_modules=recompute_modules,
+              **{k: getattr(config, k) for k in SEARCH_SHARED_FIELDS
+                 if getattr(config, k) != getattr(DEFAULTS, k)})
     if method == "exhaustive":
         with dask_client(workers, scheduler) as client, \
                 ProgressBar("search", not as_json) as bar:

@@ -53,7 +53,8 @@ from optimizers.search import OBJECTIVES, search
 from ..api import predict_training
 from ..config import InferenceConfig, TrainingConfig
 from ..explain import explain, formula_names
-from ..fields import INFERENCE_FIELDS, TRAINING_FIELDS, ConfigError
+from ..fields import (INFERENCE_FIELDS, SEARCH_SHARED_FIELDS, TRAINING_FIELDS, ConfigError,
+                      coerce)
 from ..models import ModelSpec, get_model, list_models
 from ..roofline import roofline_table
 from ..schema import OUTPUT_KEYS, stamp
@@ -311,7 +312,12 @@ def _search_args(q: Mapping[str, str], st: Mapping[str, Any]) -> dict[str, Any]:
     return {"num_gpus": gpus, "global_batch": int(gb), "seq_len": cfg.seq_len,
             "dtype": cfg.dtype, "flash_attention": cfg.flash_attention,
             "top": _int(q, "search_top", 10), "objective": objective,
-            "max_tp": _int(q, "max_tp", hw.gpus_per_node)}
+            "max_tp": _int(q, "max_tp", hw.gpus_per_node),
+            # the page's other training fields, where not their defaults, apply to every
+            # candidate (text values coerced by the field table: one message for a bad one)
+            "shared": {k: v for k in SEARCH_SHARED_FIELDS if k in st["given"]
+                       for v in [coerce(TRAINING_FIELDS[k], st["given"][k])]
+                       if v != TRAINING_FIELDS[k].default}}
 
 
 def pareto_mask(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -334,7 +340,7 @@ def search_view(q: Mapping[str, str]) -> dict[str, Any]:
     a = _search_args(q, st)
     res = search(st["model"], st["hardware"], a["num_gpus"], a["global_batch"],
                  seq_len=a["seq_len"], dtype=a["dtype"], flash_attention=a["flash_attention"],
-                 top=a["top"], objective=a["objective"], max_tp=a["max_tp"])
+                 top=a["top"], objective=a["objective"], max_tp=a["max_tp"], **a["shared"])
     out = res.to_dict()
     usable = float(res.table["mem_usable"].iloc[0])
     fits = np.asarray(res.extra["fits"], dtype=bool)
@@ -363,6 +369,8 @@ def search_view(q: Mapping[str, str]) -> dict[str, Any]:
             extra += _flag(name, st["given"][name])
     if "flash_attention" in st["given"]:
         extra += _flag("flash_attention", st["given"]["flash_attention"])
+    for name, value in a["shared"].items():
+        extra += _flag(name, value)
     out["cli"] = cli_command(st, "search", extra, fields=False)
     return out
 
