@@ -598,7 +598,8 @@ def layout_codec(ctx: Context, gpu_counts: Sequence[int]) -> LayoutCodec:
                                      for n in counts]))
     tp_vals = divs[_passes(ctx, "tp", {"tp": divs, "num_gpus": np.full_like(divs, counts.max())})]
     pp_vals = divs[divs <= ctx.layers]
-    cp_vals = divs[_passes(ctx, "cp", {"cp": divs})]
+    # CP rules that also read tp (a2a: tp*cp divides the heads) at tp = 1, the loosest
+    cp_vals = divs[_passes(ctx, "cp", {"cp": divs, "tp": np.ones_like(divs)})]
     tp_vals = tp_vals if len(tp_vals) else divs[:1]
     pp_vals = pp_vals if len(pp_vals) else divs[:1]
     cp_vals = cp_vals if len(cp_vals) else divs[:1]

@@ -80,7 +80,8 @@ DESCRIPTIONS = {
     "cross_entropy": "vocabulary-parallel cross-entropy",
     "embedding": "embedding lookup",
     "tp_comm": "tensor-parallel collectives",
-    "cp_comm": "context-parallel ring exchange of keys/values (exposed part)",
+    "cp_comm": "context-parallel exchange of keys/values (exposed part; ring, all-gather or "
+               "all-to-all by cp_comm_type)",
     "ep_comm": "expert-parallel all-to-all dispatch and combine",
     "pp_p2p": "pipeline send/receive",
     "dp_comm": "data-parallel gradient/parameter sync (exposed part)",

@@ -81,6 +81,13 @@ class TrainingConfig:
         train_framework: ``megatron`` or ``hf`` (Hugging Face Trainer + DeepSpeed); memory only.
         attention_backend: ``native`` (cuDNN / Transformer Engine fused attention,
             FlashAttention-3) or ``fa2`` (the flash-attn 2 library), with FlashAttention.
+        cp_comm_type: the context-parallel exchange (Megatron-Core ``--cp-comm-type``):
+            ``p2p`` (ring attention, K/V blocks overlapped with attention), ``allgather``
+            (K/V all-gathered before attention and again in the backward, dK/dV
+            reduce-scattered, all exposed: Llama 3, Transformer Engine
+            ``AttnFuncWithCPAndKVAllGather``) or ``a2a`` (DeepSpeed-Ulysses: all-to-all of
+            Q/K/V to a head split and of the output back, exposed; ``tp*cp`` divides the heads
+            and the KV heads).
         ep_overlap: overlap the MoE all-to-all with another micro-batch's compute (DeepSeek-V3
             DualPipe, arXiv:2412.19437 Sec. 3.2.1; Megatron-Core's 1F1B all-to-all overlap).
         bf16_layers: layers (blocks of a hybrid) whose linear layers run in BF16 although
@@ -128,6 +135,7 @@ class TrainingConfig:
     tp_overlap: bool = False
     train_framework: str = "megatron"
     attention_backend: str = "native"
+    cp_comm_type: str = "p2p"
     ep_overlap: bool = False
     ep_dedup: bool = False
     bf16_layers: int = 0

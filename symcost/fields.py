@@ -75,6 +75,13 @@ TRAIN_FRAMEWORKS: dict[str, int] = {"megatron": 0, "hf": 1}
 #: ``fa2`` (the flash-attn 2 library, written for Ampere; on Hopper it reaches about 35% of peak
 #: against 75% for FlashAttention-3, Shah et al. 2024, arXiv:2407.08608, Sec. 1 and 4.1).
 ATTENTION_BACKENDS: dict[str, int] = {"native": 0, "fa2": 1}
+#: context-parallel exchanges (Megatron-Core ``--cp-comm-type``) -> code of the
+#: ``cp_comm_type`` symbol: ``p2p`` (ring attention: K/V blocks passed around the ring,
+#: overlapped with attention; the default), ``allgather`` (K/V all-gathered before attention,
+#: exposed; Llama 3, arXiv:2407.21783 Sec. 3.3.2) and ``a2a`` (all-to-all from sequence to head
+#: split and back, exposed; DeepSpeed-Ulysses, arXiv:2309.14509). Megatron-Core's hierarchical
+#: ``a2a+p2p`` is not modelled.
+CP_COMM_TYPES: dict[str, int] = {"p2p": 0, "allgather": 1, "a2a": 2}
 #: intra-node link names -> code of the ``intra_link`` symbol (``default``: the hardware's own).
 INTRA_LINKS: dict[str, int] = {"default": 0, "nvlink": 1, "nvlink-bridge": 2, "pcie": 3}
 #: fine-tuning modes -> code of the ``finetune`` symbol (Hu et al. 2021, LoRA; Dettmers et al.
@@ -274,6 +281,10 @@ TRAINING_FIELDS: dict[str, Field] = _table(
           " native (cuDNN/Transformer Engine, FlashAttention-3 on Hopper) or fa2 (the "
           "flash-attn 2 library: Hugging Face, llm-foundry), at fa2_ratio of native speed",
           "attention_backend", choices=ATTENTION_BACKENDS),
+    Field("cp_comm_type", "enum", "1", "p2p", "context-parallel exchange (Megatron-Core "
+          "--cp-comm-type): p2p (ring attention, overlapped), allgather (K/V all-gathered, "
+          "Llama 3) or a2a (all-to-all over heads, DeepSpeed-Ulysses)", "cp_comm_type",
+          choices=CP_COMM_TYPES),
     _bool("ep_overlap", "overlap the MoE all-to-all with another micro-batch's compute "
           "(DualPipe, Megatron-Core A2A overlap)", False, "ep_overlap"),
     _int("bf16_layers", "layers whose linear layers stay BF16 under fp8, mxfp8 or nvfp4 "
@@ -548,7 +559,7 @@ __all__ = ["SERVING_FRAMEWORKS", "FINETUNE_MODES", "INTRA_LINKS", "LORA_TARGETS"
            "subset_bindings", "subset_codes", "ACT_DTYPES", "ConfigError", "DTYPE_BYTES",
            "INT4_GROUP", "MODEL_PARALLEL",
            "model_parallel_size", "Field", "INFERENCE_FIELDS", "KV_DTYPES", "MAX_COUNT",
-           "MODEL_FIELDS", "GEMM_PEAK_KEY", "gemm_dtype_flags", "RECOMPUTE_MODES",
+           "MODEL_FIELDS", "GEMM_PEAK_KEY", "CP_COMM_TYPES", "gemm_dtype_flags", "RECOMPUTE_MODES",
            "SEARCH_ARGUMENTS", "SEARCH_COLUMNS", "SEARCH_SHARED_FIELDS",
            "TRAINING_FIELDS", "TRAIN_DTYPES",
            "WEIGHT_DTYPES", "check_array", "coerce", "decode", "encode",

@@ -228,6 +228,16 @@ CP_FLASH = Rule(
     "context parallelism needs flash_attention",
     lambda v: f"{_i(v['cp'])} > 1 needs flash_attention (ring attention runs on fused "
               "attention kernels that keep no s x s score matrix)")
+CP_A2A_HEADS = Rule(
+    "cp_a2a_divides_heads", "cp_comm_type", ("cp_comm_type", "cp", "tp", "heads", "kv_heads"),
+    lambda v, xp: (v.get("cp_comm_type", 0.0) < 1.5) | (v["cp"] < 1.5)
+    | ~(indivisible(xp, v["heads"], v["tp"] * v["cp"])
+        | indivisible(xp, v["kv_heads"], v["tp"] * v["cp"])),
+    "a2a needs tp*cp to divide heads and kv_heads",
+    lambda v: f"a2a needs tp*cp = {_i(v['tp'] * v['cp'])} to divide the attention heads "
+              f"({_i(v['heads'])}) and the KV heads ({_i(v['kv_heads'])}): each rank takes "
+              "whole heads after the all-to-all (DeepSpeed-Ulysses; Transformer Engine "
+              "asserts it)")
 EP_DP = Rule(
     "ep_divides_tp_cp_dp", "ep", ("ep", "tp", "dp", "cp"),
     lambda v, xp: ~indivisible(xp, v["tp"] * v["dp"] * v["cp"], v["ep"]),
@@ -425,7 +435,7 @@ TRAINING_RULES: tuple[Rule, ...] = (
     HIDDEN_HEADS, HEADS_KV, NUM_GPUS_DIVISIBLE, NUM_GPUS_PRODUCT, GLOBAL_BATCH_DIVISIBLE,
     SEQ_LEN_POSITIONS, TP_HEADS, TP_FFN, TP_KV_HEADS, PP_LAYERS, GLOBAL_BATCH_NEEDED,
     VPP_NEEDS_PP, VPP_LAYERS, VPP_MICROBATCHES, ZERO_PP, DTYPE_HARDWARE, CP_SEQ, CP_FLASH,
-    EP_DP, EP_EXPERTS, ETP_DP, ETP_FFN, MOE_IMBALANCE, MOE_TP_SP, TP_OVERLAP_SP,
+    CP_A2A_HEADS, EP_DP, EP_EXPERTS, ETP_DP, ETP_FFN, MOE_IMBALANCE, MOE_TP_SP, TP_OVERLAP_SP,
     TP_OVERLAP_NODE, HSDP_DP, ZERO3_PER_TENSOR, RECOMPUTE_MODULES_SELECTIVE, BF16_LAYERS
 ) + FINETUNE_RULES + HYBRID_RULES
 

@@ -215,6 +215,10 @@ dp_replicate = _declare("dp_replicate", "parallel", "1",
                         " (1: full sharding)", integer=True)
 cp = _declare("cp", "parallel", "1", "context-parallel degree c (sequence split across GPUs)",
               integer=True)
+cp_comm_type = _declare("cp_comm_type", "parallel", "1",
+                        "context-parallel exchange: 0 p2p (ring attention), 1 allgather (K/V "
+                        "all-gathered, Llama 3), 2 a2a (all-to-all over heads, DeepSpeed-Ulysses)",
+                        integer=True, nonneg=True)
 ep = _declare("ep", "parallel", "1",
               "expert-parallel degree e (experts sharded over e of the dp*cp ranks)",
               integer=True)

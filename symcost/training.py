@@ -13,7 +13,8 @@ Execution model (per optimizer step, the critical pipeline stage):
   boundary activations (scatter/gather optimisation: ``1/t`` of them), and with ZeRO-3 the
   exposed part of the parameter all-gathers and gradient reduce-scatter.
 * Context parallelism divides every per-token cost and activation by ``c`` and adds the
-  exposed part of the ring exchange of K/V blocks; MoE layers (a fraction of the layers) run
+  exposed part of its exchange (the ring of K/V blocks, a K/V all-gather or a head
+  all-to-all, ``cp_comm_type``); MoE layers (a fraction of the layers) run
   the router, shared experts and grouped GEMMs over the ``E/e`` local experts with
   all-to-all dispatch and combine (see :func:`layer_forward_compute`,
   :func:`cp_comm_layer_forward`, :func:`ep_comm_layer_forward`).
@@ -65,6 +66,10 @@ IS_INTERLEAVED = flag(S.vpp > sp.Rational(3, 2))
 IS_MOE = flag(S.n_experts > sp.Rational(1, 2))
 IS_MLA = flag(S.kv_lora_rank > sp.Rational(1, 2))
 IS_CP = flag(S.cp > sp.Rational(3, 2))
+#: the context-parallel exchange (``cp_comm_type``): ring, K/V all-gather, Ulysses all-to-all
+CP_P2P = flag(S.cp_comm_type < sp.Rational(1, 2))
+CP_ALLGATHER = flag((S.cp_comm_type > sp.Rational(1, 2)) & (S.cp_comm_type < sp.Rational(3, 2)))
+CP_A2A = flag(S.cp_comm_type > sp.Rational(3, 2))
 #: 1 for a hybrid Mamba-Transformer: each layer is one block of its pattern.
 IS_HYBRID = flag(S.hybrid > sp.Rational(1, 2))
 
@@ -880,39 +885,72 @@ def tp_comm_layer_exposed(passes: sp.Expr) -> sp.Expr:
     return (1 - S.tp_overlap) * whole * passes + S.tp_overlap * overlapped
 
 
-def cp_comm_layer_forward() -> Cost:
-    """Context-parallel ring exchange of one layer's forward (exposed part).
+def cp_kv_bytes() -> sp.Expr:
+    """Bytes of one micro-batch's local keys and values on one GPU, 16-bit:
+    ``n*k_t*(d_qk + d)*2`` (``n = b*s/c`` tokens, ``k_t`` KV heads per TP rank), the block a
+    context-parallel rank exchanges per peer."""
+    return tokens_micro() * kv_heads_local() * (qk_head_dim() + head_dim()) * S.BYTES_ACT
 
-    Ring attention passes each GPU's key/value chunk around the ``c`` ranks: ``c-1`` steps,
-    each sending ``n*k_t*(d_qk + d)`` 16-bit elements (``n = b*s/c`` local tokens, ``k_t`` KV
-    heads per TP rank), overlapped with the attention of the block already received; the part
-    longer than the attention is exposed. The backward sends keys/values and their gradients,
-    twice the volume, against the backward attention. Ranks of a CP group are ``t`` apart.
+
+def cp_a2a_bytes() -> tuple[sp.Expr, sp.Expr]:
+    """Bytes per GPU of the two DeepSpeed-Ulysses all-to-alls of one micro-batch's attention:
+    ``(Q, K and V: n*(a_t*d_qk + k_t*(d_qk + d))*2, output: n*a_t*d*2)``, 16-bit, ``a_t``
+    query heads per TP rank (Jacobs et al. 2023, DeepSpeed-Ulysses, arXiv:2309.14509, Sec.
+    3.1: each rank sends ``(c-1)/c`` of them)."""
+    n, a_t = tokens_micro(), S.n_heads / S.tp
+    qkv = n * (a_t * qk_head_dim() + kv_heads_local() * (qk_head_dim() + head_dim()))
+    return qkv * S.BYTES_ACT, n * a_t * head_dim() * S.BYTES_ACT
+
+
+def cp_comm_layer_forward() -> Cost:
+    """Context-parallel exchange of one layer's forward (exposed part), by ``cp_comm_type``.
+
+    * ``p2p`` (ring attention): each GPU's key/value block (:func:`cp_kv_bytes`) passes
+      around the ``c`` ranks in ``c-1`` P2P steps, overlapped with the attention of the block
+      already received; the part longer than the attention is exposed.
+    * ``allgather``: the keys and values of the whole sequence are all-gathered before the
+      attention (a ring all-gather of ``c`` blocks), exposed.
+    * ``a2a``: Q, K and V go from the sequence split to a head split by one all-to-all over
+      the ``c`` ranks and the output comes back by another (:func:`cp_a2a_bytes`), exposed.
+
+    Ranks of a CP group are ``t`` apart. Weighted by the attention blocks per layer.
 
     References:
         Liu, Zaharia and Abbeel 2023, "Ring Attention with Blockwise Transformers"
         (arXiv:2310.01889), Sec. 3; NVIDIA Megatron-Core context parallelism documentation
-        (load-balanced causal chunks, P2P ring over NVLink/IB).
+        (load-balanced causal chunks, P2P ring over NVLink/IB); Llama 3 (arXiv:2407.21783),
+        Sec. 3.3.2 and Transformer Engine ``AttnFuncWithCPAndKVAllGather`` (all-gather,
+        exposed); Jacobs et al. 2023, DeepSpeed-Ulysses (arXiv:2309.14509), Sec. 3.1.
     """
-    c = S.cp
-    nbytes = tokens_micro() * kv_heads_local() * (qk_head_dim() + head_dim()) * S.BYTES_ACT
-    step = coll.p2p(nbytes, S.tp * c <= S.gpus_per_node)
-    comm = IS_CP * (c - 1) * step.time
+    c, kv = S.cp, cp_kv_bytes()
+    ring = IS_CP * (c - 1) * coll.p2p(kv, S.tp * c <= S.gpus_per_node).time
+    gather = coll.all_gather(c * kv, c, S.tp)
+    qkv, out = cp_a2a_bytes()
+    a2a = (coll.all_to_all(qkv, c, S.tp).time + coll.all_to_all(out, c, S.tp).time)
+    sent = (CP_P2P + CP_ALLGATHER) * (c - 1) * kv + CP_A2A * (c - 1) / c * (qkv + out)
+    exposed = (CP_P2P * smax(ring - attention_core_forward().time, 0)
+               + CP_ALLGATHER * gather.time + CP_A2A * a2a)
     fa = attention_layer_fraction()  # [hybrid] attention blocks only
-    return Cost(sp.Integer(0), fa * IS_CP * (c - 1) * nbytes,
-                fa * smax(comm - attention_core_forward().time, 0))
+    return Cost(sp.Integer(0), fa * IS_CP * sent, fa * IS_CP * exposed)
 
 
 def cp_comm_layer_backward() -> sp.Expr:
     """Exposed context-parallel exchange of one layer's backward, s (see
-    :func:`cp_comm_layer_forward`): twice the forward volume against the backward attention."""
-    c = S.cp
-    nbytes = tokens_micro() * kv_heads_local() * (qk_head_dim() + head_dim()) * S.BYTES_ACT
-    comm = IS_CP * (c - 1) * coll.p2p(2 * nbytes, S.tp * c <= S.gpus_per_node).time
+    :func:`cp_comm_layer_forward`): the ring sends keys/values and their gradients, twice the
+    forward volume, against the backward attention; ``allgather`` all-gathers the keys and
+    values again and reduce-scatters their gradients (Transformer Engine
+    ``AttnFuncWithCPAndKVAllGather.backward``); ``a2a`` sends the output gradient and the
+    Q/K/V gradients back, the forward volume; both exposed."""
+    c, kv = S.cp, cp_kv_bytes()
+    ring = (c - 1) * coll.p2p(2 * kv, S.tp * c <= S.gpus_per_node).time
     # [hybrid] per attention block (the layer's backward attention is weighted by fa)
     fa = attention_layer_fraction()
     per_block = layer_backward_compute()["attention"].time / smax(fa, sp.Float(1e-30))
-    return fa * smax(comm - per_block, 0)
+    gather = coll.all_gather(c * kv, c, S.tp).time + coll.reduce_scatter(c * kv, c, S.tp).time
+    qkv, out = cp_a2a_bytes()
+    a2a = coll.all_to_all(out, c, S.tp).time + coll.all_to_all(qkv, c, S.tp).time
+    exposed = (CP_P2P * smax(ring - per_block, 0) + CP_ALLGATHER * gather + CP_A2A * a2a)
+    return fa * IS_CP * exposed
 
 
 def ep_comm_layer_forward() -> Cost:

@@ -164,7 +164,7 @@ def test_options_reach_the_config():
                    "zero3_per_tensor": False, "tp_overlap": False, "ep_overlap": False,
                    "ep_dedup": False, "bf16_layers": 0, "moe_imbalance": 1.0,
                    "moe_capacity_factor": 0.0, "train_framework": "megatron",
-                   "attention_backend": "native",
+                   "attention_backend": "native", "cp_comm_type": "p2p",
                    "offload": "none",
                    "intra_node_link": "default",
                    "finetune": "full", "lora_rank": 16, "lora_targets": "q,k,v,o,gate,up,down"}

@@ -313,6 +313,7 @@ def test_search_field_groups_partition_the_training_fields():
     (4, {"etp": 2, "ep_dedup": True}),               # ep*etp divides tp*cp*dp
     (0, {"dp_replicate": 2}),                        # divides dp*cp
     (4, {"moe_imbalance": 2.0}),                     # at most min(ep, experts/top_k)
+    (0, {"cp_comm_type": "a2a"}),                    # tp*cp divides heads and kv_heads
 ])
 def test_space_with_settings_equals_brute_force(experts, shared):
     """The rules read the settings with the columns: the space is exactly the set of

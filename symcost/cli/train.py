@@ -39,7 +39,7 @@ BREAKDOWN_HELP = {
     "backward": "backward compute",
     "recompute": "activation recomputation (extra forward)",
     "tp_comm": "tensor-parallel collectives",
-    "cp_comm": "context-parallel key/value ring (exposed part)",
+    "cp_comm": "context-parallel key/value exchange (exposed part)",
     "ep_comm": "expert-parallel all-to-all",
     "pp_p2p": "pipeline send/receive",
     "pp_bubble": "pipeline fill and drain (bubble)",
