@@ -109,3 +109,24 @@ def test_sweep_masks_the_a2a_rule_exactly_where_resolve_rejects():
         assert row["valid"] == r.fits
     assert df.attrs["invalid_counts"]["cp_comm_type: a2a needs tp*cp to divide heads and "
                                       "kv_heads"] == 6
+
+
+def test_cli_sweep_names_the_exchange():
+    """``symcost sweep --vary cp_comm_type=...``: rows name the type (as every swept enum field
+    does) and carry the step time ``train`` gives for it."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from symcost.cli import app
+
+    res = CliRunner(env={"SYMCOST_CACHE_DIR": "off"}).invoke(app, [
+        "sweep", "--model", "llama-3-8b", "--hardware", H100, "--num-gpus", "8", "--tp", "2",
+        "--cp", "4", "--sp", "--global-batch", "4", "--seq-len", "8192",
+        "--vary", "cp_comm_type=p2p,allgather,a2a", "--precision", "float64", "--json"])
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.stdout)["top"]
+    assert sorted(r["cp_comm_type"] for r in rows) == ["a2a", "allgather", "p2p"]
+    for r in rows:
+        assert r["step_time_s"] == pytest.approx(
+            run(cp_comm_type=r["cp_comm_type"]).step_time, rel=1e-12)

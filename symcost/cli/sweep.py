@@ -31,7 +31,8 @@ from typing import Annotated, Literal
 
 import typer
 
-from ..config import RECOMPUTE_MODES, TrainingConfig
+from ..config import TrainingConfig
+from ..fields import TRAINING_FIELDS, decode
 from ..schema import OUTPUT_KEYS, rename_keys
 from .common import (AsJson, CliInputError, Hardware, Model, ParamsFile, ProgressBar,
                      check_output_path, console, dask_client, emit_json, load_inputs,
@@ -43,8 +44,13 @@ from .format import fmt_time, format_bytes
 
 #: outputs shown in the sweep's table of best rows (all go to --out and --json).
 _MAX_TABLE_OUTPUTS = 6
-#: recompute code (sweep column) -> name.
-_RECOMPUTE_NAMES = {v: k for k, v in RECOMPUTE_MODES.items()}
+
+
+def _named(column: str, value):
+    """A swept enum field's code (``recompute``, ``cp_comm_type``, ...) as its name, by the
+    field table; any other value unchanged."""
+    f = TRAINING_FIELDS.get(column)
+    return decode(f, value) if f is not None and f.kind == "enum" else value
 
 
 def _base(model, hardware, params, config: TrainingConfig):
@@ -60,9 +66,9 @@ def _warn_fit(m, hw, cfg, p) -> bool:
 
 
 def _cell(column: str, value) -> str:
-    """A sweep-table cell: recompute by name, memory in GiB, times with their unit."""
-    if column == "recompute":
-        return _RECOMPUTE_NAMES.get(int(value), str(value))
+    """A sweep-table cell: enum fields by name, memory in GiB, times with their unit."""
+    if column in TRAINING_FIELDS and TRAINING_FIELDS[column].kind == "enum":
+        return str(_named(column, value))
     if isinstance(value, float):
         if column.startswith("mem_"):
             return format_bytes(value, 2)
@@ -132,8 +138,9 @@ def sweep_cmd(
     a = df.attrs
     if as_json:
         top_rows = best.drop(columns=["reason"]).rename(columns=keys)
-        if "recompute" in top_rows:
-            top_rows["recompute"] = [_RECOMPUTE_NAMES[int(v)] for v in top_rows["recompute"]]
+        for col in top_rows.columns:
+            if col in TRAINING_FIELDS and TRAINING_FIELDS[col].kind == "enum":
+                top_rows[col] = [_named(col, v) for v in top_rows[col]]
         emit_json({
             "rows": a["rows"], "valid_rows": a["valid_rows"],
             "invalid_counts": a["invalid_counts"], "seconds": a["seconds"],
