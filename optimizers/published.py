@@ -6,7 +6,10 @@ the exhaustive search for the same model, hardware, GPU count, global batch, seq
 and dtype, and reports the rank of the published configuration and how much faster the model
 says the best one is. Fields the source leaves blank (micro-batch, VPP, ZeRO stage; DP overlap
 is never published) are free: the published configuration is matched by the fields it states
-and its best completion is ranked.
+and its best completion is ranked. The search prices every candidate with the settings
+``symcost validate`` gives the row (``ep_overlap``, ``ep_dedup``, ``bf16_layers``, the
+recomputed modules, ...: :data:`symcost.fields.SEARCH_SHARED_FIELDS`), so the published
+configuration ranks at the step time ``validate`` predicts for it.
 
 Each row is read exactly as ``symcost validate`` reads it (:func:`symcost.validate.prepare_rows`):
 the same model (preset by name via :func:`symcost.validate.preset_for_name`, the row's shape,
@@ -27,7 +30,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from symcost.config import ConfigError
+from symcost.config import ConfigError, TrainingConfig
+from symcost.fields import SEARCH_SHARED_FIELDS
 from symcost.models import ModelSpec
 from symcost.params import Params
 from symcost.validate import load_measurements, prepare_rows, preset_for_name
@@ -44,6 +48,10 @@ _FULL_LAYOUT = ("tp", "pp", "dp", "n_gpus", "global_batch")
 _OPTIONAL = (("vpp", "vpp"), ("micro_batch", "micro_batch"), ("zero", "zero_stage"))
 _CONFIG_COLS = ("model", "hardware", "n_gpus", "global_batch", "seq_len", "dtype", "tp", "pp",
                 "dp", "vpp", "sp", "cp", "micro_batch", "recompute", "zero_stage", "notes")
+
+
+#: the settings of a configuration that its search shares where they differ from these.
+_DEFAULTS = TrainingConfig()
 
 
 def _csv_path(path: str | os.PathLike[str] | None) -> Path:
@@ -84,8 +92,10 @@ def published_configs(path: str | os.PathLike[str] | None = None) -> pd.DataFram
         (the row's model name), ``preset`` (the preset that name maps to, or None),
         ``spec`` (the :class:`~symcost.models.ModelSpec` ``symcost validate`` builds for it),
         ``hardware``, ``n_gpus``, ``global_batch``, ``seq_len``, ``dtype``, ``tp``, ``pp``,
-        ``dp``, ``sp``, ``recompute``, ``vpp``/``micro_batch``/``zero_stage`` (NaN when the
-        source leaves them blank), ``flash_attention`` and ``flash_reason``, ``metrics``
+        ``dp``, ``cp``, ``ep``, ``sp``, ``recompute``, ``vpp``/``micro_batch``/``zero_stage``
+        (NaN when the source leaves them blank), ``flash_attention`` and ``flash_reason``,
+        ``recompute_modules`` and ``settings`` (field -> value of the row's other settings
+        that differ from the defaults, as ``validate`` reads them), ``metrics``
         (``metric=value`` of every row of the group) and ``status`` (``""``, or why
         ``symcost validate`` cannot predict the run; its other columns are then as written).
 
@@ -103,9 +113,11 @@ def published_configs(path: str | os.PathLike[str] | None = None) -> pd.DataFram
         hw = r.hardware
         free = {col: None if col in r.defaults else float(getattr(c, fld))
                 for fld, col in _OPTIONAL}
+        settings = {k: getattr(c, k) for k in SEARCH_SHARED_FIELDS
+                    if getattr(c, k) != getattr(_DEFAULTS, k)}
         key = (_model_key(r.model), hw.name, c.num_gpus, c.global_batch, c.seq_len,
-               c.dtype, c.tp, c.pp, c.dp, c.sp, c.recompute, c.flash_attention,
-               *free.values())
+               c.dtype, c.tp, c.pp, c.dp, c.cp, c.ep, c.sp, c.recompute, c.flash_attention,
+               c.recompute_modules, tuple(settings.items()), *free.values())
         if key in groups:
             groups[key]["_metrics"].append((r.metric, r.measured))
             continue
@@ -115,10 +127,12 @@ def published_configs(path: str | os.PathLike[str] | None = None) -> pd.DataFram
             "preset": exact.name if exact is not None else None, "spec": r.model,
             "hardware": hw.name, "n_gpus": c.num_gpus,
             "global_batch": c.global_batch, "seq_len": c.seq_len, "dtype": c.dtype,
-            "tp": c.tp, "pp": c.pp, "dp": c.dp, "sp": int(c.sp), "recompute": c.recompute,
+            "tp": c.tp, "pp": c.pp, "dp": c.dp, "cp": c.cp, "ep": c.ep, "sp": int(c.sp),
+            "recompute": c.recompute,
             **{col: np.nan if v is None else v for col, v in free.items()},
             "flash_attention": bool(c.flash_attention),
             "flash_reason": str(r.defaults.get("flash_attention", "")),
+            "recompute_modules": c.recompute_modules, "settings": settings,
             "_metrics": [(r.metric, r.measured)], "status": ""}
     raw = df.set_index("case_id", drop=False)
     for sk in skipped:   # one record per distinct raw configuration and reason
@@ -155,7 +169,8 @@ def published_ranking(path: str | os.PathLike[str] | None = None, *,
     Returns:
         DataFrame, one row per configuration: ``case_id``, ``model`` (the preset the name maps
         to, else the row's model name), ``hardware``, ``n_gpus``, ``global_batch``,
-        ``seq_len``, ``flash_attention``, ``published`` (the fields matched), ``free``
+        ``seq_len``, ``flash_attention``, ``published`` (the fields matched, then the
+        settings every candidate shares), ``free``
         (fields left free), ``candidates``, ``fitting``, ``rank`` (1 = the model's best; NaN
         when the published layout is invalid or does not fit per the model),
         ``published_step_time`` and ``best_step_time`` (s, float32 ranking values),
@@ -181,19 +196,22 @@ def published_ranking(path: str | os.PathLike[str] | None = None, *,
             out.append(rec | {"status": f"not predictable: {r['status']}"})
             continue
         fields = {"tp": int(r["tp"]), "pp": int(r["pp"]), "dp": int(r["dp"]),
-                  "sp": int(r["sp"]), "recompute": str(r["recompute"])}
+                  "cp": int(r["cp"]), "ep": int(r["ep"]), "sp": int(r["sp"]),
+                  "recompute": str(r["recompute"])}
+        settings = r["settings"] if isinstance(r.get("settings"), dict) else {}
         free = ["dp_overlap", "tp_overlap"]
         for name, col in _OPTIONAL:
             if pd.isna(r[col]):
                 free.append(name)
             else:
                 fields[name] = int(r[col])
-        rec["published"] = " ".join(f"{k}={v}" for k, v in fields.items())
+        rec["published"] = " ".join(f"{k}={v}" for k, v in {**fields, **settings}.items())
         rec["free"] = ",".join(free)
         try:
             res = search(r["spec"], r["hardware"], int(r["n_gpus"]), int(r["global_batch"]),
                          seq_len=int(r["seq_len"]), dtype=str(r["dtype"]),
-                         flash_attention=bool(r["flash_attention"]), top=1, params=params)
+                         flash_attention=bool(r["flash_attention"]), top=1, params=params,
+                         recompute_modules=str(r["recompute_modules"]), **settings)
         except (SearchError, ConfigError) as e:
             out.append(rec | {"status": f"search failed: {e}"})
             continue

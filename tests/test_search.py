@@ -521,6 +521,32 @@ def test_published_configs_read_rows_as_validate_does(tmp_path):
     assert ranked.loc["NEW-e", "status"].startswith("not predictable: model")
 
 
+def test_published_ranking_shares_the_rows_settings():
+    """A Megatron-Bridge run whose recipe validate reads with settings (Nemotron 3 Super in
+    NVFP4: HybridEP dispatch and 14 BF16 layers) is ranked in a search whose every candidate
+    has them, with its EP and CP matched: the same rank as that search done by hand."""
+    from symcost.validate import builtin_measurements, load_measurements, prepare_rows
+
+    case = "MBRIDGE-26.08-Nemotron-3-Super-120B-A12B-GB300-64g-NVFP4-gbs512-tpsg"
+    df = load_measurements(builtin_measurements())
+    path = builtin_measurements()
+    (prep,), _ = prepare_rows(df[df["case_id"] == case])
+    confs = published_configs(path).set_index("case_id")
+    assert confs.loc[case, "settings"] == {"bf16_layers": 14, "ep_dedup": True}
+    assert prep.config.bf16_layers == 14 and prep.config.ep_dedup
+    r = published_ranking(path, sources=(case,)).set_index("case_id").loc[case]
+    c = prep.config
+    res = search(prep.model, prep.hardware, c.num_gpus, c.global_batch, seq_len=c.seq_len,
+                 dtype=c.dtype, top=1, recompute_modules=c.recompute_modules,
+                 bf16_layers=14, ep_dedup=True)
+    where = rank_of(res, {"tp": c.tp, "pp": c.pp, "dp": c.dp, "cp": c.cp, "ep": c.ep,
+                          "sp": int(c.sp), "recompute": c.recompute,
+                          "micro_batch": c.micro_batch})
+    assert r["status"] == "ok" and r["rank"] == where["rank"]
+    assert r["published_step_time"] == where["score"]
+    assert "ep=64" in r["published"] and "ep_dedup=True" in r["published"]
+
+
 # ----------------------------------------------------------------------------- CLI
 def test_cli_search_table_and_json():
     from symcost.cli import app
