@@ -37,7 +37,7 @@ from .functions import CeilDiv, replace_symbols
 from .inference import (INFERENCE_EFFICIENCIES, attention_decode, attention_prefill,
                         layer_gemms, lm_head, mean_decode_context,
                         mean_decode_window_context)
-from .ops.attention import CAUSAL_FRACTION
+from .ops.attention import causal_fraction
 from .ops.cost import Cost
 from .infer_api import evaluate_inference, inference_inputs
 from .lower import CompiledModel, lower
@@ -81,8 +81,8 @@ def _op_costs(phase: str) -> dict[str, Cost]:
         rows = tokens / n_c
         ops = dict(layer_gemms(rows))
         attn = attention_prefill(B, s_in).scale(1 / n_c)
-        # executed FLOPs: a causal FlashAttention kernel skips the masked half
-        ops["attention"] = Cost(attn.flops * sp.Piecewise((CAUSAL_FRACTION,
+        # executed FLOPs: a causal FlashAttention kernel skips the tiles above the diagonal
+        ops["attention"] = Cost(attn.flops * sp.Piecewise((causal_fraction(s_in),
                                                            S.flash_attn > sp.Rational(1, 2)),
                                                           (1, True)), attn.bytes, attn.time)
         ops["lm_head"] = lm_head(rows, B / n_c)["lm_head"]

@@ -1,4 +1,5 @@
-"""The attention core: the unfused kernel's K/V expansion for grouped-query attention."""
+"""The attention core: the unfused kernel's K/V expansion for grouped-query attention, and the
+causal tiles FlashAttention executes."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import pytest
 import sympy as sp
 
 from symcost import symbols as S
-from symcost.ops.attention import attention_unfused, flops_attention, gqa_expand
+from symcost.ops.attention import (attention_flash, attention_flash_backward, attention_unfused,
+                                   causal_fraction, flops_attention, gqa_expand)
 
 B, SEQ, D = 2, 1024, 128          # sequences, tokens, head dimension
 VALUES = {S.hbm_bw: 2e12, S.eff_hbm: 0.8, S.eff_gemm: 0.7, S.peak_flops_16: 312e12}
@@ -41,3 +43,26 @@ def test_unfused_gqa_adds_only_the_copy():
     assert _num(mha.flops) == _num(flops_attention(B, SEQ, 8, D)) + 5 * B * 8 * SEQ**2
     assert _num(gqa.bytes) - _num(mha.bytes) == 2 * B * SEQ * D * 2 * (2 + 8)
     assert _num(gqa.time) > _num(mha.time)
+
+
+@pytest.mark.parametrize("s, tiles", [(128, 1), (256, 2), (2048, 16), (4096, 32)])
+def test_causal_fraction_counts_the_tiles_on_and_below_the_diagonal(s, tiles):
+    """``n`` tiles of 128 per side: the ``n(n+1)/2`` on or below the diagonal run (counted
+    here one by one), the others are skipped."""
+    ran = sum(1 for i in range(tiles) for j in range(tiles) if j <= i)
+    assert float(causal_fraction(sp.Integer(s))) == pytest.approx(ran / tiles**2, rel=1e-15)
+    assert float(causal_fraction(sp.Integer(100))) == 1.0      # one partial tile: all of it
+
+
+def test_flash_time_is_the_executed_tiles_at_eff_attn():
+    """Compute-bound FlashAttention at 2,048 tokens: forward ``4*b*s^2*a*d*(1/2 + 64/s)`` FLOP
+    at ``eff_attn`` of peak, backward 2.5x that."""
+    vals = {**VALUES, S.eff_attn: 0.5}
+    s, heads = 2048, 16
+    fwd = attention_flash(B, s, heads, heads, D, S.peak_flops_16)
+    executed = 4 * B * s**2 * heads * D * (0.5 + 64 / s)
+    assert float(fwd.time.xreplace(vals)) == pytest.approx(executed / (312e12 * 0.5), rel=1e-12)
+    bwd = attention_flash_backward(B, s, heads, heads, D, S.peak_flops_16)
+    assert float(bwd.time.xreplace(vals)) == pytest.approx(2.5 * executed / (312e12 * 0.5),
+                                                           rel=1e-12)
+    assert float(fwd.flops) == 4 * B * s**2 * heads * D      # the FLOP convention: full matrix

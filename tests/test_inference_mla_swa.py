@@ -117,15 +117,17 @@ def test_deepseek_v3_prefill_attention_up_projected_by_hand():
     """Prefill runs MLA up-projected: multi-head FlashAttention over a/t = 16 query and 16 KV
     heads of width d + d_r/2 = 160 (scores over d + d_r = 192, values over d = 128). 64
     prompts of 4096 tokens in ceil(64*4096/8192) = 32 chunks; per layer and chunk 1/32 of
-    FLOP 4*64*4096^2*16*160 (half of it executed, causal) and Q/K/V/O bytes
-    2*64*4096*160*(2*16 + 2*16); the stage has 61 layers."""
+    FLOP 4*64*4096^2*16*160 (executed: the causal tiles of 128 on and below the diagonal,
+    1/2 + 64/4096 of it) and Q/K/V/O bytes 2*64*4096*160*(2*16 + 2*16); the stage has 61
+    layers."""
     r = predict_inference("deepseek-v3", "h200-sxm-141gb", tp=8, batch=64, input_len=4096,
                           output_len=512, dtype="fp8", kv_dtype="bf16")
     f = 4 * 64 * 4096**2 * 16 * 160
     nbytes = 2 * 64 * 4096 * 160 * (2 * 16 + 2 * 16)
     assert r.values["prefill_chunks"] == 32
-    assert r.values["prefill_attention"] == pytest.approx(61 * _roofline(r, f / 2, nbytes) / 32,
-                                                          rel=1e-9)
+    executed = f * (1 / 2 + 64 / 4096)
+    assert r.values["prefill_attention"] == pytest.approx(
+        61 * _roofline(r, executed, nbytes) / 32, rel=1e-9)
 
 
 @pytest.mark.parametrize("tp, expected", [(1, 2048 * (18 * 4096 + 18 * 128)),

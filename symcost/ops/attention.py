@@ -7,8 +7,9 @@ heads and ``k/t`` key/value heads of dimension ``d`` (heads are split across TP 
 FLOP convention (Korthikanti et al. 2022, arXiv:2205.05198, Sec. 6; Narayanan et al. 2021,
 eq. in Sec. 5.1): the full ``s x s`` score matrix is counted, ``4*b*s^2*a*d`` FLOP forward,
 twice that backward, also for causal masking. Time is what kernels take: FlashAttention skips
-fully masked blocks, so it executes ``CAUSAL_FRACTION`` of that work; its backward executes
-2.5x the forward math (it recomputes the scores; Dao 2023, FlashAttention-2, Sec. 3).
+fully masked tiles, so it executes :func:`causal_fraction` of that work (half, plus the
+diagonal tiles); its backward executes 2.5x the forward math (it recomputes the scores; Dao
+2023, FlashAttention-2, Sec. 3).
 """
 
 from __future__ import annotations
@@ -16,13 +17,27 @@ from __future__ import annotations
 import sympy as sp
 
 from .. import symbols as S
-from ..functions import flag
+from ..functions import flag, smin
 from .cost import Cost, time_memory_bound, time_roofline
 from .elementwise import BYTES_MASK
 from .gemm import gemm
 
-#: fraction of the ``s x s`` blocks a causal FlashAttention kernel computes.
+#: fraction of the ``s x s`` blocks a causal FlashAttention kernel computes, in the limit of
+#: long sequences (:func:`causal_fraction` adds the diagonal tiles).
 CAUSAL_FRACTION = sp.Rational(1, 2)
+#: query/key tile of the FlashAttention kernels (tokens): 128 x 128 blocks for head dims up to
+#: 128 (Dao 2023, FlashAttention-2, Sec. 3.3 and its released kernels; Shah et al. 2024,
+#: FlashAttention-3, Sec. 4: 128 x 128 (fp16, d = 128) on H100).
+FLASH_TILE = 128
+
+
+def causal_fraction(s: sp.Expr) -> sp.Expr:
+    """Fraction of the ``s x s`` score matrix a causal FlashAttention kernel executes: with
+    ``n = s/T`` tiles per side it computes the ``n(n+1)/2`` tiles on or below the diagonal,
+    the diagonal ones whole (masked inside): ``1/2 + T/(2s)``, at most 1 (``T`` =
+    :data:`FLASH_TILE`). 0.53 at 2,048 tokens, 0.68 at 350 (Dao 2023, FlashAttention-2,
+    Sec. 3.1.1: blocks above the diagonal are skipped, the diagonal ones masked)."""
+    return smin(1, CAUSAL_FRACTION + sp.Rational(FLASH_TILE, 2) / s)
 #: FlashAttention backward math relative to its forward (5 matmuls vs 2).
 FLASH_BWD_RATIO = sp.Rational(5, 2)
 
@@ -111,7 +126,7 @@ def attention_flash(b: sp.Expr, s: sp.Expr, heads: sp.Expr, kv_heads: sp.Expr, d
     """
     f = flops_attention(b, s, heads, d)
     nbytes = _flash_bytes(b, s, heads, kv_heads, d)
-    t = time_roofline(f * CAUSAL_FRACTION, nbytes, peak, S.eff_attn, S.hbm_bw, S.eff_hbm)
+    t = time_roofline(f * causal_fraction(s), nbytes, peak, S.eff_attn, S.hbm_bw, S.eff_hbm)
     return Cost(f, nbytes, t)
 
 
@@ -121,6 +136,6 @@ def attention_flash_backward(b: sp.Expr, s: sp.Expr, heads: sp.Expr, kv_heads: s
     ``FLASH_BWD_RATIO`` x the forward math and reads/writes Q, K, V, O, dO, dQ, dK, dV."""
     f = 2 * flops_attention(b, s, heads, d)
     nbytes = 2 * _flash_bytes(b, s, heads, kv_heads, d)
-    executed = FLASH_BWD_RATIO * flops_attention(b, s, heads, d) * CAUSAL_FRACTION
+    executed = FLASH_BWD_RATIO * flops_attention(b, s, heads, d) * causal_fraction(s)
     t = time_roofline(executed, nbytes, peak, S.eff_attn, S.hbm_bw, S.eff_hbm)
     return Cost(f, nbytes, t)

@@ -169,7 +169,14 @@ rewritten. A thirty-fourth (same session): ``bf16_layers`` (layers kept in BF16 
 fp8/MXFP8/NVFP4; 14 for Nemotron 3 Super's NVFP4 rows, ``validate.BRIDGE_BF16_LAYERS``); with
 the previous parameter file only those rows could move (the field is 0 elsewhere and in every
 draw); recalibrated (Blackwell ``eff_fp4`` 0.80 -> 0.85) and the whole snapshot was rewritten.
-Every other value is as first written.
+A thirty-fifth (session of 2026-11-26, ninth): ``cp_comm_type`` (the context-parallel exchange,
+default ``p2p``, the ring as before) moved no stored value (the test passed unchanged); then
+FlashAttention's causal tiles (``ops.attention.causal_fraction``: ``1/2 + 64/s`` of the score
+matrix executed instead of ``1/2``): with the previous parameter file every FlashAttention row
+moved (predicted throughput 0.02-1.9% lower) and no row without it (NAR21, MLM22 and the
+eager-attention ZHANG23 rows unchanged); recalibrated (Blackwell ``eff_attn`` 0.415 -> 0.421,
+Blackwell Ultra 0.539 -> 0.549, Hopper ``fa2_ratio`` 0.380 -> 0.385) and the whole snapshot
+was rewritten. Every other value is as first written.
 
 The draws are described by plain field values (API keywords), so the test can replay them
 through the public API whatever the internals become.
