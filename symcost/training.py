@@ -926,7 +926,7 @@ def cp_comm_layer_forward() -> Cost:
     ring = IS_CP * (c - 1) * coll.p2p(kv, S.tp * c <= S.gpus_per_node).time
     gather = coll.all_gather(c * kv, c, S.tp)
     qkv, out = cp_a2a_bytes()
-    a2a = (coll.all_to_all(qkv, c, S.tp).time + coll.all_to_all(out, c, S.tp).time)
+    a2a = coll.all_to_all(qkv, c, S.tp).time + coll.all_to_all(out, c, S.tp).time
     sent = (CP_P2P + CP_ALLGATHER) * (c - 1) * kv + CP_A2A * (c - 1) / c * (qkv + out)
     exposed = (CP_P2P * smax(ring - attention_core_forward().time, 0)
                + CP_ALLGATHER * gather.time + CP_A2A * a2a)

@@ -96,7 +96,7 @@ def training_field_options(names: Sequence[str]
                            ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """:func:`training_options` for the training fields ``names`` only (the other fields of
     ``config`` keep their defaults): ``search`` takes the fields its candidates share
-    (:data:`optimizers.space.SHARED_FIELDS`) this way, so a new field becomes a search
+    (:data:`symcost.fields.SEARCH_SHARED_FIELDS`) this way, so a new field becomes a search
     option by itself too.
 
     Raises:

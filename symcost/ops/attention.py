@@ -36,8 +36,14 @@ def causal_fraction(s: sp.Expr) -> sp.Expr:
     ``n = s/T`` tiles per side it computes the ``n(n+1)/2`` tiles on or below the diagonal,
     the diagonal ones whole (masked inside): ``1/2 + T/(2s)``, at most 1 (``T`` =
     :data:`FLASH_TILE`). 0.53 at 2,048 tokens, 0.68 at 350 (Dao 2023, FlashAttention-2,
-    Sec. 3.1.1: blocks above the diagonal are skipped, the diagonal ones masked)."""
+    Sec. 3.1.1: blocks above the diagonal are skipped, the diagonal ones masked).
+
+    Returns:
+        The executed fraction (1), a SymPy expression in ``s`` (tokens).
+    """
     return smin(1, CAUSAL_FRACTION + sp.Rational(FLASH_TILE, 2) / s)
+
+
 #: FlashAttention backward math relative to its forward (5 matmuls vs 2).
 FLASH_BWD_RATIO = sp.Rational(5, 2)
 
