@@ -1121,6 +1121,40 @@ def activation_bytes_layer_no_recompute() -> sp.Expr:
     return activation_bytes_layer().subs(S.recompute, 0)
 
 
+def pp_p2p_exposed(t_fwd: sp.Expr, t_bwd: sp.Expr) -> sp.Expr:
+    """Exposed pipeline-parallel point-to-point time of one micro-batch on one stage (s).
+
+    Each of the ``v`` model chunks of a stage receives its input activations and sends its
+    output (``b*s/c x h`` at 16 bits, split over the ``t`` SP ranks) in the forward, and the
+    gradients the other way in the backward: ``2*v`` sends of ``n*h*BYTES_ACT/t`` bytes, over
+    NVLink when the whole job fits in one NVLink domain, else on the rank's network share (a
+    pipeline waits for its slowest boundary).
+
+    The 1F1B schedule (``v = 1``) blocks on them (Megatron-Core
+    ``forward_backward_pipelining_without_interleaving``: batched send/receive between the
+    passes). The interleaved schedule (``v > 1``) overlaps each chunk's sends and receives with
+    the compute of the next chunk (Megatron-Core ``overlap_p2p_comm``, on by default in
+    Megatron-LM's arguments and set by Megatron-Bridge's ``CommOverlapConfig`` whenever the
+    virtual pipeline size exceeds 1), so only a send longer than a chunk's forward
+    (``t_fwd/v``) or backward (``t_bwd/v``) is exposed, by the difference.
+
+    Args:
+        t_fwd, t_bwd: forward and backward compute of the micro-batch on the stage (s).
+
+    Returns:
+        Seconds per micro-batch (to be multiplied by the ``IS_PP`` flag).
+
+    References:
+        Narayanan et al. 2021 (SC'21), Sec. 2.2.2 (interleaved schedule) and Sec. 4.1
+        (scatter/gather of the boundary tensors over the TP ranks).
+    """
+    t, c, d, p, v = S.tp, S.cp, S.dp, S.pp, S.vpp
+    intra_pp = t * c * d * p <= S.gpus_per_node
+    send = coll.p2p(tokens_micro() * S.hidden * S.BYTES_ACT / t, intra_pp).time
+    hidden = v * (smax(send - t_fwd / v, 0) + smax(send - t_bwd / v, 0))
+    return IS_INTERLEAVED * hidden + (1 - IS_INTERLEAVED) * 2 * v * send
+
+
 def microbatches_in_flight() -> sp.Expr:
     """Micro-batches whose activations the first pipeline stage holds at peak: ``min(m, p)``
     for 1F1B, times ``1 + (p-1)/(p*v)`` for the interleaved schedule (Korthikanti et al. 2022,
@@ -1380,8 +1414,7 @@ def training_expressions() -> dict[str, sp.Expr]:
     win_b = (t_b + t_r + (t_cp - Lc * cp_comm_layer_forward().time) + (t_ep - ep_f)
              + (t_tp - tp_f))
     c = S.cp
-    intra_pp = t * c * d * p <= S.gpus_per_node
-    t_p2p = IS_PP * v * 2 * coll.p2p(n * S.hidden * S.BYTES_ACT / t, intra_pp).time
+    t_p2p = IS_PP * pp_p2p_exposed(t_f, t_b)
 
     # --- data parallel: ZeRO-3 per micro-batch, ZeRO 0-2 per step. Gradients of the
     # replicated parameters are reduced over the d*c ranks holding them (Megatron-Core's

@@ -293,7 +293,8 @@ def test_more_tp_lowers_memory_and_interleaving_shrinks_bubble():
     assert r2.memory["total"] < r1.memory["total"]
     r3 = predict_training("llama-2-70b", "h100-sxm5-80gb", tp=8, pp=8, vpp=5, **base)
     assert r3.breakdown["pp_bubble"] == pytest.approx(r2.breakdown["pp_bubble"] / 5, rel=0.05)
-    assert r3.breakdown["pp_p2p"] > r2.breakdown["pp_p2p"]
+    # 1F1B blocks on its sends; the interleaved schedule hides them behind its chunks
+    assert r2.breakdown["pp_p2p"] > 0 and r3.breakdown["pp_p2p"] == 0
 
 
 def test_zero_stages_shrink_memory_in_order():

@@ -176,7 +176,12 @@ matrix executed instead of ``1/2``): with the previous parameter file every Flas
 moved (predicted throughput 0.02-1.9% lower) and no row without it (NAR21, MLM22 and the
 eager-attention ZHANG23 rows unchanged); recalibrated (Blackwell ``eff_attn`` 0.415 -> 0.421,
 Blackwell Ultra 0.539 -> 0.549, Hopper ``fa2_ratio`` 0.380 -> 0.385) and the whole snapshot
-was rewritten. Every other value is as first written.
+was rewritten. A thirty-sixth (session of 2026-11-26, tenth): the interleaved schedule overlaps
+its pipeline sends with the next chunk's compute (``training.pp_p2p_exposed``; Megatron-Core
+``overlap_p2p_comm``): with the previous parameter file exactly the 78 stored draws with
+``pp > 1`` and ``vpp > 1`` moved (all of them), and the validation rows with an interleaved
+pipeline; recalibrated (in-sample 9.08% -> 8.66%) and the whole snapshot was rewritten.
+Every other value is as first written.
 
 The draws are described by plain field values (API keywords), so the test can replay them
 through the public API whatever the internals become.
