@@ -32,8 +32,9 @@ tp_overlap         on with sp (:data:`GENERIC_FACTS`); off for NAR21, MLM22, MPT
                    ZHANG23
 ep_overlap         off; on for the MBRIDGE MoE rows whose container's recipe overlapped the
                    all-to-all (:data:`BRIDGE_EP_OVERLAP`, :func:`ep_overlap_default`)
-ep_dedup           off; on for the MBRIDGE models whose every recipe used a node-deduplicating
-                   dispatcher (:data:`BRIDGE_EP_DEDUP`)
+ep_dedup           off; on for the MBRIDGE MoE rows whose container's recipe used a
+                   node-deduplicating dispatcher (:data:`BRIDGE_EP_DEDUP`,
+                   :func:`ep_dedup_default`)
 bf16_layers        0; the layers an MBRIDGE run's precision recipe keeps in BF16
                    (:data:`BRIDGE_BF16_LAYERS`)
 recompute          ``none``
@@ -118,7 +119,8 @@ __all__ = [
     "SkippedRow", "ValidationReport", "builtin_measurements", "evaluate_rows", "flash_attention_rule",
     "llm_foundry_flops_per_token", "megatron_flops_per_token", "model_flops_per_token",
     "FLOPS_COUNTERS", "MEGATRON_COUNTERS", "BRIDGE_COUNTER_REVISED", "flops_counter_of",
-    "BRIDGE_EP_OVERLAP", "container_of", "ep_overlap_default", "GENERIC_FACTS", "source_fact",
+    "BRIDGE_EP_OVERLAP", "BRIDGE_EP_DEDUP", "bridge_recipe_default", "container_of",
+    "ep_dedup_default", "ep_overlap_default", "GENERIC_FACTS", "source_fact",
     "load_measurements", "mape", "metric_factor", "nar21_flops",
     "predict_rows", "prepare_rows", "preset_for_name", "source_of", "split_by_params",
     "unmodelled_reason", "REGRESSION_NOTE", "replicate_floor",
@@ -530,6 +532,9 @@ def container_of(notes: object) -> tuple[int, ...] | None:
     return tuple(int(x) for x in found[1].split(".")) if found else None
 
 
+#: a recipe table's wildcard for the hardware or the dtype (every one)
+ANY = "*"
+
 #: Megatron-Bridge performance recipes whose MoE all-to-all runs overlapped with another
 #: micro-batch's compute (``ep_overlap``): first container -> the (``model`` cell, canonical
 #: ``hardware``, ``dtype``) rows it covers; a row of that container or a later one is
@@ -544,8 +549,13 @@ def container_of(notes: object) -> tuple[int, ...] | None:
 #: 26.08 keeps them, ``src/megatron/bridge/perf_recipes``). Recipes that set
 #: ``moe_a2a_overlap`` without these graphs are predicted with the all-to-all exposed: their
 #: runs show no gain from it (gpt-oss-120b on 64 GB200 in BF16 ran 15,784 tokens/s/GPU in
-#: 26.02 without it and 15,938 in 26.04 with it, the same layout).
+#: 26.02 without it and 15,938 in 26.04 with it, the same layout). One exception, from 26.04.01:
+#: DeepSeek-V3 on 256 B200 in MXFP8 (commit 5acef9309 of 2026-04-18, "b200 DSv3 better cfg":
+#: PP8, VPP2, EP32 over four nodes, ``moe_a2a_overlap``, the DeepEP dispatcher, TE-scoped CUDA
+#: graphs), the only layout of its run: exposed, even node-deduplicated, its all-to-all alone
+#: (18 s) would take 91% of the published 19.7 s step, whose compute is about 18 s.
 BRIDGE_EP_OVERLAP: dict[tuple[int, ...], frozenset[tuple[str, str, str]]] = {
+    (26, 4, 1): frozenset({("DeepSeek-V3-671B", "b200", "mxfp8")}),
     (26, 6): frozenset({
         ("Qwen3-30B-A3B", "b300", "mxfp8"), ("Qwen3-30B-A3B", "gb200", "mxfp8"),
         ("Qwen3-30B-A3B", "gb300", "mxfp8"), ("Qwen3-235B-A22B", "gb200", "mxfp8"),
@@ -557,28 +567,47 @@ BRIDGE_EP_OVERLAP: dict[tuple[int, ...], frozenset[tuple[str, str, str]]] = {
         ("Qwen3-235B-A22B", "b300", "mxfp8"), ("DeepSeek-V3-671B", "b300", "mxfp8")}),
 }
 
+#: Megatron-Bridge recipes with a node-deduplicating dispatcher (``ep_dedup``: Megatron-Core's
+#: flex dispatcher with HybridEP or DeepEP), in the form of :data:`BRIDGE_EP_OVERLAP`.
+#: Nemotron 3 Super, on every GPU and dtype from its first published container (26.04):
+#: ``moe_flex_dispatcher_backend="hybridep"`` in its first recipe, Megatron-Bridge commit
+#: 988294b42 of 2026-03-30, ``scripts/performance/configs/nemotronh/
+#: nemotron_3_workload_base_configs.py``, and in every ``perf_recipes/nemotronh/*`` at 067f987.
+#: DeepSeek-V3 on B200 in MXFP8 from 26.04.01 (``"deepep"``, commit 5acef9309, above). The
+#: other MoE recipes switched between the ``alltoall`` and ``flex`` dispatchers over the
+#: containers, which the rows do not record: predicted with ``ep_dedup`` off.
+BRIDGE_EP_DEDUP: dict[tuple[int, ...], frozenset[tuple[str, str, str]]] = {
+    (26, 4): frozenset({("Nemotron-3-Super-120B-A12B", ANY, ANY)}),
+    (26, 4, 1): frozenset({("DeepSeek-V3-671B", "b200", "mxfp8")}),
+}
 
-def ep_overlap_default(source: str, notes: object, model_name: str, hardware: str,
-                       dtype: str) -> bool:
-    """Whether an MBRIDGE row ran its MoE all-to-all overlapped (:data:`BRIDGE_EP_OVERLAP`:
-    its container is at or after one whose recipes cover its model, hardware and dtype);
-    False for every other source and for rows naming no container."""
+
+def bridge_recipe_default(table: Mapping[tuple[int, ...], frozenset[tuple[str, str, str]]],
+                          source: str, notes: object, model_name: str, hardware: str,
+                          dtype: str) -> bool:
+    """Whether an MBRIDGE row's recipe had a setting: its container (:func:`container_of`)
+    is at or after one whose ``table`` entry covers its model, canonical hardware and dtype
+    (:data:`ANY` matches every hardware or dtype). False for every other source and for rows
+    naming no container."""
     container = container_of(notes)
     if source != "MBRIDGE" or container is None:
         return False
-    return any(container >= first and (model_name, hardware, dtype) in runs
-               for first, runs in BRIDGE_EP_OVERLAP.items())
+    return any(container >= first and m == model_name and h in (ANY, hardware)
+               and d in (ANY, dtype) for first, runs in table.items() for m, h, d in runs)
 
 
-#: Megatron-Bridge models (``model`` cell) whose performance recipes used the flex dispatcher
-#: with HybridEP (node-deduplicated, ``ep_dedup``) from the first to the last: Nemotron 3 Super
-#: (``moe_flex_dispatcher_backend="hybridep"`` in its first recipe, Megatron-Bridge commit
-#: 988294b42 of 2026-03-30, ``scripts/performance/configs/nemotronh/
-#: nemotron_3_workload_base_configs.py``, and in every ``perf_recipes/nemotronh/*`` at
-#: 067f987). The other MoE models' recipes switched between the ``alltoall`` and ``flex``
-#: dispatchers over the containers, which the rows do not record: predicted with ``ep_dedup``
-#: off.
-BRIDGE_EP_DEDUP: frozenset[str] = frozenset({"Nemotron-3-Super-120B-A12B"})
+def ep_overlap_default(source: str, notes: object, model_name: str, hardware: str,
+                       dtype: str) -> bool:
+    """Whether an MBRIDGE row ran its MoE all-to-all overlapped (:data:`BRIDGE_EP_OVERLAP`,
+    read by :func:`bridge_recipe_default`)."""
+    return bridge_recipe_default(BRIDGE_EP_OVERLAP, source, notes, model_name, hardware, dtype)
+
+
+def ep_dedup_default(source: str, notes: object, model_name: str, hardware: str,
+                     dtype: str) -> bool:
+    """Whether an MBRIDGE row dispatched its tokens node-deduplicated
+    (:data:`BRIDGE_EP_DEDUP`, read by :func:`bridge_recipe_default`)."""
+    return bridge_recipe_default(BRIDGE_EP_DEDUP, source, notes, model_name, hardware, dtype)
 
 #: Megatron-Bridge runs whose precision recipe keeps layers in BF16 (``bf16_layers``):
 #: (``model`` cell, canonical ``dtype``) -> layers. Nemotron 3 Super in NVFP4 keeps its last
@@ -1045,9 +1074,10 @@ def _prepare_one(row: Row, other_metrics: bool = False) -> PreparedRow:
                                     str(hw_id).lower(), dtype)
     if ep_overlap:
         defaults["ep_overlap"] = "on (the row's Megatron-Bridge recipe, BRIDGE_EP_OVERLAP)"
-    ep_dedup = source == "MBRIDGE" and str(cell(row, "model") or "") in BRIDGE_EP_DEDUP
+    ep_dedup = ep_dedup_default(source, notes, str(cell(row, "model") or ""),
+                                str(hw_id).lower(), dtype)
     if ep_dedup:
-        defaults["ep_dedup"] = "on (the model's Megatron-Bridge recipes, BRIDGE_EP_DEDUP)"
+        defaults["ep_dedup"] = "on (the row's Megatron-Bridge recipe, BRIDGE_EP_DEDUP)"
     bf16_layers = (BRIDGE_BF16_LAYERS.get((str(cell(row, "model") or ""), dtype), 0)
                    if source == "MBRIDGE" else 0)
     if bf16_layers:

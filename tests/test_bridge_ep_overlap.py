@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from symcost.params import load_params
-from symcost.validate import container_of, ep_overlap_default, predict_rows
+from symcost.validate import container_of, ep_dedup_default, ep_overlap_default, predict_rows
 
 
 @pytest.mark.parametrize("notes, expected", [
@@ -35,7 +35,11 @@ def test_container_of_reads_the_note(notes: object, expected: tuple | None) -> N
     ("MBRIDGE", "26.06", "Qwen3-30B-A3B", "b200", "mxfp8", False),       # B200 from 26.06.01
     ("MBRIDGE", "26.06.01", "Qwen3-30B-A3B", "b200", "mxfp8", True),
     ("MBRIDGE", "26.06", "gpt-oss-120b", "gb200", "bf16", False),        # overlap, no graphs
-    ("MBRIDGE", "26.06", "DeepSeek-V3-671B", "b200", "mxfp8", False),    # TE-scoped graphs
+    ("MBRIDGE", "26.06", "gpt-oss-120b", "b200", "bf16", False),         # overlap, no graphs
+    ("MBRIDGE", "26.04.01", "DeepSeek-V3-671B", "b200", "mxfp8", True),  # the exception
+    ("MBRIDGE", "26.06", "DeepSeek-V3-671B", "b200", "mxfp8", True),
+    ("MBRIDGE", "26.04", "DeepSeek-V3-671B", "b200", "mxfp8", False),    # before its recipe
+    ("MBRIDGE", "26.04.01", "DeepSeek-V3-671B", "b200", "fp8", False),
     ("MBRIDGE", "26.06", "Llama-3-70B", "gb200", "mxfp8", False),        # dense
     ("MBRIDGE2511", "26.06", "Qwen3-30B-A3B", "gb200", "mxfp8", False),  # other source
 ])
@@ -52,16 +56,53 @@ def bridge_rows(shared_rows) -> list:
 
 
 def test_validate_flags_exactly_the_overlapped_recipes(bridge_rows: list) -> None:
-    """48 rows (24 runs, two metrics each): 26.06 (10 runs: Qwen3-30B-A3B on B300, GB200,
-    GB300; Qwen3-235B-A22B and DeepSeek-V3 on GB200, GB300; gpt-oss-120b on GB200, GB300),
-    26.06.01 (6 runs; its gpt-oss rows are skipped as a flagged regression) and 26.08
-    (8 runs), all MXFP8 on Blackwell."""
+    """50 rows (25 runs, two metrics each): 26.04.01 (DeepSeek-V3 on B200), 26.06 (10 runs:
+    Qwen3-30B-A3B on B300, GB200, GB300; Qwen3-235B-A22B and DeepSeek-V3 on GB200, GB300;
+    gpt-oss-120b on GB200, GB300), 26.06.01 (6 runs; its gpt-oss rows are skipped as a
+    flagged regression) and 26.08 (8 runs), all MXFP8 on Blackwell."""
     flagged = [r for r in bridge_rows if r.config.ep_overlap]
-    assert len(flagged) == 48
+    assert len(flagged) == 50
     assert {r.config.dtype for r in flagged} == {"mxfp8"}
-    assert all(container_of(r.run) >= (26, 6) for r in flagged)
+    early = [r for r in flagged if container_of(r.run) < (26, 6)]
+    assert {(container_of(r.run), r.model.name, r.hardware.name) for r in early} == {
+        ((26, 4, 1), "DeepSeek-V3-671B", "b200")}
     assert all(r.model.experts > 1 for r in flagged)
-    assert len({r.run for r in flagged}) == 24
+    assert len({r.run for r in flagged}) == 25
+
+
+@pytest.mark.parametrize("source, container, model, hardware, dtype, expected", [
+    ("MBRIDGE", "26.04", "Nemotron-3-Super-120B-A12B", "b200", "mxfp8", True),
+    ("MBRIDGE", "26.08", "Nemotron-3-Super-120B-A12B", "gb300", "nvfp4", True),  # any GPU/dtype
+    ("MBRIDGE", "26.02", "Nemotron-3-Super-120B-A12B", "b200", "mxfp8", False),  # before
+    ("MBRIDGE", "26.04.01", "DeepSeek-V3-671B", "b200", "mxfp8", True),          # DeepEP
+    ("MBRIDGE", "26.04", "DeepSeek-V3-671B", "b200", "mxfp8", False),
+    ("MBRIDGE", "26.06", "DeepSeek-V3-671B", "gb200", "mxfp8", False),
+    ("MBRIDGE", "26.06", "Qwen3-30B-A3B", "gb200", "mxfp8", False),
+    ("MBRIDGE2511", "26.06", "Nemotron-3-Super-120B-A12B", "b200", "mxfp8", False),
+])
+def test_ep_dedup_default_follows_the_recipes(source: str, container: str, model: str,
+                                              hardware: str, dtype: str,
+                                              expected: bool) -> None:
+    notes = f"container=NeMo {container}; Megatron-Bridge performance recipes"
+    assert ep_dedup_default(source, notes, model, hardware, dtype) is expected
+    assert ep_dedup_default(source, "no container", model, hardware, dtype) is False
+
+
+def test_deepseek_b200_deepep_run_needs_its_recipe(bridge_rows: list) -> None:
+    """DeepSeek-V3 on 256 B200, MXFP8, PP8 x VPP2 x EP32 (26.04.01, 3,328 tokens/s/GPU): with
+    the recipe's DeepEP dispatch and all-to-all overlap within 15% of the published rate; with
+    either alone or neither, 40-70% too slow (the exposed all-to-all over four nodes)."""
+    run = [r for r in bridge_rows if r.model.name == "DeepSeek-V3-671B"
+           and r.hardware.name == "b200" and r.metric == "tokens_per_s_per_gpu"
+           and container_of(r.run) == (26, 4, 1)]
+    assert len(run) == 1 and run[0].config.ep == 32
+    assert run[0].config.ep_overlap and run[0].config.ep_dedup
+    variants = [dataclasses.replace(run[0], config=dataclasses.replace(
+        run[0].config, ep_overlap=o, ep_dedup=d)) for o, d in
+        ((True, True), (True, False), (False, True), (False, False))]
+    err = predict_rows(variants, load_params(), intervals=False).error_pct.to_numpy()
+    assert abs(err[0]) < 15
+    assert (err[1:] < -40).all()
 
 
 def test_overlap_hides_the_all_to_all_behind_compute(bridge_rows: list) -> None:

@@ -180,8 +180,12 @@ was rewritten. A thirty-sixth (session of 2026-11-26, tenth): the interleaved sc
 its pipeline sends with the next chunk's compute (``training.pp_p2p_exposed``; Megatron-Core
 ``overlap_p2p_comm``): with the previous parameter file exactly the 78 stored draws with
 ``pp > 1`` and ``vpp > 1`` moved (all of them), and the validation rows with an interleaved
-pipeline; recalibrated (in-sample 9.08% -> 8.66%) and the whole snapshot was rewritten.
-Every other value is as first written.
+pipeline; recalibrated (in-sample 9.08% -> 8.66%) and the whole snapshot was rewritten. A
+thirty-seventh (same session): DeepSeek-V3 on 256 B200 in MXFP8 from container 26.04.01 is
+predicted with its recipe's DeepEP dispatch and all-to-all overlap (``validate.BRIDGE_EP_DEDUP``
+now keyed by container like ``BRIDGE_EP_OVERLAP``): with the previous parameter file only its
+two rows moved (-66% -> -10%); recalibrated (Blackwell constants within 1%) and the whole
+snapshot was rewritten. Every other value is as first written.
 
 The draws are described by plain field values (API keywords), so the test can replay them
 through the public API whatever the internals become.
