@@ -1125,10 +1125,10 @@ def pp_p2p_exposed(t_fwd: sp.Expr, t_bwd: sp.Expr) -> sp.Expr:
     """Exposed pipeline-parallel point-to-point time of one micro-batch on one stage (s).
 
     Each of the ``v`` model chunks of a stage receives its input activations and sends its
-    output (``b*s/c x h`` at 16 bits, split over the ``t`` SP ranks) in the forward, and the
-    gradients the other way in the backward: ``2*v`` sends of ``n*h*BYTES_ACT/t`` bytes, over
-    NVLink when the whole job fits in one NVLink domain, else on the rank's network share (a
-    pipeline waits for its slowest boundary).
+    output (``b*s/c x h`` at 16 bits, scattered over the ``t`` tensor-parallel ranks) in the
+    forward, and the gradients the other way in the backward: ``2*v`` sends of
+    ``n*h*BYTES_ACT/t`` bytes, over NVLink when the whole job fits in one NVLink domain, else
+    on the rank's network share (a pipeline waits for its slowest boundary).
 
     The 1F1B schedule (``v = 1``) blocks on them (Megatron-Core
     ``forward_backward_pipelining_without_interleaving``: batched send/receive between the

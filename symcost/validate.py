@@ -609,6 +609,7 @@ def ep_dedup_default(source: str, notes: object, model_name: str, hardware: str,
     (:data:`BRIDGE_EP_DEDUP`, read by :func:`bridge_recipe_default`)."""
     return bridge_recipe_default(BRIDGE_EP_DEDUP, source, notes, model_name, hardware, dtype)
 
+
 #: Megatron-Bridge runs whose precision recipe keeps layers in BF16 (``bf16_layers``):
 #: (``model`` cell, canonical ``dtype``) -> layers. Nemotron 3 Super in NVFP4 keeps its last
 #: 14 blocks in BF16 (``nemotron_3_super_bf16_with_nvfp4_mixed``: ``first_last_layers_bf16``,
