@@ -78,6 +78,11 @@ class TrainingConfig:
         tp_overlap: pipeline the tensor-parallel all-gathers/reduce-scatters with the GEMMs
             they feed (Transformer Engine userbuffers, Megatron-Core ``--tp-comm-overlap``;
             needs ``sp``).
+        pp_overlap: the interleaved schedule (``vpp > 1``) overlaps its pipeline sends with
+            the next chunk's compute (Megatron-Core ``overlap_p2p_comm``, Megatron-LM's default;
+            off: ``--no-overlap-p2p-communication``, batched blocking sends as 1F1B uses, which
+            zero-bubble schedules require); no effect with ``vpp = 1``
+            (:func:`symcost.training.pp_p2p_exposed`).
         train_framework: ``megatron`` or ``hf`` (Hugging Face Trainer + DeepSpeed); memory only.
         attention_backend: ``native`` (cuDNN / Transformer Engine fused attention,
             FlashAttention-3) or ``fa2`` (the flash-attn 2 library), with FlashAttention.
@@ -133,6 +138,7 @@ class TrainingConfig:
     dp_overlap: bool = True
     zero3_per_tensor: bool = False
     tp_overlap: bool = False
+    pp_overlap: bool = True
     train_framework: str = "megatron"
     attention_backend: str = "native"
     cp_comm_type: str = "p2p"

@@ -273,6 +273,9 @@ TRAINING_FIELDS: dict[str, Field] = _table(
     _bool("tp_overlap", "pipeline tensor-parallel collectives with the GEMMs they feed "
           "(Transformer Engine userbuffers, Megatron-Core --tp-comm-overlap; needs sp)", False,
           "tp_overlap"),
+    _bool("pp_overlap", "overlap the interleaved schedule's pipeline sends with the next "
+          "chunk's compute (Megatron-Core overlap_p2p_comm; vpp 1 always blocks)", True,
+          "pp_overlap"),
     Field("train_framework", "enum", "1", "megatron", "training framework, for memory: "
           "megatron (fp32 master + Adam, fused kernels) or hf (Hugging Face Trainer: DDP with "
           "16-bit AdamW at ZeRO-0, DeepSpeed at ZeRO 1-3, eager modeling code)",

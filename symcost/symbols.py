@@ -287,6 +287,10 @@ tp_overlap = _declare("tp_overlap", "parallel", "1",
                       "1 when tensor-parallel collectives are pipelined with the GEMMs they "
                       "feed (Transformer Engine userbuffers, Megatron-Core --tp-comm-overlap)",
                       integer=True, nonneg=True)
+pp_overlap = _declare("pp_overlap", "parallel", "1",
+                      "1 when the interleaved pipeline schedule overlaps its point-to-point "
+                      "sends with the next chunk's compute (Megatron-Core overlap_p2p_comm)",
+                      integer=True, nonneg=True)
 dp_overlap = _declare("dp_overlap", "parallel", "1",
                       "1 when data-parallel communication overlaps compute", integer=True,
                       nonneg=True)

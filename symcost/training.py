@@ -1136,7 +1136,8 @@ def pp_p2p_exposed(t_fwd: sp.Expr, t_bwd: sp.Expr) -> sp.Expr:
     the compute of the next chunk (Megatron-Core ``overlap_p2p_comm``, on by default in
     Megatron-LM's arguments and set by Megatron-Bridge's ``CommOverlapConfig`` whenever the
     virtual pipeline size exceeds 1), so only a send longer than a chunk's forward
-    (``t_fwd/v``) or backward (``t_bwd/v``) is exposed, by the difference.
+    (``t_fwd/v``) or backward (``t_bwd/v``) is exposed, by the difference. With ``pp_overlap``
+    off (``--no-overlap-p2p-communication``) the interleaved schedule blocks on them too.
 
     Args:
         t_fwd, t_bwd: forward and backward compute of the micro-batch on the stage (s).
@@ -1152,7 +1153,8 @@ def pp_p2p_exposed(t_fwd: sp.Expr, t_bwd: sp.Expr) -> sp.Expr:
     intra_pp = t * c * d * p <= S.gpus_per_node
     send = coll.p2p(tokens_micro() * S.hidden * S.BYTES_ACT / t, intra_pp).time
     hidden = v * (smax(send - t_fwd / v, 0) + smax(send - t_bwd / v, 0))
-    return IS_INTERLEAVED * hidden + (1 - IS_INTERLEAVED) * 2 * v * send
+    overlapped = IS_INTERLEAVED * S.pp_overlap
+    return overlapped * hidden + (1 - overlapped) * 2 * v * send
 
 
 def microbatches_in_flight() -> sp.Expr:

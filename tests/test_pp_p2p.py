@@ -3,11 +3,15 @@ compute under the interleaved schedule (Megatron-Core ``overlap_p2p_comm``)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from typer.testing import CliRunner
 
 from symcost import predict_training
+from symcost.cli import app
 from symcost import symbols as S
 from symcost.training import BREAKDOWN, pp_p2p_exposed
 
@@ -76,3 +80,28 @@ def test_one_node_pipeline_uses_nvlink():
     x = r.inputs
     send = 4096 * 4096 * 2 / 2 / (x["intra_bw"] * x["eff_intra"]) + x["intra_lat"]
     assert r.breakdown["pp_p2p"] == pytest.approx(8 * 2 * send, rel=1e-12)
+
+
+def test_without_pp_overlap_the_interleaved_schedule_blocks_by_hand():
+    """``pp_overlap`` off (Megatron-LM ``--no-overlap-p2p-communication``): VPP 2 blocks on all
+    ``2*v`` sends of each of the 8 micro-batches; with VPP 1 the field changes nothing."""
+    r = run(vpp=2, pp_overlap=False)
+    x = r.inputs
+    send = 4096 * 4096 * 2 / 2 / (x["inter_bw"] * x["eff_inter"]) + x["inter_lat"]
+    assert r.breakdown["pp_p2p"] == pytest.approx(8 * 2 * 2 * send, rel=1e-12)
+    assert run(vpp=1, pp_overlap=False).values == run(vpp=1).values
+
+
+def test_cli_no_pp_overlap_matches_the_api():
+    """``symcost train --vpp 2 --no-pp-overlap --json``: the exposed sends of the API call."""
+    args = ["train", "--model", "llama-3-8b", "--hardware", H100, "--num-gpus", "16",
+            "--tp", "2", "--pp", "2", "--vpp", "2", "--sp", "--global-batch", "32",
+            "--seq-len", "4096", "--json"]
+    runner = CliRunner(env={"SYMCOST_CACHE_DIR": "off"})
+    on, off = (runner.invoke(app, args + extra) for extra in ([], ["--no-pp-overlap"]))
+    assert on.exit_code == 0 and off.exit_code == 0, off.output
+    on_d, off_d = json.loads(on.stdout), json.loads(off.stdout)
+    assert on_d["time_pp_p2p_s"] == 0.0 and on_d["config"]["pp_overlap"] is True
+    assert off_d["config"]["pp_overlap"] is False
+    assert off_d["time_pp_p2p_s"] == pytest.approx(
+        run(vpp=2, pp_overlap=False).breakdown["pp_p2p"], rel=1e-9)
