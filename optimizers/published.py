@@ -30,8 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from symcost.config import ConfigError, TrainingConfig
-from symcost.fields import SEARCH_SHARED_FIELDS
+from symcost.config import ConfigError, search_settings
 from symcost.models import ModelSpec
 from symcost.params import Params
 from symcost.validate import load_measurements, prepare_rows, preset_for_name
@@ -48,10 +47,6 @@ _FULL_LAYOUT = ("tp", "pp", "dp", "n_gpus", "global_batch")
 _OPTIONAL = (("vpp", "vpp"), ("micro_batch", "micro_batch"), ("zero", "zero_stage"))
 _CONFIG_COLS = ("model", "hardware", "n_gpus", "global_batch", "seq_len", "dtype", "tp", "pp",
                 "dp", "vpp", "sp", "cp", "micro_batch", "recompute", "zero_stage", "notes")
-
-
-#: the settings of a configuration that its search shares where they differ from these.
-_DEFAULTS = TrainingConfig()
 
 
 def _csv_path(path: str | os.PathLike[str] | None) -> Path:
@@ -113,8 +108,7 @@ def published_configs(path: str | os.PathLike[str] | None = None) -> pd.DataFram
         hw = r.hardware
         free = {col: None if col in r.defaults else float(getattr(c, fld))
                 for fld, col in _OPTIONAL}
-        settings = {k: getattr(c, k) for k in SEARCH_SHARED_FIELDS
-                    if getattr(c, k) != getattr(_DEFAULTS, k)}
+        settings = search_settings(c)
         key = (_model_key(r.model), hw.name, c.num_gpus, c.global_batch, c.seq_len,
                c.dtype, c.tp, c.pp, c.dp, c.cp, c.ep, c.sp, c.recompute, c.flash_attention,
                c.recompute_modules, tuple(settings.items()), *free.values())

@@ -19,7 +19,8 @@ from hwspecs import HardwareSpec
 from . import rules as R
 from . import symbols as S
 from .fields import (ACT_DTYPES, DTYPE_BYTES, INFERENCE_FIELDS, INT4_GROUP, KV_DTYPES,
-                     MODEL_FIELDS, RECOMPUTE_MODES, SUBSET_FIELDS, TRAIN_DTYPES,
+                     MODEL_FIELDS, RECOMPUTE_MODES, SEARCH_SHARED_FIELDS, SUBSET_FIELDS,
+                     TRAIN_DTYPES,
                      TRAINING_FIELDS, WEIGHT_DTYPES,
                      ConfigError, coerce, encode, gemm_dtype_flags, model_parallel_size,
                      subset_bindings)
@@ -312,6 +313,16 @@ def parallel_bindings(cfg: TrainingConfig) -> dict[str, float]:
     return out
 
 
+def search_settings(cfg: TrainingConfig) -> dict[str, Any]:
+    """The fields of ``cfg`` a configuration search shares with every candidate
+    (:data:`symcost.fields.SEARCH_SHARED_FIELDS`) whose values differ from their defaults, by
+    field name: what ``search(..., **settings)`` needs to price candidates as ``cfg`` is
+    priced."""
+    default = TrainingConfig()
+    return {k: getattr(cfg, k) for k in SEARCH_SHARED_FIELDS
+            if getattr(cfg, k) != getattr(default, k)}
+
+
 def set_field_bindings(cfg: Any) -> dict[str, float]:
     """The flag symbols of every set-valued field of a training ``cfg``
     (:data:`symcost.fields.SUBSET_FIELDS`: ``lora_<target>``, ``rc_<module>``; 1 in the set,
@@ -481,4 +492,5 @@ __all__ = ["ACT_DTYPES", "DTYPES", "DTYPE_BYTES", "INT4_GROUP", "KV_DTYPES", "RE
            "inference_hardware_bindings", "set_field_bindings", "inference_parallel_bindings",
            "model_bindings",
            "model_facts", "parallel_bindings", "positive_int", "resolve", "resolve_dtypes",
+           "search_settings",
            "resolve_inference"]

@@ -902,6 +902,20 @@ def cp_a2a_bytes() -> tuple[sp.Expr, sp.Expr]:
     return qkv * S.BYTES_ACT, n * a_t * head_dim() * S.BYTES_ACT
 
 
+def cp_a2a_time() -> sp.Expr:
+    """Time of one pass's two DeepSpeed-Ulysses all-to-alls (Q/K/V and output,
+    :func:`cp_a2a_bytes`) over the ``c`` context-parallel ranks, ``t`` apart (s); the forward
+    and the backward (their gradients) move the same volume."""
+    qkv, out = cp_a2a_bytes()
+    return coll.all_to_all(qkv, S.cp, S.tp).time + coll.all_to_all(out, S.cp, S.tp).time
+
+
+def cp_ring_step(nbytes: sp.Expr) -> sp.Expr:
+    """One ring-attention P2P step of ``nbytes`` between context-parallel neighbours (``t``
+    apart): over NVLink when the ``t*c`` ranks fit in one node, else on the network (s)."""
+    return coll.p2p(nbytes, S.tp * S.cp <= S.gpus_per_node).time
+
+
 def cp_comm_layer_forward() -> Cost:
     """Context-parallel exchange of one layer's forward (exposed part), by ``cp_comm_type``.
 
@@ -923,10 +937,10 @@ def cp_comm_layer_forward() -> Cost:
         exposed); Jacobs et al. 2023, DeepSpeed-Ulysses (arXiv:2309.14509), Sec. 3.1.
     """
     c, kv = S.cp, cp_kv_bytes()
-    ring = IS_CP * (c - 1) * coll.p2p(kv, S.tp * c <= S.gpus_per_node).time
+    ring = IS_CP * (c - 1) * cp_ring_step(kv)
     gather = coll.all_gather(c * kv, c, S.tp)
     qkv, out = cp_a2a_bytes()
-    a2a = coll.all_to_all(qkv, c, S.tp).time + coll.all_to_all(out, c, S.tp).time
+    a2a = cp_a2a_time()
     sent = (CP_P2P + CP_ALLGATHER) * (c - 1) * kv + CP_A2A * (c - 1) / c * (qkv + out)
     exposed = (CP_P2P * smax(ring - attention_core_forward().time, 0)
                + CP_ALLGATHER * gather.time + CP_A2A * a2a)
@@ -942,14 +956,13 @@ def cp_comm_layer_backward() -> sp.Expr:
     ``AttnFuncWithCPAndKVAllGather.backward``); ``a2a`` sends the output gradient and the
     Q/K/V gradients back, the forward volume; both exposed."""
     c, kv = S.cp, cp_kv_bytes()
-    ring = (c - 1) * coll.p2p(2 * kv, S.tp * c <= S.gpus_per_node).time
+    ring = (c - 1) * cp_ring_step(2 * kv)
     # [hybrid] per attention block (the layer's backward attention is weighted by fa)
     fa = attention_layer_fraction()
     per_block = layer_backward_compute()["attention"].time / smax(fa, sp.Float(1e-30))
     gather = coll.all_gather(c * kv, c, S.tp).time + coll.reduce_scatter(c * kv, c, S.tp).time
-    qkv, out = cp_a2a_bytes()
-    a2a = coll.all_to_all(out, c, S.tp).time + coll.all_to_all(qkv, c, S.tp).time
-    exposed = (CP_P2P * smax(ring - per_block, 0) + CP_ALLGATHER * gather + CP_A2A * a2a)
+    exposed = (CP_P2P * smax(ring - per_block, 0) + CP_ALLGATHER * gather
+               + CP_A2A * cp_a2a_time())
     return fa * IS_CP * exposed
 
 

@@ -19,7 +19,7 @@ from optimizers.search import rank_of, search, search_scipy
 from optimizers.space import (FIELDS, RECOMPUTE_NAMES, SearchError, enumerate_space,
                               make_constraints, shared_settings, violations)
 from symcost import ConfigError, get_model, predict_training
-from symcost.config import TrainingConfig, resolve
+from symcost.config import TrainingConfig, resolve, search_settings
 from symcost.fields import (SEARCH_ARGUMENTS, SEARCH_COLUMNS, SEARCH_SHARED_FIELDS,
                             TRAINING_FIELDS)
 from symcost.models import ModelSpec
@@ -305,6 +305,15 @@ def test_search_field_groups_partition_the_training_fields():
     assert sorted(itertools.chain(*groups)) == sorted(TRAINING_FIELDS)
     assert sum(map(len, groups)) == len(TRAINING_FIELDS)
     assert FIELDS == SEARCH_COLUMNS
+
+
+def test_search_settings_are_the_shared_fields_off_their_defaults():
+    """``search_settings``: only shared settings, only where they differ from the defaults
+    (columns such as ``tp`` and arguments such as ``dtype`` are the search's own)."""
+    cfg = TrainingConfig(tp=4, dtype="fp8", ep_dedup=True, pp_overlap=False, offload="none",
+                         bf16_layers=2)
+    assert search_settings(cfg) == {"ep_dedup": True, "pp_overlap": False, "bf16_layers": 2}
+    assert search_settings(TrainingConfig()) == {}
 
 
 @pytest.mark.parametrize("experts,shared", [

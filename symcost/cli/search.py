@@ -23,12 +23,11 @@ from typing import Annotated, Literal
 
 import typer
 
-from ..config import ConfigError, TrainingConfig
+from ..config import ConfigError, TrainingConfig, search_settings
 from ..fields import SEARCH_SHARED_FIELDS
 from ..schema import rename_keys
-from .common import (DEFAULTS, CliInputError, Model, ParamsFile, ProgressBar, check_output_path,
-                     console, dask_client, emit_json, field_option, load_inputs,
-                     training_field_options)
+from .common import (CliInputError, Model, ParamsFile, ProgressBar, check_output_path, console,
+                     dask_client, emit_json, field_option, load_inputs, training_field_options)
 from .format import GIB, fmt_time, format_bytes
 
 # Function-local imports below only keep NumPy, pandas, JAX, rich and SymPy cost expressions out
@@ -204,8 +203,7 @@ def search_cmd(
               objective=objective, price_per_gpu_hour=price_per_gpu_hour, fix=fix,
               minimum=min_, maximum=max_, max_tp=max_tp, max_vpp=max_vpp,
               keep_duplicates=keep_duplicates, params=p, recompute_modules=recompute_modules,
-              **{k: getattr(config, k) for k in SEARCH_SHARED_FIELDS
-                 if getattr(config, k) != getattr(DEFAULTS, k)})
+              **search_settings(config))
     if method == "exhaustive":
         with dask_client(workers, scheduler) as client, \
                 ProgressBar("search", not as_json) as bar:
