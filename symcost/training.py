@@ -285,6 +285,44 @@ def layers_per_stage() -> sp.Expr:
     return CeilDiv(S.n_layers, S.pp)
 
 
+def last_stage_layers() -> sp.Expr:
+    """Layers on the last pipeline stage, the one that also runs the output head and the loss:
+    ``ceil((L + 2)/p) - 1`` for ``p > 1`` (``L`` without a pipeline).
+
+    When ``L`` is a multiple of ``p`` this is ``L/p``, every stage's share (Megatron-Core's
+    even split). When it is not, Megatron-Core splits ``L + 2`` units, the embedding and the
+    loss counting as one layer each (``account_for_embedding_in_pipeline_split``,
+    ``account_for_loss_in_pipeline_split``: Megatron-Bridge's Llama-3.1-405B recipe, 126
+    layers on 8 or 16 stages; the same convention as :data:`symcost.rules.VPP_LAYERS`), so
+    the last stage holds one layer fewer than the others.
+
+    References:
+        Megatron-Core ``TransformerConfig`` (``account_for_loss_in_pipeline_split``) and
+        ``get_transformer_layer_offset``; Megatron-Bridge ``recipes/llama/h100/llama3.py``.
+    """
+    return CeilDiv(S.n_layers + 2, S.pp) - 1 - (1 - IS_PP)
+
+
+def bottleneck_stage(t_layer: sp.Expr, t_head: sp.Expr) -> tuple[sp.Expr, sp.Expr]:
+    """Layers and output heads (0 or 1) of the slowest pipeline stage, which sets the pace of
+    every micro-batch: a stage of :func:`layers_per_stage` layers, or the last stage with
+    :func:`last_stage_layers` layers and the output head, whichever takes longer.
+
+    Args:
+        t_layer: time of one layer for one micro-batch (forward, backward and recomputation), s.
+        t_head: time of the output head and loss for one micro-batch (forward and backward), s.
+
+    Returns:
+        ``(layers, heads)``: with ``L`` a multiple of ``p`` always ``(L/p, 1)``; otherwise
+        ``(ceil(L/p), 0)`` when the head takes less than the layer the last stage gives up.
+    """
+    full, last = layers_per_stage(), last_stage_layers()
+    # 1 when the last stage is slower (Heaviside, 0 at a tie): a Piecewise whose condition
+    # holds Piecewise terms would be expanded by SymPy (piecewise_fold) at great cost
+    last_slower = sp.Heaviside(t_head - (full - last) * t_layer, 0)
+    return full - (full - last) * last_slower, last_slower
+
+
 # ----------------------------------------------------------------------------- parameters
 def params_attention() -> sp.Expr:
     """Parameters of one layer's attention block and its two norms (unsharded).
@@ -1408,8 +1446,10 @@ def training_expressions() -> dict[str, sp.Expr]:
     # hybrid's: its mtp_blocks average blocks) and one more pass through the output head;
     # pipeline layouts balance it as a layer (Megatron-Core
     # ``pipeline_model_parallel_layout``), 1/p of it per stage
-    Lc = Ls + S.mtp_layers * S.mtp_blocks / p
-    mtp_head = 1 + S.mtp_layers / p
+    # the slowest stage: ceil(L/p) layers, or the last stage's layers and the output head
+    Lb, heads = bottleneck_stage(fwd_layer + bwd_layer + rec_layer, head_fwd + head_bwd)
+    Lc = Lb + S.mtp_layers * S.mtp_blocks / p
+    mtp_head = heads + S.mtp_layers / p
     t_f = Lc * fwd_layer + mtp_head * head_fwd
     t_b = Lc * bwd_layer + mtp_head * head_bwd
     t_r = Lc * rec_layer

@@ -185,7 +185,13 @@ thirty-seventh (same session): DeepSeek-V3 on 256 B200 in MXFP8 from container 2
 predicted with its recipe's DeepEP dispatch and all-to-all overlap (``validate.BRIDGE_EP_DEDUP``
 now keyed by container like ``BRIDGE_EP_OVERLAP``): with the previous parameter file only its
 two rows moved (-66% -> -10%); recalibrated (Blackwell constants within 1%) and the whole
-snapshot was rewritten. Every other value is as first written.
+snapshot was rewritten. A thirty-eighth (session of 2026-11-27): when ``p`` does not divide
+the layers, the last pipeline stage holds one layer fewer and runs the output head
+(``training.bottleneck_stage``; Megatron-Core ``account_for_loss_in_pipeline_split``): with
+the previous parameter file exactly the 25 stored draws with ``pp > 1`` and ``L % pp != 0``
+moved, and 203 validation rows, all with such a split (the 20 DeepSeek-V3 rows at PP2, where
+it leaves the last stage no fewer layers, did not); recalibrated (in-sample 8.56%
+-> 7.99%) and the whole snapshot was rewritten. Every other value is as first written.
 
 The draws are described by plain field values (API keywords), so the test can replay them
 through the public API whatever the internals become.
