@@ -9,7 +9,7 @@ import math
 
 import pytest
 import sympy as sp
-from hypothesis import assume, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from symcost import predict_training
@@ -48,20 +48,21 @@ def test_bottleneck_stage_by_hand(layers, pp, head, expect):
 
 
 @settings(max_examples=200, deadline=None)
-@given(layers=st.integers(1, 200), pp=st.integers(1, 64), t_layer=st.floats(0.01, 10),
-       t_head=st.floats(0, 30))
-def test_bottleneck_is_the_slower_of_the_two_stages(layers, pp, t_layer, t_head):
-    """Second implementation, Megatron-Core's two splits: ``L/p`` layers on every stage when
-    ``p`` divides ``L`` (the head on the last), else ``(L + 2)/p`` units per stage with the
-    embedding and the loss counting as one each (Megatron-Core asserts that ``p`` divides
-    ``L + 2``). The returned pair reproduces the slowest stage's time."""
-    assume(pp == 1 or layers % pp == 0 or (layers + 2) % pp == 0)
+@given(pp=st.integers(1, 64), units=st.integers(1, 12), accounted=st.booleans(),
+       t_layer=st.floats(0.01, 10), t_head=st.floats(0, 30))
+def test_bottleneck_is_the_slower_of_the_two_stages(pp, units, accounted, t_layer, t_head):
+    """Second implementation, Megatron-Core's two splits: ``L = p*u`` layers, ``u`` on every
+    stage (the head on the last), or ``L = p*u - 2`` (not a multiple of ``p``), ``u`` units
+    per stage with the embedding and the loss counting as one each, so ``u - 1`` layers and
+    the head on the last stage (Megatron-Core asserts that ``p`` divides ``L + 2``). The
+    returned pair reproduces the slowest stage's time."""
+    layers = pp * units - 2 if accounted and pp > 2 and units > 1 else pp * units
     if pp == 1:
         full = last = layers
     elif layers % pp == 0:
-        full = last = layers // pp
+        full = last = units
     else:
-        full, last = math.ceil(layers / pp), (layers + 2) // pp - 1
+        full, last = math.ceil(layers / pp), units - 1
     slowest = max(full * t_layer, last * t_layer + t_head)
     n, h = bottleneck_stage(sp.Float(t_layer), sp.Float(t_head))
     got_n, got_h = ev(n, layers, pp), ev(h, layers, pp)

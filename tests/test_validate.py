@@ -669,8 +669,7 @@ def test_cli_validate_without_a_file_scores_the_builtin_set():
     from symcost.cli import app
     from symcost.validate import builtin_measurements, load_measurements
 
-    res = CliRunner(env={"SYMCOST_CACHE_DIR": "off"}).invoke(
-        app, ["validate", "--train-only", "--json"])
+    res = CliRunner().invoke(app, ["validate", "--train-only", "--json"])
     assert res.exit_code == 0, res.output
     d = json.loads(res.stdout)
     shipped = load_measurements(builtin_measurements())
