@@ -5,8 +5,9 @@ rows that sum to ``step_time`` exactly:
 
 * per-layer operators (``qkv_proj``, ``attention``, ``out_proj``, ``mlp_up``, ``mlp_down``,
   ``activation``, ``norms``, ``residual_dropout``), each with its forward, backward and
-  recomputed work over the ``ceil(L/p)`` layers of the critical stage and the ``m``
-  micro-batches: ``m*ceil(L/p)*(fwd + bwd + recompute)``;
+  recomputed work over the ``L_c`` layers of the critical stage (``ceil(L/p)``, or the last
+  stage's when it runs the head and is slower: :func:`symcost.training.critical_stage`) and
+  the ``m`` micro-batches: ``m*L_c*(fwd + bwd + recompute)``;
 * ``layer_overhead`` (fixed per-layer launch time), ``lm_head``, ``cross_entropy`` and
   ``embedding`` (their forward and backward), built from the same operator functions
   (:mod:`symcost.ops`) as :mod:`symcost.training`;
@@ -162,7 +163,7 @@ def operator_times() -> dict[str, tuple[sp.Expr, str | None]]:
         ``training_expressions()["step_time"]``.
     """
     m = T.micro_batches()
-    Ls = T.layers_per_stage()
+    Ls, heads = T.critical_stage()  # the slowest stage's layers and output heads (0 or 1)
     fwd = T.layer_forward_compute()
     bwd = T.layer_backward_compute()
     selective = T.selective_recompute_by_op()  # as in layer_recompute
@@ -175,9 +176,9 @@ def operator_times() -> dict[str, tuple[sp.Expr, str | None]]:
     out["layer_overhead"] = (m * Ls * (3 + T.IS_FULL) * S.t_layer_overhead, "overhead")
     n = T.tokens_micro()
     vocab_local = S.vocab / S.tp
-    out["lm_head"] = (3 * m * T.lm_head_compute().time, None)
-    out["cross_entropy"] = (m * emb.cross_entropy(n, vocab_local).time, "memory")
-    out["embedding"] = (2 * m * emb.embedding_lookup(n, S.hidden).time, "memory")
+    out["lm_head"] = (3 * m * heads * T.lm_head_compute().time, None)
+    out["cross_entropy"] = (m * heads * emb.cross_entropy(n, vocab_local).time, "memory")
+    out["embedding"] = (2 * m * heads * emb.embedding_lookup(n, S.hidden).time, "memory")
     exprs = T.training_expressions()
     for row, (name, cat) in _BREAKDOWN_ROWS.items():
         out[row] = (exprs[name], cat)

@@ -93,7 +93,7 @@ def training_module_terms() -> dict[str, dict[str, sp.Expr]]:
     """
     ex = tr.training_expressions()
     m = tr.micro_batches()
-    Ls = tr.layers_per_stage()
+    Ls, _ = tr.critical_stage()  # the slowest stage's layers; its head goes to "other"
     n = tr.tokens_micro()
     peak = tr.gemm_peak()
     fwd = tr.layer_forward_compute()

@@ -323,6 +323,47 @@ def bottleneck_stage(t_layer: sp.Expr, t_head: sp.Expr) -> tuple[sp.Expr, sp.Exp
     return full - (full - last) * last_slower, last_slower
 
 
+def layer_pass_times() -> tuple[sp.Expr, sp.Expr, sp.Expr]:
+    """Compute time of one layer for one micro-batch on one GPU: forward, backward and
+    recomputation (s), each the sum of :func:`layer_forward_compute` /
+    :func:`layer_backward_compute` / :func:`layer_recompute` ([fp8] blended over the 16-bit
+    ``bf16_layers``) plus the fixed per-layer overhead ``t_layer_overhead`` per pass, and
+    [finetune] the adapters' GEMMs and QLoRA's dequantization, less the weight-gradient GEMMs
+    a frozen base skips (:mod:`symcost.finetune`)."""
+    n, peak, ovh = tokens_micro(), gemm_peak(), S.t_layer_overhead
+    fwd = bf16_layer_blend(sum_time(layer_forward_compute())) + ovh
+    bwd = bf16_layer_blend(sum_time(layer_backward_compute())) + 2 * ovh
+    rec = bf16_layer_blend(layer_recompute().time) + IS_FULL * ovh
+    ft_fwd = ft.adapter_compute_layer(n, peak).time + ft.dequant_time_layer()
+    return (fwd + ft_fwd,
+            bwd + 2 * ft.adapter_compute_layer(n, peak).time + ft.dequant_time_layer()
+            - ft.frozen_wgrad_time(layer_forward_compute()),
+            rec + IS_FULL * ft_fwd)
+
+
+def head_pass_times() -> tuple[sp.Expr, sp.Expr]:
+    """Forward and backward time of the output head for one micro-batch (s): the logits GEMM
+    (:func:`lm_head_compute`), the cross-entropy over the ``V/t`` local vocabulary and the
+    embedding lookup; the backward runs the logits GEMM twice (once with a frozen base,
+    [finetune]) and the embedding's gradient."""
+    n = tokens_micro()
+    fwd = (lm_head_compute().time + emb.cross_entropy(n, S.vocab / S.tp).time
+           + emb.embedding_lookup(n, S.hidden).time)
+    bwd = ((2 - ft.IS_ADAPTER) * lm_head_compute().time
+           + emb.embedding_lookup(n, S.hidden).time)
+    return fwd, bwd
+
+
+def critical_stage() -> tuple[sp.Expr, sp.Expr]:
+    """``(layers, heads)`` of the stage that sets the pipeline's pace in
+    :func:`training_expressions`: :func:`bottleneck_stage` of the layer's
+    :func:`layer_pass_times` and the head's :func:`head_pass_times`. The step-time breakdowns
+    (:mod:`symcost.bottleneck`, :mod:`symcost.breakdown`) scale their per-layer terms by it."""
+    f, b, r = layer_pass_times()
+    hf, hb = head_pass_times()
+    return bottleneck_stage(f + b + r, hf + hb)
+
+
 # ----------------------------------------------------------------------------- parameters
 def params_attention() -> sp.Expr:
     """Parameters of one layer's attention block and its two norms (unsharded).
@@ -1415,19 +1456,10 @@ def training_expressions() -> dict[str, sp.Expr]:
     Ls = layers_per_stage()
     n = tokens_micro()
     peak = gemm_peak()
-    ovh = S.t_layer_overhead
+    vocab_local = S.vocab / t
 
     # --- per micro-batch, per stage; [fp8] bf16_layers of the layers at 16-bit GEMMs
-    fwd_layer = bf16_layer_blend(sum_time(layer_forward_compute())) + ovh
-    bwd_layer = bf16_layer_blend(sum_time(layer_backward_compute())) + 2 * ovh
-    rec_layer = bf16_layer_blend(layer_recompute().time) + IS_FULL * ovh
-    # [finetune] LoRA/QLoRA (symcost.finetune): frozen base skips weight-gradient GEMMs;
-    # adapters' GEMMs; QLoRA dequantizes NF4 weights in every pass
-    ft_fwd = ft.adapter_compute_layer(n, peak).time + ft.dequant_time_layer()
-    fwd_layer += ft_fwd
-    bwd_layer += (2 * ft.adapter_compute_layer(n, peak).time + ft.dequant_time_layer()
-                  - ft.frozen_wgrad_time(layer_forward_compute()))
-    rec_layer += IS_FULL * ft_fwd
+    fwd_layer, bwd_layer, rec_layer = layer_pass_times()
     tp_layer = tp_comm_layer_exposed(2 + IS_FULL)
     cp_layer = cp_comm_layer_forward().time * (1 + IS_FULL) + cp_comm_layer_backward()
     # all-to-all exposed, or (ep_overlap) hidden behind the other micro-batch's layer compute
@@ -1435,19 +1467,14 @@ def training_expressions() -> dict[str, sp.Expr]:
     ep_layer = ((1 - S.ep_overlap) * a2a
                 + S.ep_overlap * smax(a2a - (fwd_layer + bwd_layer + rec_layer), 0))
 
-    vocab_local = S.vocab / t
-    head_fwd = (lm_head_compute().time
-                + emb.cross_entropy(n, vocab_local).time
-                + emb.embedding_lookup(n, S.hidden).time)
-    head_bwd = ((2 - ft.IS_ADAPTER) * lm_head_compute().time  # [finetune]
-                + emb.embedding_lookup(n, S.hidden).time)
+    head_fwd, head_bwd = head_pass_times()
 
     # multi-token prediction (DeepSeek-V3 Sec. 2.2): each MTP module is one more layer (a
     # hybrid's: its mtp_blocks average blocks) and one more pass through the output head;
     # pipeline layouts balance it as a layer (Megatron-Core
     # ``pipeline_model_parallel_layout``), 1/p of it per stage
     # the slowest stage: ceil(L/p) layers, or the last stage's layers and the output head
-    Lb, heads = bottleneck_stage(fwd_layer + bwd_layer + rec_layer, head_fwd + head_bwd)
+    Lb, heads = critical_stage()
     Lc = Lb + S.mtp_layers * S.mtp_blocks / p
     mtp_head = heads + S.mtp_layers / p
     t_f = Lc * fwd_layer + mtp_head * head_fwd

@@ -14,7 +14,12 @@ from hypothesis import strategies as st
 
 from symcost import predict_training
 from symcost import symbols as S
-from symcost.training import bottleneck_stage, last_stage_layers, layers_per_stage
+from symcost.api import training_inputs
+from symcost.bottleneck import bottleneck
+from symcost.breakdown import evaluate_terms, training_module_terms
+from symcost.config import TrainingConfig
+from symcost.training import (bottleneck_stage, critical_stage, last_stage_layers,
+                              layers_per_stage)
 
 H100 = "h100-sxm5-80gb"
 
@@ -89,3 +94,26 @@ def test_405b_on_16_stages_runs_eight_layers_without_the_head():
     assert ratio(8) == pytest.approx((16.0, 16.0), rel=1e-12)
     fwd, bwd = ratio(14)
     assert 9.3 < fwd < 10 and 9.3 < bwd < 10   # 9 layers + a head of 0.3-1 layer
+
+
+@pytest.mark.parametrize("model, pp, heads", [
+    ("llama3.1-405b", 16, 0),   # 8-layer stages set the pace, the head's stage has 7 layers
+    ("llama-3-8b", 5, 1),       # 7-layer stages, but the last (6 layers + a 128K-word head)
+])
+def test_breakdowns_scale_by_the_critical_stage(model, pp, heads):
+    """The operator attribution (``bottleneck``) and the module breakdown
+    (``training_module_terms``) take the critical stage's layers and head
+    (``training.critical_stage``), so both still sum to the step time with an uneven split."""
+    cfg = TrainingConfig(num_gpus=8 * pp, tp=8, pp=pp, global_batch=32, micro_batch=1,
+                         seq_len=4096, sp=True)
+    v = training_inputs(model, H100, cfg)
+    bind = {S.lookup(k): val for k, val in v.items()}
+    assert float(critical_stage()[1].xreplace(bind)) == heads
+    step = predict_training(model, H100, cfg).step_time
+    b = bottleneck(model, H100, cfg)
+    assert sum(o.time for o in b.operators) == pytest.approx(step, rel=1e-12)
+    out = evaluate_terms(training_module_terms(), v)
+    rope = out["forward"]["rope"] + out["backward"]["rope"]
+    total = sum(sum(m.values()) for m in out.values())
+    assert total - rope == pytest.approx(step, rel=1e-9)
+    assert all(x >= 0 for m in out.values() for x in m.values())
