@@ -118,7 +118,8 @@ def split_roofline(expr: sp.Expr, leaf: str = "memory") -> dict[str, sp.Expr]:
 
     A ``Max`` with one argument holding a peak FLOP/s and one not is a roofline: it goes to
     ``compute`` where that argument is the larger, else to ``leaf``. Sums, products with
-    ``Max``-free factors and ``Piecewise`` branches are split recursively; any other term goes
+    ``Max``-free factors (a factor holding a ``Heaviside``, the critical stage's layer count,
+    is a coefficient) and ``Piecewise`` branches are split recursively; any other term goes
     to ``compute`` if it holds a peak FLOP/s, else to ``leaf``.
 
     Args:
@@ -139,6 +140,12 @@ def split_roofline(expr: sp.Expr, leaf: str = "memory") -> dict[str, sp.Expr]:
         parts = [split_roofline(a, leaf) for a in expr.args]
         return {k: sp.Add(*(p[k] for p in parts)) for k in ("compute", leaf)}
     if isinstance(expr, sp.Mul):
+        # the critical stage's layer count (a Heaviside of layer times) scales the row: a
+        # coefficient, whatever rooflines and peaks its comparison holds
+        stage = [a for a in expr.args if a.has(sp.Heaviside)]
+        if stage:
+            rest = split_roofline(sp.Mul(*(a for a in expr.args if a not in stage)), leaf)
+            return {k: sp.Mul(*stage) * v for k, v in rest.items()}
         inner = [a for a in expr.args if a.has(sp.Max)]
         if len(inner) == 1:
             coeff = sp.Mul(*(a for a in expr.args if a is not inner[0]))
