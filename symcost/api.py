@@ -18,6 +18,7 @@ from . import symbols as S
 from .config import (TrainingConfig, hardware_bindings, model_bindings, parallel_bindings,
                      resolve)
 from .evaluate import evaluate_broadcast
+from .functions import free_symbols_shared
 from .lower import CompiledModel, lower
 from .models import ModelSpec, get_model
 from .params import Params, load_params
@@ -70,7 +71,7 @@ def training_inputs_symbols() -> tuple[sp.Symbol, ...]:
 
 def used_symbols(exprs: Iterable[sp.Expr]) -> tuple[sp.Symbol, ...]:
     """The symbols free in ``exprs``, in :data:`symcost.symbols.ALL_SYMBOLS` order."""
-    free: set[sp.Symbol] = set().union(*(sp.sympify(e).free_symbols for e in exprs))
+    free = free_symbols_shared(exprs)
     return tuple(s for s in S.ALL_SYMBOLS if s in free)
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import sympy as sp
 
@@ -77,6 +77,38 @@ def xreplace_shared(expr: sp.Basic, mapping: Mapping[sp.Basic, sp.Basic],
         memo: cache of rebuilt nodes for this ``mapping``; updated in place.
     """
     return _replace(expr, mapping, {} if memo is None else memo, True)
+
+
+def free_symbols_shared(exprs: Iterable[sp.Basic]) -> set[sp.Symbol]:
+    """The symbols free in ``exprs``: ``set().union(*(e.free_symbols for e in exprs))``,
+    visiting each distinct subexpression once.
+
+    SymPy's ``free_symbols`` walks an expression as a tree, so a subexpression shared by many
+    terms is walked once per occurrence: ~10 s for the training formulas, against a few
+    milliseconds here. A node that binds symbols (``Lambda``, ``Integral``, ``Sum``) defers to
+    its own ``free_symbols``.
+
+    Args:
+        exprs: SymPy expressions (or values :func:`sympy.sympify` accepts).
+
+    Returns:
+        The set of free :class:`sympy.Symbol` s.
+    """
+    seen: set[int] = set()
+    out: set[sp.Symbol] = set()
+    stack: list[sp.Basic] = [sp.sympify(e) for e in exprs]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, sp.Symbol):
+            out.add(node)
+        elif getattr(node, "bound_symbols", None):
+            out |= node.free_symbols
+        else:
+            stack.extend(node.args)
+    return out
 
 
 def _replace(expr: sp.Basic, mapping: Mapping[sp.Basic, sp.Basic],

@@ -38,7 +38,7 @@ import sympy as sp
 from numpy.typing import ArrayLike, NDArray
 from sympy.printing.numpy import JaxPrinter
 
-from .functions import CeilDiv, xreplace_shared
+from .functions import CeilDiv, free_symbols_shared, xreplace_shared
 
 # jax is imported inside the functions that use it, so that importing this module (and
 # ``symcost --help``) does not load it, and ``call_numpy`` never does.
@@ -271,7 +271,7 @@ class CompiledModel:
 def _generate(exprs: Mapping[str, sp.Expr], inputs: Sequence[sp.Symbol]) -> str:
     names = list(exprs)
     prepared = [sp.sympify(exprs[n]) for n in names]
-    free = set().union(*(e.free_symbols for e in prepared)) if prepared else set()
+    free = free_symbols_shared(prepared)
     unknown = free - set(inputs)
     if unknown:
         raise LoweringError(

@@ -50,6 +50,7 @@ from .api import prepare_training, training_inputs, training_inputs_symbols, tra
 from .config import ConfigError, TrainingConfig, resolve
 from .evaluate import column_source, evaluate_chunks
 from .fields import MODEL_FIELDS, TRAINING_FIELDS
+from .functions import free_symbols_shared
 from .lower import lower
 from .models import ModelSpec, ModelSpecError
 from .params import Params, load_params
@@ -382,7 +383,7 @@ def sensitivity(model: ModelSpec | str, hardware: HardwareSpec | str,
     ev = elasticities(table, wrt, outputs)
     y0 = {o: float(ev[o]["value"][0]) for o in outputs}
     exprs = training_expressions()
-    free = {o: {s.name for s in sp.sympify(exprs[o]).free_symbols} for o in outputs}
+    free = {o: {s.name for s in free_symbols_shared([exprs[o]])} for o in outputs}
 
     result = []
     for i, w in enumerate(wrt):

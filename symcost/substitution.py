@@ -20,7 +20,7 @@ import sympy as sp
 
 from . import symbols as S
 from .fields import INFERENCE_FIELDS, MODEL_FIELDS, TRAINING_FIELDS
-from .functions import xreplace_shared
+from .functions import free_symbols_shared, xreplace_shared
 
 #: significant digits of substituted numbers in printed formulas.
 DIGITS = 4
@@ -93,7 +93,7 @@ def substitute(expr: sp.Expr, values: Mapping[str, float], keep: Sequence[str] =
     """
     kept = set(keep_symbols(keep))
     subs = {}
-    for s in expr.free_symbols:
+    for s in free_symbols_shared([expr]):
         if s in kept or s.name not in values:
             continue
         v = values[s.name]

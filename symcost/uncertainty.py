@@ -44,7 +44,7 @@ FloatArray = npt.NDArray[np.float64]
 # jax and scipy are imported inside the functions that use them, so that importing this
 # module (and ``symcost --help``) loads neither, and predict_interval needs no jax.
 
-__all__ = ["FD_REL_STEP", "PRIOR_REL_SD", "CalibrationError", "interval_sd",
+__all__ = ["FD_REL_STEP", "JACOBIAN_CHUNK", "PRIOR_REL_SD", "CalibrationError", "interval_sd",
            "log_step_time_gradient", "log_step_time_jacobian", "predict_interval",
            "row_intervals"]
 
@@ -53,8 +53,10 @@ __all__ = ["FD_REL_STEP", "PRIOR_REL_SD", "CalibrationError", "interval_sd",
 #: deviation is 30% of its value. An assumption, used only for prediction intervals.
 PRIOR_REL_SD = 0.3
 
-#: row-count padding for the compiled Jacobian (one compile per padded size).
-_MIN_PAD = 64
+#: rows per call of the compiled Jacobian: one size, so one XLA compile (~30 s for the
+#: training model) serves every row count (a calibration's few hundred rows, validation's
+#: thousand) through the one evaluator; a smaller size would call it more often.
+JACOBIAN_CHUNK = 256
 
 
 class CalibrationError(ValueError):
@@ -128,11 +130,8 @@ def log_step_time_jacobian(inputs: Mapping[str, npt.ArrayLike], wrt: Sequence[st
     idx = tuple(names.index(w) for w in basis)
     columns = {k: np.asarray(inputs[k], dtype=np.float64).reshape(-1) for k in names}
     n = len(columns[names[0]])
-    # one chunk of the next power of two (at least _MIN_PAD rows): a calibration's few hundred
-    # rows compile once per size class, through the one evaluator
-    pad = max(_MIN_PAD, 1 << max(0, (n - 1).bit_length()))
     jac, ls = evaluate_chunks(_chunk_jacobian_fn(idx), column_source(columns, names),
-                              len(names), (), n, 2, "float64", pad)
+                              len(names), (), n, 2, "float64", JACOBIAN_CHUNK)
     cols = [basis.index(w) for w in wrt]
     return ls, jac[:, cols]
 

@@ -1,5 +1,9 @@
 """Test-session setup: lowered-source and JAX caches go to a temporary directory, not ~/.cache;
-shared fixtures."""
+shared fixtures.
+
+The session also turns on JAX's persistent compilation cache there (as the CLI entry does), so
+a function compiled by one xdist worker or CLI subprocess is loaded, not compiled again, by
+the others (the training model's Jacobian alone takes ~30 s to compile)."""
 
 import os
 import shutil
@@ -10,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from symcost.cli import enable_compilation_cache
 from symcost.validate import PreparedRow, load_measurements, prepare_rows
 
 #: the published measurements beside the repository (``../shared/validation/``).
@@ -25,6 +30,7 @@ def pytest_configure(config):
     if "SYMCOST_CACHE_DIR" not in os.environ:  # xdist workers inherit the controller's
         os.environ["SYMCOST_CACHE_DIR"] = tempfile.mkdtemp(prefix="symcost-test-cache-")
         _MADE_CACHE_DIR.append(os.environ["SYMCOST_CACHE_DIR"])
+    enable_compilation_cache()
 
 
 def pytest_unconfigure(config):

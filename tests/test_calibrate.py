@@ -22,8 +22,8 @@ from symcost.calibrate import (DEFAULT_FIT, CalibrationError, bound_warnings, ca
 from symcost.config import TrainingConfig
 from symcost.cli import app
 from symcost.params import Params, ParamsError, load_params
-from symcost.uncertainty import (interval_sd, log_step_time_gradient, log_step_time_jacobian,
-                                 predict_interval, row_intervals)
+from symcost.uncertainty import (JACOBIAN_CHUNK, interval_sd, log_step_time_gradient,
+                                 log_step_time_jacobian, predict_interval, row_intervals)
 from symcost.validate import (evaluate_rows, predict_rows, prepare_rows, stack_inputs,
                               summarize)
 
@@ -127,6 +127,12 @@ def test_jacobian_matches_finite_differences(synthetic, fitted):
         Xp = {**X, p: X[p] + h}
         fd = (np.log(evaluate_rows(Xp)["step_time"]) - np.log(base_t)) / h
         assert np.allclose(J[:, j], fd, rtol=1e-4, atol=1e-6), p
+    # more rows than one compiled chunk: the rows of every chunk, in order, unchanged
+    reps = JACOBIAN_CHUNK // len(ls) + 2
+    ls_many, J_many = log_step_time_jacobian({k: np.tile(v, reps) for k, v in X.items()}, FIT)
+    assert len(ls_many) == reps * len(ls) > JACOBIAN_CHUNK
+    np.testing.assert_array_equal(ls_many, np.tile(ls, reps))
+    np.testing.assert_array_equal(J_many, np.tile(J, (reps, 1)))
 
 
 #: configurations of the one-configuration gradient check: data-parallel FSDP on one node,

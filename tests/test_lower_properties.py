@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from symcost import symbols as S
 from symcost.api import training_inputs, training_model
 from symcost.config import ConfigError, TrainingConfig, resolve
-from symcost.functions import CeilDiv, xreplace_shared
+from symcost.functions import CeilDiv, free_symbols_shared, xreplace_shared
 from symcost.lower import lower
 from symcost.models import get_model
 
@@ -100,6 +100,22 @@ def test_shared_replacement_equals_xreplace(fields):
         e = cm.expressions[name]
         assert xreplace_shared(e, repl, memo) == e.xreplace(repl), name
     assert len(memo) > 1000  # the subexpressions were shared, not re-walked
+
+
+def test_shared_free_symbols_equal_sympys():
+    """``free_symbols_shared`` (the lowering's and the input list's walk) gives exactly SymPy's
+    ``free_symbols`` on the mid-sized training outputs and on nodes that bind a symbol
+    (the bound one is not free)."""
+    exprs = training_model("float64").expressions
+    names = ["time_tp_comm", "time_ep_comm", "time_optimizer", "mem_total", "flops_hardware"]
+    for name in names:
+        assert free_symbols_shared([exprs[name]]) == exprs[name].free_symbols, name
+    assert free_symbols_shared(exprs[n] for n in names) == set().union(
+        *(exprs[n].free_symbols for n in names))
+    x, y, i = sp.symbols("x y i")
+    bound = [sp.Lambda(x, x * y), sp.Sum(x**i, (i, 0, S.n_layers)), sp.Integer(3)]
+    assert free_symbols_shared(bound) == {y, x, S.n_layers}
+    assert free_symbols_shared([bound[0]]) == {y}
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
