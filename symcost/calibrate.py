@@ -84,15 +84,18 @@ __all__ = [
 #: Blackwell Ultra), the fixed time of one NF4 dequantization call in QLoRA training
 #: (``t_dequant_call``, identified by QLoRA runs only: Ampere and Ada), the host time of one
 #: partition copy of a list-output all-gather (``t_gather_copy``, identified by the per-tensor
-#: ZeRO-3 runs of DeepSpeed 2021 only: NAR21, Ampere); a parameter the rows of a generation
-#: cannot identify (no MoE, offload, NVFP4, QLoRA or per-tensor ZeRO-3 run) keeps its start
-#: value. The
+#: ZeRO-3 runs of DeepSpeed 2021 only: NAR21, Ampere), and the achieved fraction of HBM bandwidth
+#: of the training's memory-bound kernels (``eff_hbm``: norms, activations, residual adds, fp8
+#: casts, the optimizer step; fitted since 2026-11-27, Hopper 0.51 and Blackwell 0.62 against the
+#: start 0.8, in-sample 7.99% -> 7.75% and leave-one-source-out 23.2% -> 20.9%, MLM24 and
+#: NEMO2407 within 7%; it was kept at its start before because inference read it too, and a
+#: training fit would have halved memory-bound decode times; the inference expressions now
+#: read ``eff_hbm_infer`` instead, :data:`symcost.inference.INFERENCE_EFFICIENCIES`); a
+#: parameter the rows of a generation cannot identify (no MoE, offload, NVFP4, QLoRA or
+#: per-tensor ZeRO-3 run) keeps its start value. The
 #: others keep their starting values, documented here because each was tried on the shared
-#: measurements: ``eff_hbm`` (training data constrain it only through small models' elementwise
-#: time; the fit pulled hopper's to 0.41, a stand-in for other small-model overheads that would
-#: halve memory-bound inference predictions, and it did not improve leave-one-source-out error),
-#: ``t_layer_overhead`` and ``t_step_overhead`` (fixed times; fitted they took unphysical values,
-#: e.g. 1 ms per layer, and leave-one-source-out error grew), ``gemm_m_half`` (the micro-batch size
+#: measurements: ``t_layer_overhead`` and ``t_step_overhead`` (fixed times; fitted they took
+#: unphysical values, e.g. 1 ms per layer, and leave-one-source-out error grew), ``gemm_m_half`` (the micro-batch size
 #: at which dense GEMMs reach half of ``eff_gemm``, kept at one tile row, 128 tokens: fitted, Hopper
 #: took 421 and Blackwell 0, in-sample error fell 0.06 points but leave-one-source-out MLM24 rose
 #: from 7.5% to 10.5%), ``moe_m_half`` (the tokens per local expert at which grouped GEMMs reach
@@ -107,7 +110,9 @@ DEFAULT_FIT: tuple[str, ...] = ("eff_gemm", "eff_attn", "eff_inter", "eff_host",
                                  # per-tensor ZeRO-3 (DeepSpeed 2021): list-output copies
                                  "t_gather_copy",
                                  # [moe] grouped-GEMM size penalty, fixed time per MoE layer
-                                 "moe_flop_half", "t_moe_layer")
+                                 "moe_flop_half", "t_moe_layer",
+                                 # memory-bound training kernels (not inference's)
+                                 "eff_hbm")
 
 #: generation without data -> generations to copy fitted parameters from, in order of
 #: preference (the nearest architecture first).

@@ -61,11 +61,14 @@ def test_bottleneck_moves_from_compute_as_logic_scales(tmp_path: Path) -> None:
     train, serve = res["train"], res["serve"]
     assert list(train["node"]) == ["12", "5", "1"]
     # fixed HBM2e and HDR network: in training the fixed network takes a growing share (about
-    # a third of the step at 1 nm, from nothing at 12 nm) while compute falls below half; with
-    # the TP collectives overlapped with their GEMMs compute stays the largest single term
-    assert train["compute_share"].iloc[0] > 0.9 and train["compute_share"].iloc[-1] < 0.5
+    # a quarter of the step at 1 nm, from nothing at 12 nm; 24% since the calibration fits
+    # eff_hbm, which gives the fixed HBM 16%) while compute falls below half; with the TP
+    # collectives overlapped with their GEMMs compute stays the largest single term
+    last = train.iloc[-1]
+    assert train["compute_share"].iloc[0] > 0.9 and last["compute_share"] < 0.5
     assert train["communication_share"].is_monotonic_increasing
-    assert train["communication_share"].iloc[-1] > 0.25
+    assert last["communication_share"] > 0.2
+    assert last["compute_share"] > max(last["communication_share"], last["memory_share"])
     _shifts(list(serve["bound"]), "memory")          # fixed HBM2e
     for df in (train, serve):
         assert df["speedup"].is_monotonic_increasing

@@ -21,8 +21,10 @@ from typer.testing import CliRunner
 
 from hwspecs import load_hardware
 from symcost import symbols as S
+from symcost.calibrate import DEFAULT_FIT
 from symcost.cli import app
 from symcost.config import ConfigError, TrainingConfig, resolve
+from symcost.functions import free_symbols_shared
 from symcost.infer_api import (DTYPE_BYTES, InferenceConfig, InferenceConfigError,
                                evaluate_inference, inference_inputs, inference_model,
                                predict_inference, predict_inference_rows, resolve_inference,
@@ -553,3 +555,14 @@ def test_result_formula_accepts_field_names_and_rejects_unknown_names():
     assert float(f.xreplace({S.n_layers: 32, S.kv_bytes: 2})) == r.values["kv_bytes_per_token"]
     with pytest.raises(ExplainError, match="keep: unknown name 'bogus'"):
         r.formula("tpot", keep=("bogus",))
+
+
+def test_serving_never_reads_the_training_kernel_efficiencies():
+    """The calibration fits ``eff_hbm`` and ``eff_attn`` on training runs
+    (``calibrate.DEFAULT_FIT``); serving must read its own ``eff_hbm_infer`` and
+    ``eff_attn_infer`` (``inference.INFERENCE_EFFICIENCIES``) in every output, or a training
+    fit (Hopper's ``eff_hbm`` 0.8 -> 0.51) would slow memory-bound decode by half."""
+    free = free_symbols_shared(inference_expressions().values())
+    assert S.eff_hbm not in free and S.eff_attn not in free
+    assert {S.eff_hbm_infer, S.eff_attn_infer, S.eff_gemm} <= free
+    assert "eff_hbm" in DEFAULT_FIT and "eff_attn" in DEFAULT_FIT

@@ -232,8 +232,9 @@ def register(app: typer.Typer) -> None:
         params: Annotated[Path | None, typer.Option(
             "--params", help="Starting (and fixed) parameters (default: shipped).")] = None,
         fit: Annotated[str | None, typer.Option(
-            "--fit", help="Comma-separated parameters to fit per generation (default: "
-                          "eff_gemm,eff_attn,eff_inter).")] = None,
+            "--fit", help="Comma-separated parameters to fit per generation (default: the "
+                          "set the shipped calibration fits, symcost.calibrate.DEFAULT_FIT)."
+        )] = None,
         transfer: Annotated[str, typer.Option(
             "--transfer", help="Comma-separated generations without data that take a related "
                                "generation's fitted values (e.g. blackwell,cdna3).")] = "",

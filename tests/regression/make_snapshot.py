@@ -191,7 +191,12 @@ the layers, the last pipeline stage holds one layer fewer and runs the output he
 the previous parameter file exactly the 25 stored draws with ``pp > 1`` and ``L % pp != 0``
 moved, and 203 validation rows, all with such a split (the 20 DeepSeek-V3 rows at PP2, where
 it leaves the last stage no fewer layers, did not); recalibrated (in-sample 8.56%
--> 7.99%) and the whole snapshot was rewritten. Every other value is as first written.
+-> 7.99%) and the whole snapshot was rewritten. A thirty-ninth (session of 2026-11-27,
+twelfth): ``eff_hbm`` (the training's memory-bound kernels) joins the fitted parameters
+(``calibrate.DEFAULT_FIT``); no expression changed (the snapshot passed unchanged with the
+previous parameter file, after the free-symbol and Jacobian-chunk speed-ups); recalibrated
+(in-sample 7.99% -> 7.75%) and the whole snapshot was rewritten. Every other value is as first
+written.
 
 The draws are described by plain field values (API keywords), so the test can replay them
 through the public API whatever the internals become.
