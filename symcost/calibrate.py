@@ -95,12 +95,15 @@ __all__ = [
 #: per-tensor ZeRO-3 run) keeps its start value. The
 #: others keep their starting values, documented here because each was tried on the shared
 #: measurements: ``t_layer_overhead`` and ``t_step_overhead`` (fixed times; fitted they took
-#: unphysical values, e.g. 1 ms per layer, and leave-one-source-out error grew), ``gemm_m_half`` (the micro-batch size
-#: at which dense GEMMs reach half of ``eff_gemm``, kept at one tile row, 128 tokens: fitted, Hopper
-#: took 421 and Blackwell 0, in-sample error fell 0.06 points but leave-one-source-out MLM24 rose
-#: from 7.5% to 10.5%), ``moe_m_half`` (the tokens per local expert at which grouped GEMMs reach
-#: half of ``eff_gemm``, kept at 0 since 2026-11-26: a half-point in the work per expert GEMM,
-#: ``moe_flop_half``, fits the MoE runs better; see
+#: unphysical values, e.g. 1 ms per layer, and leave-one-source-out error grew),
+#: ``gemm_m_half`` (the micro-batch size at which dense GEMMs reach half of ``eff_gemm``, kept at
+#: one tile row, 128 tokens: fitted, Hopper took 421 and Blackwell 0, in-sample error fell 0.06
+#: points but leave-one-source-out MLM24 rose from 7.5% to 10.5%; fitted again with ``eff_hbm``
+#: on 2026-11-27, Hopper 818, Ampere 281, Blackwell 0, in-sample 7.75% -> 7.60% but
+#: leave-one-source-out 20.9% -> 24.1%, MPT on Ampere 15.4% -> 24.6%), ``moe_m_half`` (the
+#: tokens per local expert at which grouped GEMMs reach half of ``eff_gemm``, kept at 0 since
+#: 2026-11-26: a half-point in the work per expert GEMM, ``moe_flop_half``, fits the MoE runs
+#: better; see
 #: :func:`symcost.training.grouped_gemm_efficiency`), ``eff_intra`` (NVLink, rarely exposed),
 #: ``mem_reserved`` (memory only) and the inference-only constants.
 DEFAULT_FIT: tuple[str, ...] = ("eff_gemm", "eff_attn", "eff_inter", "eff_host",
