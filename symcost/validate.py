@@ -879,8 +879,8 @@ def unmodelled_reason(row: Row) -> str | None:
     """Why the training model cannot represent a measurement row, or None.
 
     Checked: ``notes`` naming a hybrid Mamba-Transformer whose model has no hybrid preset
-    (its block pattern and Mamba-2 sizes are in no column: Nemotron-3 Super and Ultra, whose
-    LatentMoE experts are not modelled either); ``notes`` saying the source published the run as a
+    (its block pattern and Mamba-2 sizes are in no column; the Nemotron-H, Nemotron 3 and
+    3.5 presets have them); ``notes`` saying the source published the run as a
     known performance regression (:data:`REGRESSION_NOTE`: a software defect its source
     announces a fix for, not what the configuration achieves; predicting it would teach the
     calibration the defect); ``quant`` other than ``nf4`` (quantized base weights).

@@ -84,6 +84,7 @@ def test_builtin_loads_and_is_complete(hw_id: str) -> None:
 RATIO_EXCEPTIONS: dict[str, tuple[float, float]] = {
     "l40s": (733 / 362.05, 2.0),  # L40S datasheet prints FP8 733 and BF16 362.05 dense (2.02:1)
     "gb300": (2.0, 3.0),  # Blackwell Ultra: dense NVFP4 15 PFLOPS = 3x dense FP8 5 PFLOPS
+    "b300": (2.0, 3.0),  # Blackwell Ultra: dense NVFP4 13.5 PFLOPS = 3x dense FP8 4.5 PFLOPS
 }
 #: GeForce parts run tensor FP16/BF16 with FP32 accumulate at half rate, so TF32 = BF16 / 2
 #: still holds; their GDDR6X ridge points are low (RTX 3090: 71 TFLOPS / 936 GB/s = 76)
@@ -235,7 +236,11 @@ def test_blackwell_ultra_and_nvl72() -> None:
     assert b300.hbm_capacity == 288 * 2**30  # Blackwell Ultra: 288 GB HBM3e per GPU
     assert b300.intra_node_bandwidth == 900e9  # NVLink 5: 1.8 TB/s bidirectional
     assert b300.inter_node_bandwidth == 100e9  # 8x ConnectX-8 800 Gb/s / 8 GPUs
-    assert "fp4" not in b300.peak_flops and "int8" not in b300.peak_flops  # not sourced
+    # dense NVFP4 3x dense FP8 (Blackwell Ultra), = DGX B300's 144 PFLOPS sparse / 8 x 0.75
+    # (GB300 NVL72's dense/sparse FP4), = 0.9 x GB300's 15 as every other peak
+    assert b300.peak("fp4") == 13.5e15 == 3 * b300.peak("fp8")
+    assert b300.peak("fp4") == pytest.approx(144e15 / 8 * 1080 / 1440)
+    assert "int8" not in b300.peak_flops  # not sourced
     gb200 = load_hardware("gb200")
     assert gb200.gpus_per_node == 72  # one NVLink domain of 72 GPUs (DGX GB200 user guide)
     assert gb200.peak("bf16") == 2.5e15  # GB200 NVL72: FP16/BF16 360 PFLOPS sparse / 72 / 2

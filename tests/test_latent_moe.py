@@ -89,12 +89,11 @@ def test_bridge_count_reproduces_every_super_flop_rate(shared_measurements):
 def test_super_rows_are_predicted_with_the_latent(shared_measurements):
     """The rows give no architecture columns: the preset's latent width, MTP blocks, pattern
     and Mamba-2 sizes are taken over (a row's model with h-wide experts would be another
-    model). The six B300 NVFP4 rows are skipped: b300.yaml gives no fp4 peak."""
+    model). All 60 are predicted, the six on B300 in NVFP4 at b300.yaml's 13.5 PFLOPS."""
     shared = shared_measurements
     prepared, skipped = prepare_rows(shared[shared.model == "Nemotron-3-Super-120B-A12B"])
-    assert len(prepared) == 54
-    assert len(skipped) == 6 and all("B300" in s.case_id and "NVFP4" in s.case_id
-                                     for s in skipped)
+    assert len(prepared) == 60 and not skipped
+    assert sum(r.hardware.name == "b300" and r.config.dtype == "nvfp4" for r in prepared) == 6
     assert {(r.model.moe_latent_size, r.model.mtp_pattern, r.model.mtp_layers)
             for r in prepared} == {(1024, "*E", 2)}
     # its recipes' HybridEP dispatcher (validate.BRIDGE_EP_DEDUP) and, in NVFP4, the last 14
@@ -102,6 +101,90 @@ def test_super_rows_are_predicted_with_the_latent(shared_measurements):
     assert all(r.config.ep_dedup for r in prepared)
     assert {(r.config.dtype, r.config.bf16_layers) for r in prepared} == {
         ("mxfp8", 0), ("nvfp4", 14)}
+
+
+# ------------------------------------------------------------------ Nemotron 3 Ultra, 3.5 Lightning
+def test_ultra_preset_is_the_published_model():
+    """Nemotron 3 Ultra (``nemotron-3-ultra``): 108 blocks, attention at 7, 14, 23, 32, 39,
+    48, 57, 64, 73, 82, 89 and 98 and the rest alternating Mamba-2 and LatentMoE: 12 / 48 /
+    48 blocks (the config's ``layers_block_type``). 549.3B parameters without the MTP block
+    (NVIDIA: 550B total, 55B active). Its MTP block ('*E') holds, by hand: attention
+    8192*128*(64 + 2*2) + 64*128*8192 = 138,412,032; router 8192*512 = 4,194,304; 512 latent
+    experts 512*2*2048*5120 = 10,737,418,240; two shared experts of 5120 2*2*8192*5120 =
+    167,772,160; latent projections 2*8192*2048 = 33,554,432; the 2h -> h projection
+    2*8192*8192 = 134,217,728; five norms 5*8192 = 40,960: 11,215,609,856. With it the
+    BF16 checkpoint is 1,121 GB, the size listed for nvidia/NVIDIA-Nemotron-3-Ultra-550B-
+    A55B-BF16 (two bytes per weight; the 49 fp32 router biases are 0.1 MB)."""
+    ultra = get_model("nemotron-3-ultra")
+    assert (ultra.attention_layers, ultra.mamba_layers, ultra.moe_layers) == (12, 48, 48)
+    assert [i for i, b in enumerate(ultra.hybrid_pattern) if b == "*"] == [
+        7, 14, 23, 32, 39, 48, 57, 64, 73, 82, 89, 98]
+    mtp = (138_412_032 + 4_194_304 + 10_737_418_240 + 167_772_160 + 33_554_432
+           + 134_217_728 + 40_960)
+    assert mtp == 11_215_609_856
+    assert ultra.num_params() == pytest.approx(550e9, rel=0.002)
+    assert round(2 * (ultra.num_params() + mtp) / 1e9) == 1121
+    assert ultra.active_params() == pytest.approx(55e9, rel=0.02)
+    assert get_model("NVIDIA/NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16") == ultra
+
+
+def test_lightning_is_nano_with_mtp_and_the_checkpoints_count():
+    """Nemotron 3.5 Lightning has Nemotron 3 Nano's architecture, trained with MTP
+    (Megatron-Bridge examples/models/nemotron/nemotron_3/lightning/README.md @067f987).
+    Its verification card (examples/model_verification_cards/nemotron-3.5-lightning/
+    card.yaml) exports 32,913,266,240 parameters: the Nano blocks, 24 fp32 router biases of
+    128 experts (23 MoE blocks and the MTP block's) and the MTP block ('*E'), by hand:
+    attention 2688*128*(32 + 2*2) + 32*128*2688 = 23,396,352; router 2688*128 = 344,064;
+    128 squared-ReLU experts 128*2*2688*1856 = 1,277,165,568; two shared experts of 1856
+    2*2*2688*1856 = 19,955,712; the 2h -> h projection 2*2688*2688 = 14,450,688; five norms
+    5*2688 = 13,440: 1,335,325,824."""
+    nano, light = get_model("nemotron-3-nano"), get_model("nemotron-3.5-lightning")
+    same = {k: v for k, v in dataclasses.asdict(light).items()
+            if k not in ("name", "source", "mtp_layers", "mtp_pattern")}
+    assert same == {k: v for k, v in dataclasses.asdict(nano).items() if k in same}
+    assert (light.mtp_layers, light.mtp_pattern) == (2, "*E")
+    mtp = 23_396_352 + 344_064 + 1_277_165_568 + 19_955_712 + 14_450_688 + 13_440
+    assert mtp == 1_335_325_824
+    assert light.num_params() + mtp + 24 * 128 == 32_913_266_240
+
+
+def test_bridge_count_reproduces_the_ultra_and_lightning_flop_rates(shared_measurements):
+    """Megatron-Bridge's hybrid count with the presets' blocks (LatentMoE for Ultra, the two
+    MTP passes for both) against each published model TFLOP/s over tokens/s: Lightning on 8
+    GB200 to 0.1% (28.15 GFLOP per token against Nano's 22.28: the MTP passes), Ultra on 256
+    GB300 to 0.5% and on 256 GB200 (TP2) to 1.7% (358.9 GFLOP per token)."""
+    shared = shared_measurements
+    seen = {}
+    for model, preset, tol in (("Nemotron-3.5-Lightning", "nemotron-3.5-lightning", 0.001),
+                               ("Nemotron-3-Ultra", "nemotron-3-ultra", 0.02)):
+        spec = get_model(preset)
+        rows = shared[shared.model == model]
+        run = rows.case_id.str.replace(r"-(tflops|tpsg)$", "", regex=True)
+        for _, g in rows.groupby(run):
+            d = {m: float(v) for m, v in zip(g.metric, g.value)}
+            f, _ = megatron_flops_per_token(spec, float(g.seq_len.iloc[0]),
+                                            counter="megatron_bridge", tp=int(g.tp.iloc[0]))
+            ratio = d["model_tflops_per_gpu"] * 1e12 / d["tokens_per_s_per_gpu"] / f
+            assert ratio == pytest.approx(1.0, abs=tol)
+            seen[model] = seen.get(model, 0) + 1
+    assert seen == {"Nemotron-3.5-Lightning": 1, "Nemotron-3-Ultra": 2}
+    nano = megatron_flops_per_token(get_model("nemotron-3-nano"), 8192.0,
+                                    counter="megatron_bridge", tp=1)[0]
+    light = megatron_flops_per_token(get_model("nemotron-3.5-lightning"), 8192.0,
+                                     counter="megatron_bridge", tp=1)[0]
+    assert (nano / 1e9, light / 1e9) == (pytest.approx(22.28, abs=0.01),
+                                         pytest.approx(28.15, abs=0.01))
+
+
+def test_ultra_and_lightning_rows_are_predicted_with_their_presets(shared_measurements):
+    """Their rows give no architecture columns; the presets' patterns, MTP blocks and
+    latent width are taken over, and all six rows (tokens/s and TFLOP/s) are predicted."""
+    shared = shared_measurements
+    rows = shared[shared.model.isin(["Nemotron-3-Ultra", "Nemotron-3.5-Lightning"])]
+    prepared, skipped = prepare_rows(rows)
+    assert len(prepared) == 6 and not skipped
+    assert {(r.model.mamba_layers, r.model.moe_latent_size, r.model.mtp_layers)
+            for r in prepared} == {(48, 2048, 2), (23, 0, 2)}
 
 
 # ------------------------------------------------------------------------ hand counts

@@ -27,6 +27,8 @@ EXPECTED_IDS = {
     "nemotron-h-56b",
     "nemotron-3-nano",
     "nemotron-3-super",
+    "nemotron-3-ultra",
+    "nemotron-3.5-lightning",
     "gpt3-175b",
     "gpt-1.7b",
     "gpt-3.6b",

@@ -195,8 +195,12 @@ it leaves the last stage no fewer layers, did not); recalibrated (in-sample 8.56
 twelfth): ``eff_hbm`` (the training's memory-bound kernels) joins the fitted parameters
 (``calibrate.DEFAULT_FIT``); no expression changed (the snapshot passed unchanged with the
 previous parameter file, after the free-symbol and Jacobian-chunk speed-ups); recalibrated
-(in-sample 7.99% -> 7.75%) and the whole snapshot was rewritten. Every other value is as first
-written.
+(in-sample 7.99% -> 7.75%) and the whole snapshot was rewritten. A fortieth (session of
+2026-11-27, thirteenth): presets for Nemotron 3 Ultra and Nemotron 3.5 Lightning and a sourced
+fp4 peak in ``b300.yaml`` (13.5 PFLOPS); with the previous parameter file every stored draw
+passed and only the validation skip list moved (12 rows predicted that were skipped);
+recalibrated with them (Blackwell and Blackwell Ultra constants within 7%, in-sample 7.75%)
+and the whole snapshot was rewritten. Every other value is as first written.
 
 The draws are described by plain field values (API keywords), so the test can replay them
 through the public API whatever the internals become.
