@@ -168,7 +168,15 @@ INFERENCE_REASON = "inference rows: not predicted by the training model"
 #:   MLM24 table's notes state "TP comm overlap"). MLM24 also gets sequence parallelism with
 #:   TP (Megatron-Core requires it for ``--tp-comm-overlap``) and the distributed optimizer
 #:   (``zero_stage`` 1: its notes state overlapped "param-gather", which only the distributed
-#:   optimizer does).
+#:   optimizer does). MBRIDGE, MBRIDGE2511 and NEMO2407 are predicted at ``zero_stage`` 0
+#:   although their pre-training recipes shard the optimizer too (Megatron-Bridge
+#:   ``recipes/utils/optimizer_utils.py`` @067f987: ``use_distributed_optimizer=True``; its
+#:   PEFT recipes turn it off): with ``zero_stage`` 1 for their full-parameter rows and the
+#:   calibration refitted, in-sample MAPE rose 7.75% -> 7.88% (NEMO2407 5.5% -> 6.4%, MBRIDGE
+#:   9.4% -> 9.6%, MBRIDGE2511 8.0% -> 8.4%; 2026-11-27), and charging overlapped gradient and
+#:   parameter collectives a fraction of their time (SM contention, 0.3 or 0.6) did worse
+#:   (7.89%, 7.98%). The model's ZeRO-1 hides more of the data-parallel traffic than these
+#:   runs do; until that is understood, the constants stay fitted under ZeRO-0.
 #: * MBRIDGE, MBRIDGE2511, NEMO2407, MLM24: FLOP-rate metrics counted with the source's own
 #:   formula (``flops_counter``, :data:`FLOPS_COUNTERS`): the MBRIDGE notes name
 #:   Megatron-Bridge's ``flop_utils.py``, whose count changed with container 26.06 (a row's
