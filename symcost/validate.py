@@ -27,7 +27,8 @@ sp                 on with tp > 1 (:data:`GENERIC_FACTS`: Megatron-Core, NeMo an
                    Megatron-Bridge practice); off for NAR21, MLM22, MPT and ZHANG23
                    (:data:`SOURCE_DEFAULTS`)
 cp, ep             1 (no context or expert parallelism)
-zero_stage         0; 1 for MLM24 (:data:`SOURCE_DEFAULTS`)
+zero_stage         0; 1 for MLM24 and for the full-parameter rows of MBRIDGE, MBRIDGE2511 and
+                   NEMO2407 (:data:`SOURCE_DEFAULTS`)
 tp_overlap         on with sp (:data:`GENERIC_FACTS`); off for NAR21, MLM22, MPT and
                    ZHANG23
 ep_overlap         off; on for the MBRIDGE MoE rows whose container's recipe overlapped the
@@ -168,15 +169,22 @@ INFERENCE_REASON = "inference rows: not predicted by the training model"
 #:   MLM24 table's notes state "TP comm overlap"). MLM24 also gets sequence parallelism with
 #:   TP (Megatron-Core requires it for ``--tp-comm-overlap``) and the distributed optimizer
 #:   (``zero_stage`` 1: its notes state overlapped "param-gather", which only the distributed
-#:   optimizer does). MBRIDGE, MBRIDGE2511 and NEMO2407 are predicted at ``zero_stage`` 0
-#:   although their pre-training recipes shard the optimizer too (Megatron-Bridge
-#:   ``recipes/utils/optimizer_utils.py`` @067f987: ``use_distributed_optimizer=True``; its
-#:   PEFT recipes turn it off): with ``zero_stage`` 1 for their full-parameter rows and the
-#:   calibration refitted, in-sample MAPE rose 7.75% -> 7.88% (NEMO2407 5.5% -> 6.4%, MBRIDGE
-#:   9.4% -> 9.6%, MBRIDGE2511 8.0% -> 8.4%; 2026-11-27), and charging overlapped gradient and
-#:   parameter collectives a fraction of their time (SM contention, 0.3 or 0.6) did worse
-#:   (7.89%, 7.98%). The model's ZeRO-1 hides more of the data-parallel traffic than these
-#:   runs do; until that is understood, the constants stay fitted under ZeRO-0.
+#:   optimizer does).
+#: * MBRIDGE, MBRIDGE2511, NEMO2407: the distributed optimizer (``zero_stage`` 1) for
+#:   full-parameter runs, as their recipes shard it (Megatron-Bridge
+#:   ``recipes/utils/optimizer_utils.py`` @067f987: ``use_distributed_optimizer=True``; NeMo
+#:   2.0 ``nemo/collections/llm/recipes/optim/adam.py``,
+#:   ``distributed_fused_adam_with_cosine_annealing``: the same, with ``overlap_grad_reduce``
+#:   and ``overlap_param_gather``); parameter-efficient runs keep a replicated optimizer (the
+#:   PEFT recipes set ``use_distributed_optimizer = False``). Until 2026-11-27 they were
+#:   predicted at ZeRO-0: 76 of the 472 distinct published training layouts then needed more
+#:   memory than the GPU has (replicated fp32 Adam states), 27 with this default. Refitted,
+#:   in-sample MAPE rose 7.75% -> 7.88% (NEMO2407 5.5% -> 6.4%, MBRIDGE 9.4% -> 9.6%,
+#:   MBRIDGE2511 8.0% -> 8.4%) while leave-one-source-out fell 21.09% -> 20.87% (MBRIDGE
+#:   Blackwell 33.2% -> 31.8%): the model's ZeRO-1 hides more of the data-parallel traffic
+#:   than these runs do, and ZeRO-0's exposed all-reduce had stood in for it. Charging the
+#:   overlapped gradient and parameter collectives a fraction of their time (SM contention,
+#:   0.3 or 0.6) did worse (7.89%, 7.98%; MLM24 4.3% -> 5.6%, 7.3%).
 #: * MBRIDGE, MBRIDGE2511, NEMO2407, MLM24: FLOP-rate metrics counted with the source's own
 #:   formula (``flops_counter``, :data:`FLOPS_COUNTERS`): the MBRIDGE notes name
 #:   Megatron-Bridge's ``flop_utils.py``, whose count changed with container 26.06 (a row's
@@ -221,11 +229,12 @@ SOURCE_DEFAULTS: dict[str, dict[str, Any]] = {
     "NAR21": {"flash_attention": False, "zero3_per_tensor": True, "sp_with_tp": False,
               "tp_overlap_with_sp": False},
     "MLM22": {"flash_attention": False, "sp_with_tp": False, "tp_overlap_with_sp": False},
-    "MBRIDGE": {"sp_with_tp": True, "tp_overlap_with_sp": True,
+    "MBRIDGE": {"sp_with_tp": True, "tp_overlap_with_sp": True, "zero_stage": 1,
                 "flops_counter": "megatron_bridge", "lora_rank": 32, "lora_targets": "q,k,v"},
-    "MBRIDGE2511": {"sp_with_tp": True, "tp_overlap_with_sp": True,
+    "MBRIDGE2511": {"sp_with_tp": True, "tp_overlap_with_sp": True, "zero_stage": 1,
                     "flops_counter": "megatron_bridge"},
-    "NEMO2407": {"sp_with_tp": True, "tp_overlap_with_sp": True, "flops_counter": "megatron"},
+    "NEMO2407": {"sp_with_tp": True, "tp_overlap_with_sp": True, "zero_stage": 1,
+                 "flops_counter": "megatron"},
     "MLM24": {"sp_with_tp": True, "tp_overlap_with_sp": True, "zero_stage": 1,
               "flops_counter": "megatron"},
     "MPT": {"flash_attention": True, "arch": {"position": "learned", "bias": True},
@@ -1051,7 +1060,12 @@ def _prepare_one(row: Row, other_metrics: bool = False) -> PreparedRow:
                           and (cell_int(row, "tp") or 1) > 1))
     if str(cell(row, "zero_stage") or "").strip().upper() in ZERO_NAMES:
         row = {**row, "zero_stage": ZERO_NAMES[str(cell(row, "zero_stage")).strip().upper()]}
-    zero = opt("zero_stage", int(SOURCE_DEFAULTS.get(source, {}).get("zero_stage", 0)))
+    tuning = finetune_columns(row, defaults, source)
+    # the source's optimizer sharding for full-parameter training; parameter-efficient runs
+    # keep a replicated optimizer (Megatron-Bridge's PEFT recipes turn the distributed
+    # optimizer off: use_distributed_optimizer = False)
+    zero = opt("zero_stage", int(SOURCE_DEFAULTS.get(source, {}).get("zero_stage", 0))
+               if tuning["finetune"] == "full" else 0)
     recompute = (cell(row, "recompute") or "").lower()
     if not recompute:
         recompute = "none"
@@ -1104,7 +1118,7 @@ def _prepare_one(row: Row, other_metrics: bool = False) -> PreparedRow:
                              "train_framework", "megatron")),
                          attention_backend=str(SOURCE_DEFAULTS.get(source, {}).get(
                              "attention_backend", "native")),
-                         **finetune_columns(row, defaults, source))
+                         **tuning)
     try:
         cfg = resolve(model, hw, cfg)
     except ConfigError as exc:
