@@ -180,8 +180,8 @@ INFERENCE_REASON = "inference rows: not predicted by the training model"
 #:   MBRIDGE2511's rows state 0 (their table's ``FSDP=0``) or FSDP, and MBRIDGE's FSDP rows 3.
 #:   Until 2026-11-27 the MBRIDGE and NEMO2407 rows were predicted at ZeRO-0: 76 of the 472
 #:   distinct published training layouts then needed more memory than the GPU has (replicated
-#:   fp32 Adam states), 27 with this default. Refitted,
-#:   in-sample MAPE rose 7.75% -> 7.88% (NEMO2407 5.5% -> 6.4%, MBRIDGE 9.4% -> 9.6%,
+#:   fp32 Adam states), 27 with this default. Refitted, in-sample MAPE rose 7.75% -> 7.88%
+#:   (NEMO2407 5.5% -> 6.4%, MBRIDGE 9.4% -> 9.6%,
 #:   MBRIDGE2511 8.0% -> 8.4%) while leave-one-source-out fell 21.09% -> 20.87% (MBRIDGE
 #:   Blackwell 33.2% -> 31.8%): the model's ZeRO-1 hides more of the data-parallel traffic
 #:   than these runs do, and ZeRO-0's exposed all-reduce had stood in for it. Charging the

@@ -61,8 +61,8 @@ def test_bottleneck_moves_from_compute_as_logic_scales(tmp_path: Path) -> None:
     train, serve = res["train"], res["serve"]
     assert list(train["node"]) == ["12", "5", "1"]
     # fixed HBM2e and HDR network: in training the fixed network takes a growing share (about
-    # a quarter of the step at 1 nm, from nothing at 12 nm; 24% since the calibration fits
-    # eff_hbm, which gives the fixed HBM 16%) while compute falls below half; with the TP
+    # a quarter of the step at 1 nm, from nothing at 12 nm: 24%, with the fixed HBM at 27% in
+    # the calibration of 2026-11-27) while compute falls below half (29%); with the TP
     # collectives overlapped with their GEMMs compute stays the largest single term
     last = train.iloc[-1]
     assert train["compute_share"].iloc[0] > 0.9 and last["compute_share"] < 0.5
