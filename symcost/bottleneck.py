@@ -11,6 +11,8 @@ rows that sum to ``step_time`` exactly:
 * ``layer_overhead`` (fixed per-layer launch time), ``lm_head``, ``cross_entropy`` and
   ``embedding`` (their forward and backward), built from the same operator functions
   (:mod:`symcost.ops`) as :mod:`symcost.training`;
+* ``activation_offload``: the activation copies to host memory and back that the layers'
+  compute does not hide (:func:`symcost.training.activation_offload_exposed`);
 * ``tp_comm``, ``cp_comm`` (exposed), ``ep_comm``, ``pp_p2p``, ``dp_comm`` (exposed), ``optimizer``, ``pp_bubble`` and
   ``step_overhead``: the corresponding terms of the step-time breakdown.
 
@@ -80,6 +82,7 @@ DESCRIPTIONS = {
     "lm_head": "LM head GEMM",
     "cross_entropy": "vocabulary-parallel cross-entropy",
     "embedding": "embedding lookup",
+    "activation_offload": "activation copies to host memory and back (exposed part)",
     "tp_comm": "tensor-parallel collectives",
     "cp_comm": "context-parallel exchange of keys/values (exposed part; ring, all-gather or "
                "all-to-all by cp_comm_type)",
@@ -100,7 +103,7 @@ DESCRIPTIONS = {
     "mamba_scan": "Mamba-2 chunked SSD scan",
     "mamba_norm": "Mamba-2 norm gated by z",
     "mamba_out_proj": "Mamba-2 output projection GEMM",
-    "fp8_cast": "fp8/fp4 casts of GEMM inputs",
+    "fp8_cast": "fp8/fp4 casts of GEMM inputs (activations per micro-batch, weights per step)",
     "optimizer": "Adam step",
     "pp_bubble": "pipeline fill and drain",
     "step_overhead": "fixed per-step overhead",
@@ -180,12 +183,17 @@ def operator_times() -> dict[str, tuple[sp.Expr, str | None]]:
         if op in selective:
             t = t + selective[op].time
         out[op] = (m * Ls * t, "overhead" if op == "moe_overhead" else None)  # [moe] fixed time
+    # [fp8] the weight casts once per step (Transformer Engine reuses them across micro-batches)
+    out["fp8_cast"] = (out["fp8_cast"][0] + T.fp8_weight_cast_time(), None)
     out["layer_overhead"] = (m * Ls * (3 + T.IS_FULL) * S.t_layer_overhead, "overhead")
     n = T.tokens_micro()
     vocab_local = S.vocab / S.tp
     out["lm_head"] = (3 * m * heads * T.lm_head_compute().time, None)
     out["cross_entropy"] = (m * heads * emb.cross_entropy(n, vocab_local).time, "memory")
     out["embedding"] = (2 * m * heads * emb.embedding_lookup(n, S.hidden).time, "memory")
+    # [offload] activation copies over the host link that the layers' compute does not hide
+    off_f, off_b = T.activation_offload_exposed(*T.layer_pass_times()[:2])
+    out["activation_offload"] = (m * (off_f + off_b), "communication")
     exprs = T.training_expressions()
     for row, (name, cat) in _BREAKDOWN_ROWS.items():
         out[row] = (exprs[name], cat)

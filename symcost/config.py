@@ -112,6 +112,14 @@ class TrainingConfig:
         moe_capacity_factor: expert capacity in multiples of the balanced load, tokens beyond
             it dropped (GShard, Switch Transformer); 0: dropless.
         offload: ``none``, ``optimizer`` or ``optimizer+params`` (host memory, DeepSpeed).
+        activation_offload_layers: decoder layers (blocks of a hybrid) whose saved
+            activations are copied to host memory after their forward and back before their
+            backward, on copy streams that overlap the other layers' compute (Megatron-Core
+            ``cpu_offloading`` with ``cpu_offloading_num_layers``; Transformer Engine
+            ``get_cpu_offload_context``): fewer activations in HBM, host-link copies that
+            show only when they outlast the compute they hide behind
+            (:func:`symcost.training.activation_offload_exposed`). Fewer than the layers,
+            with ``pp = 1`` and no recomputation (Megatron-Core ``TransformerConfig``).
         intra_node_link: ``default``, ``nvlink``, ``nvlink-bridge`` or ``pcie``.
         finetune: ``full``, ``lora`` or ``qlora``.
         lora_rank: adapter rank ``r``.
@@ -150,6 +158,7 @@ class TrainingConfig:
     moe_capacity_factor: float = 0.0
     # fine-tuning, offload and topology (issue 13; see symcost.fields / symcost.finetune)
     offload: str = "none"
+    activation_offload_layers: int = 0
     intra_node_link: str = "default"
     finetune: str = "full"
     lora_rank: int = 16

@@ -305,6 +305,9 @@ TRAINING_FIELDS: dict[str, Field] = _table(
     Field("offload", "enum", "1", "none", "optimizer states (and with ZeRO-3 parameters) in "
           "host memory: DeepSpeed ZeRO-Offload / ZeRO-Infinity", "offload",
           choices=OFFLOAD_MODES),
+    _int("activation_offload_layers", "layers whose saved activations are copied to host "
+         "memory in the forward and back for the backward, overlapped with compute "
+         "(Megatron-Core --cpu-offloading-num-layers; pp 1, no recompute)", 0, minimum=0),
     Field("intra_node_link", "enum", "1", "default", "intra-node link of the collectives "
           "(default: the hardware's usual link; pcie without peer-to-peer stages through host "
           "memory)", "intra_link", choices=INTRA_LINKS),

@@ -352,6 +352,34 @@ OFFLOAD_PARAMS_ZERO3 = Rule(
     lambda v: "offloading parameters (optimizer+params) needs them partitioned: use zero 3 "
               "(DeepSpeed offload_param is a ZeRO-3 option; Rajbhandari et al. 2021, "
               "ZeRO-Infinity)")
+# Layer-level activation offloading: Megatron-Core TransformerConfig.__post_init__ refuses
+# cpu_offloading_num_layers outside [0, num_layers), with pipeline parallelism and with any
+# recompute_granularity (megatron/core/transformer/transformer_config.py; Megatron-Bridge
+# docs/training/cpu-offloading.md, "Feature Interactions").
+ACT_OFFLOAD_LAYERS = Rule(
+    "activation_offload_layers_below_layers", "activation_offload_layers",
+    ("activation_offload_layers", "layers"),
+    lambda v, xp: v.get("activation_offload_layers", 0.0) < v["layers"],
+    "not fewer than the layers",
+    lambda v: f"{_i(v['activation_offload_layers'])} must be fewer than the layers "
+              f"({_i(v['layers'])}) (Megatron-Core: cpu_offloading_num_layers < num_layers)")
+
+
+def _act_offload_needs(code: str, other: str, below: float, reason: str, why: str) -> Rule:
+    """A rule ``activation_offload_layers > 0`` allows only with ``other < below``."""
+    return Rule(code, "activation_offload_layers", ("activation_offload_layers", other),
+                lambda v, xp: (v.get("activation_offload_layers", 0.0) < 0.5)
+                | (v[other] < below), reason,
+                lambda v: f"{reason} (Megatron-Core: {why})")
+
+
+ACT_OFFLOAD_PP = _act_offload_needs(
+    "activation_offload_needs_pp1", "pp", 1.5, "activation offloading needs pp = 1",
+    "no pipeline parallelism with CPU offloading")
+ACT_OFFLOAD_RECOMPUTE = _act_offload_needs(
+    "activation_offload_without_recompute", "recompute", 0.5,
+    "activation offloading needs recompute = none",
+    "CPU offloading does not work when activation recomputation is enabled")
 BRIDGE_HARDWARE = Rule(
     "nvlink_bridge_needs_bridges", "intra_node_link", ("intra_node_link", "hw_bridge"),
     lambda v, xp: (v.get("intra_node_link", 0.0) < 1.5) | (v.get("intra_node_link", 0.0) > 2.5)
@@ -359,7 +387,8 @@ BRIDGE_HARDWARE = Rule(
     "nvlink-bridge on hardware without NVLink bridges",
     lambda v: f"{v.get('hw_name', 'this GPU')} has no NVLink bridges in its hardware spec "
               "(host_link.bridge_gbps_per_direction)")
-FINETUNE_RULES: tuple[Rule, ...] = (OFFLOAD_NEEDS_ZERO, OFFLOAD_PARAMS_ZERO3, BRIDGE_HARDWARE)
+FINETUNE_RULES: tuple[Rule, ...] = (OFFLOAD_NEEDS_ZERO, OFFLOAD_PARAMS_ZERO3, ACT_OFFLOAD_LAYERS,
+                                     ACT_OFFLOAD_PP, ACT_OFFLOAD_RECOMPUTE, BRIDGE_HARDWARE)
 # --- end of fine-tuning rules -------------------------------------------------------------
 
 # --- hybrid Mamba-Transformer models (issue 11; symcost.training, symcost.ops.ssm) ---------

@@ -271,6 +271,10 @@ ep_overlap = _declare("ep_overlap", "parallel", "1",
 bf16_layers = _declare("bf16_layers", "parallel", "1",
                        "layers whose linear layers stay BF16 under fp8/MXFP8/NVFP4 (Megatron-Core "
                        "--num-layers-at-start/end-in-bf16)", integer=True, nonneg=True)
+activation_offload_layers = _declare(
+    "activation_offload_layers", "parallel", "1",
+    "layers whose saved activations go to host memory in the forward and come back for the "
+    "backward (Megatron-Core --cpu-offloading-num-layers)", integer=True, nonneg=True)
 ep_dedup = _declare("ep_dedup", "parallel", "1",
                     "1 when the MoE dispatch sends each token once per destination node and "
                     "forwards it over NVLink (DeepEP, HybridEP)", integer=True, nonneg=True)

@@ -26,6 +26,9 @@ Execution model (per optimizer step, the critical pipeline stage):
   in every micro-batch's forward and backward and reduce-scatters gradients. Reduce-scatters
   and all-gathers run one per layer (FSDP units, distributed-optimizer buckets), each paying
   its ring latency; the ZeRO-0 gradient all-reduce is one bucketed collective.
+* Activation offloading (``activation_offload_layers``, ``pp = 1``): the offloaded layers'
+  activations leave HBM, and their host-link copies add only what the layers' compute does
+  not hide (:func:`activation_offload_exposed`).
 * Adam step memory-bound on the locally held optimizer shard; a fixed per-step overhead.
 
 MFU counts model FLOPs without recomputation; HFU adds the recomputed forward work
@@ -813,6 +816,14 @@ def fp8_weight_cast_bytes_layer() -> sp.Expr:
     return (S.fp8 + S.fp4) * 4 * weights
 
 
+def fp8_weight_cast_time() -> sp.Expr:
+    """[fp8] Time per optimizer step (s) of the stage's weight casts
+    (:func:`fp8_weight_cast_bytes_layer` over the ``ceil(L/p)`` layers, [fp8] blended over
+    the 16-bit ``bf16_layers``), memory-bound at ``eff_hbm``; in ``time_forward``."""
+    return (layers_per_stage() * bf16_layer_blend(fp8_weight_cast_bytes_layer())
+            / (S.hbm_bw * S.eff_hbm))
+
+
 def layer_backward_compute() -> dict[str, Cost]:
     """Backward compute of one layer for one micro-batch: GEMMs and memory-bound ops twice the
     forward (input and weight gradients), attention per its kernel."""
@@ -1258,6 +1269,56 @@ def microbatches_in_flight() -> sp.Expr:
     return smin(micro_batches(), p) * interleave
 
 
+def activation_offload_resident_layers() -> sp.Expr:
+    """[offload] Layers of the stage whose activations are in HBM at the peak (the end of the
+    forward), with ``k = activation_offload_layers`` offloaded: ``L_s - k + 1`` when ``k >= 1``
+    (the last offloaded layer's copy to host memory, or the first reload, still holds one
+    layer's activations), ``L_s`` without offloading.
+
+    Megatron-Core offloads the first ``k`` layers (Transformer Engine
+    ``AsyncDoubleBufferGroupOffloadHandler``: groups below ``num_offload_group`` are copied
+    out on a device-to-host stream, one group reloaded ahead of its backward,
+    ``num_prefetch_group = 1``), so the backward frees the resident layers before it reloads
+    any. Units: layers (a count); ``microbatches_in_flight`` is 1 at ``pp = 1``, the only
+    pipeline depth that allows offloading (:data:`symcost.rules.ACT_OFFLOAD_PP`).
+    """
+    k = S.activation_offload_layers
+    return layers_per_stage() - k + flag(k > sp.Rational(1, 2))
+
+
+def activation_offload_exposed(t_fwd_layer: sp.Expr, t_bwd_layer: sp.Expr
+                               ) -> tuple[sp.Expr, sp.Expr]:
+    """[offload] Forward and backward time (s per micro-batch) that copying the activations of
+    ``k = activation_offload_layers`` layers to host memory and back adds to a stage.
+
+    Each offloaded layer's saved activations (:func:`activation_bytes_layer`, ``A`` bytes)
+    cross the host link once each way, ``t_c = A / (eff_host * host_bw)`` per layer and
+    direction. Forward: the copies run on their own stream while the stage's ``L_s`` layers
+    compute (Transformer Engine spreads the offload windows evenly over the layers), so
+    ``max(k * t_c - L_s * t_fwd, 0)`` shows. Backward: each reload is prefetched one layer
+    ahead, behind one layer's backward, ``k * max(t_c - t_bwd, 0)``. Zero without offloading.
+    The copies' HBM traffic is not charged to the kernels they overlap.
+
+    Args:
+        t_fwd_layer, t_bwd_layer: one layer's forward and backward compute for one
+            micro-batch (s).
+
+    Returns:
+        ``(forward, backward)`` exposed copy time, s.
+
+    References:
+        Transformer Engine ``cpu_offload.py`` (``AsyncDoubleBufferGroupOffloadHandler``: "D2h
+        and h2d copying are completely hidden behind computation if computation time of a
+        layer is longer than host-device communication time"); Megatron-Core
+        ``TransformerConfig.cpu_offloading_num_layers``; Megatron-Bridge
+        ``docs/training/cpu-offloading.md``.
+    """
+    k = S.activation_offload_layers
+    t_c = bf16_layer_blend(activation_bytes_layer()) / (S.eff_host * S.host_bw)
+    return (smax(k * t_c - layers_per_stage() * t_fwd_layer, 0),
+            k * smax(t_c - t_bwd_layer, 0))
+
+
 # ----------------------------------------------------------------------------- [memory]
 #: [memory] 1 with the Hugging Face Trainer's memory layout (``train_framework = hf``).
 IS_HF = flag(S.train_framework > sp.Rational(1, 2))
@@ -1477,8 +1538,10 @@ def training_expressions() -> dict[str, sp.Expr]:
     Lb, heads = critical_stage()
     Lc = Lb + S.mtp_layers * S.mtp_blocks / p
     mtp_head = heads + S.mtp_layers / p
-    t_f = Lc * fwd_layer + mtp_head * head_fwd
-    t_b = Lc * bwd_layer + mtp_head * head_bwd
+    # [offload] activation copies to host memory that outlast the compute they hide behind
+    off_f, off_b = activation_offload_exposed(fwd_layer, bwd_layer)
+    t_f = Lc * fwd_layer + mtp_head * head_fwd + off_f
+    t_b = Lc * bwd_layer + mtp_head * head_bwd + off_b
     t_r = Lc * rec_layer
     t_tp = Lc * tp_layer
     t_cp = Lc * cp_layer
@@ -1573,8 +1636,7 @@ def training_expressions() -> dict[str, sp.Expr]:
              + ft.offload_optimizer_time(opt_local, t * c * p * d, m * (t_f + t_b)))
 
     out: dict[str, sp.Expr] = {
-        "time_forward": m * t_f + Ls * bf16_layer_blend(fp8_weight_cast_bytes_layer())
-        / (S.hbm_bw * S.eff_hbm),
+        "time_forward": m * t_f + fp8_weight_cast_time(),
         "time_backward": m * t_b,
         "time_recompute": m * t_r,
         "time_tp_comm": m * t_tp,
@@ -1645,7 +1707,8 @@ def training_expressions() -> dict[str, sp.Expr]:
         sharded(0.5, train_rep, train_exp))
     logit_bytes = S.BYTES_LOGIT + IS_HF * (HF_BYTES_LOGIT - S.BYTES_LOGIT)  # [memory]
     logits = (1 - IS_PP) * logit_bytes * n * vocab_local
-    out["mem_activations"] = (Ls * bf16_layer_blend(activation_bytes_layer())
+    out["mem_activations"] = (activation_offload_resident_layers()
+                              * bf16_layer_blend(activation_bytes_layer())
                               * microbatches_in_flight()
                               + IS_FULL * activation_bytes_layer_no_recompute() + logits)
     out["mem_total"] = (out["mem_weights"] + out["mem_gradients"] + out["mem_optimizer"]

@@ -39,6 +39,9 @@ ep_dedup           off; on for the MBRIDGE MoE rows whose container's recipe use
 bf16_layers        0; the layers an MBRIDGE run's precision recipe keeps in BF16
                    (:data:`BRIDGE_BF16_LAYERS`)
 recompute          ``none``
+offload            the column (optimizer and parameter offload); ``activation_offload_layers``
+                   0, which the file cannot state (Megatron-Bridge's Llama-3-70B GB200/GB300
+                   FSDP recipes offload 20-40 layers' activations; their rows do not say)
 dtype              canonical ``dtype``; else ``bf16``
 dp                 derived ``n_gpus / (tp * cp * pp)`` (a stated dp must agree)
 n_gpus             ``tp * cp * pp * dp`` when all four are stated

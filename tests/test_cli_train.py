@@ -165,7 +165,7 @@ def test_options_reach_the_config():
                    "ep_overlap": False, "ep_dedup": False, "bf16_layers": 0, "moe_imbalance": 1.0,
                    "moe_capacity_factor": 0.0, "train_framework": "megatron",
                    "attention_backend": "native", "cp_comm_type": "p2p",
-                   "offload": "none",
+                   "offload": "none", "activation_offload_layers": 0,
                    "intra_node_link": "default",
                    "finetune": "full", "lora_rank": 16, "lora_targets": "q,k,v,o,gate,up,down"}
 

@@ -153,6 +153,9 @@ def test_split_roofline_rule():
                                             recompute="selective")),
     ("gpt-1.7b", "a100-sxm4-80gb", dict(tp=1, pp=4, dp=2, vpp=2, global_batch=64,
                                         flash_attention=False, recompute="selective")),
+    # activation copies over PCIe that the compute does not hide
+    ("llama-3-70b", "b200", dict(num_gpus=64, global_batch=256, micro_batch=2, seq_len=8192,
+                                 zero=3, dtype="fp8", activation_offload_layers=40)),
 ])
 def test_operators_sum_to_step_time(model, hw, fields):
     b = bottleneck(model, hw, **fields)

@@ -323,6 +323,7 @@ def test_search_settings_are_the_shared_fields_off_their_defaults():
     (0, {"dp_replicate": 2}),                        # divides dp*cp
     (4, {"moe_imbalance": 2.0}),                     # at most min(ep, experts/top_k)
     (0, {"cp_comm_type": "a2a"}),                    # tp*cp divides heads and kv_heads
+    (0, {"activation_offload_layers": 2}),           # pp 1, no recompute
 ])
 def test_space_with_settings_equals_brute_force(experts, shared):
     """The rules read the settings with the columns: the space is exactly the set of
