@@ -7,7 +7,7 @@ metric, the rows not predicted (counted by reason) and the largest errors with t
 breakdown. Also checks the metric conventions: the llm-foundry MFU/HFU formulas reproduce the
 published MFU from the published tokens/s (both are in the file).
 
-Target: MAPE <= 10% on the train rows. With ``--cross-validate`` it also prints the
+Targets: MAPE <= 10% on the train step-time rows (issue 2) and <= 6% (issue 11). With ``--cross-validate`` it also prints the
 leave-one-source-out MAPE (:func:`symcost.calibrate.cross_validate`: each source predicted by
 a calibration fitted on the other sources only, from data-independent start values) per
 source and GPU generation, per generation and dense vs MoE, against issue 11's targets
@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from symcost.training import BREAKDOWN
-    from symcost.validate import metric_factor, replicate_floor, validate_file
+    from symcost.validate import OTHER_METRICS, metric_factor, replicate_floor, validate_file
 
     t0 = time.perf_counter()
     rep = validate_file(args.path, args.params, intervals=True)
@@ -65,7 +65,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{x['source']:8} {'(all metrics)':26} {x['workload']:8} {x['n']:4d} "
               f"{x['mape_pct']:8.2f} {x['mean_error_pct']:+11.2f}")
     n_train = int((rows["workload"] == "train").sum())
-    print(f"{'ALL':8} {'(train rows)':26} {'train':8} {n_train:4d} {s['mape_pct']:8.2f}"
+    # the headline MAPE is over the step-time rows (memory, OOM and scaling rows apart)
+    n_step = int(((rows["workload"] == "train") & ~rows["metric"].isin(OTHER_METRICS)).sum())
+    print(f"{'ALL':8} {'(train step-time rows)':26} {'train':8} {n_step:4d} {s['mape_pct']:8.2f}"
           f"{'':12} {s['max_abs_error_pct']:12.1f}")
     if s.get("inference_mape_pct") is not None:
         print(f"{'ALL':8} {'(serve/prefill rows)':26} {'infer':8} {len(rows) - n_train:4d} "
@@ -88,9 +90,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'floor':8} {src:26} {'train':8} {int(x['n']):4d} {x['floor_mape_pct']:8.2f}"
               f"   (best any model can do: {int(x['n_replicated'])} rows repeat another "
               "row's inputs)")
-    target = 10.0
-    print(f"\ntarget MAPE <= {target:.0f}% on train rows: "
-          f"{'MET' if s['mape_pct'] <= target else 'NOT MET'} ({s['mape_pct']:.2f}%)")
+    print()
+    for target, whose in ((10.0, "issue 2"), (6.0, "issue 11, in-sample")):
+        print(f"target MAPE <= {target:.0f}% on the step-time rows ({whose}): "
+              f"{'MET' if s['mape_pct'] <= target else 'NOT MET'} ({s['mape_pct']:.2f}%)")
     if s.get("coverage"):
         c = s["coverage"]
         print(f"90% prediction intervals contain {100 * c['fraction_inside']:.1f}% of the "
