@@ -23,6 +23,8 @@ loader (and only the loader) converts to SI base units::
       nics_per_node: 8
       nic_gbit_per_s: 400           # Gb/s (gigaBITS per second) per NIC
       latency_us: 4.0               # microseconds, per step/hop
+    host_memory_gb: 2048            # optional: the node's CPU (system) memory, GB as
+                                    # marketed, read as GiB; shared by its GPUs
     sources:                        # citation for every numeric field group
       peak_tflops: ...
       hbm_capacity_gb: ...
@@ -44,6 +46,8 @@ Unit conversions
   gpus_per_node`` bytes/s per direction (e.g. DGX A100: 8 x 200 Gb/s for 8
   GPUs -> 25e9 B/s per GPU).
 * ``latency_us`` x 1e-6 -> seconds.
+* ``host_memory_gb`` x 2**30 -> bytes (the node's system memory, read as GiB like HBM: DGX
+  systems are sold with 2 TB of DIMMs, a binary size).
 
 Validation rules (each violation raises :class:`HardwareSpecError` with a
 one-line message naming the file, the field and the rule): the document is a
@@ -94,6 +98,7 @@ _TOP_LEVEL_KEYS = (
     "network",
     "sources",
     "host_link",
+    "host_memory_gb",
 )
 _INTRA_NODE_KEYS = ("technology", "gbps_per_direction", "latency_us")
 _NETWORK_KEYS = ("technology", "nics_per_node", "nic_gbit_per_s", "latency_us")
@@ -103,7 +108,7 @@ _HOST_LINK_KEYS = ("technology", "gbps_per_direction", "peer_to_peer",
                    "bridge_gbps_per_direction")
 _HOST_LINK_REQUIRED = ("technology", "gbps_per_direction")
 #: optional field groups: cited in ``sources`` only when present.
-_OPTIONAL_GROUPS = ("host_link",)
+_OPTIONAL_GROUPS = ("host_link", "host_memory_gb")
 #: Numeric field groups that need a citation in ``sources``, and the
 #: HardwareSpec fields each one backs.
 _SOURCE_GROUPS: dict[str, tuple[str, ...]] = {
@@ -114,6 +119,7 @@ _SOURCE_GROUPS: dict[str, tuple[str, ...]] = {
     "intra_node": ("intra_node_bandwidth", "intra_node_latency"),
     "network": ("inter_node_bandwidth", "inter_node_latency"),
     "host_link": ("host_link_bandwidth", "peer_to_peer", "bridge_bandwidth"),
+    "host_memory_gb": ("host_memory",),
 }
 
 
@@ -287,6 +293,9 @@ def _spec_from_document(doc: Any, where: str) -> HardwareSpec:
                               f"(got {host['peer_to_peer']!r})")
             p2p = host["peer_to_peer"]
 
+    host_memory = (c.positive(doc["host_memory_gb"], "host_memory_gb") * GIB
+                   if "host_memory_gb" in doc else None)
+
     srcs = c.mapping(doc["sources"], "sources")
     for key in srcs:
         if key not in _SOURCE_GROUPS:
@@ -322,6 +331,7 @@ def _spec_from_document(doc: Any, where: str) -> HardwareSpec:
         host_link_bandwidth=host_bw,
         peer_to_peer=p2p,
         bridge_bandwidth=bridge_bw,
+        host_memory=host_memory,
     )
 
 

@@ -121,6 +121,9 @@ class HardwareSpec:
         bridge_bandwidth: NVLink-bridge bandwidth per GPU per direction
             between the two GPUs of a bridged pair, in bytes/s (None: no
             bridges).
+        host_memory: The node's CPU (system) memory in bytes, shared by its
+            :attr:`gpus_per_node` GPUs: where offloaded optimizer states,
+            parameters and activations live (None: not stated, not checked).
 
     Raises:
         HardwareSpecError: On construction, if a number is not finite and
@@ -144,6 +147,7 @@ class HardwareSpec:
     host_link_bandwidth: float | None = None
     peer_to_peer: bool = True
     bridge_bandwidth: float | None = None
+    host_memory: float | None = None
 
     def __post_init__(self) -> None:
         name = self.name
@@ -176,7 +180,7 @@ class HardwareSpec:
             "inter_node_latency",
         ):
             object.__setattr__(self, fname, _positive_float(name, fname, getattr(self, fname)))
-        for fname in ("host_link_bandwidth", "bridge_bandwidth"):
+        for fname in ("host_link_bandwidth", "bridge_bandwidth", "host_memory"):
             if getattr(self, fname) is not None:
                 object.__setattr__(self, fname, _positive_float(name, fname, getattr(self, fname)))
         if not isinstance(self.peer_to_peer, bool):

@@ -198,10 +198,15 @@ def score(step_time: FloatArray, num_gpus: npt.ArrayLike, global_batch: int, seq
     return -tokens_per_s / (np.asarray(num_gpus) * price / 3600.0)
 
 
+def _memory_rule_text(usable: float) -> str:
+    """The memory filter as a rule: ``mem_headroom >= 0`` (:data:`symcost.rules.MEMORY_FITS`)."""
+    return (f"memory per GPU must fit in usable HBM ({format_bytes(usable, 1)}) and offloaded "
+            "bytes in host memory (where the hardware states it)")
+
+
 def _memory_rule(rejected: pd.DataFrame, fits: BoolArray, usable: float) -> pd.DataFrame:
     """``rejected`` with the memory filter's row appended."""
-    row = {"stage": "memory", "rule": f"memory per GPU must fit in usable HBM "
-                                      f"({format_bytes(usable, 1)})",
+    row = {"stage": "memory", "rule": _memory_rule_text(usable),
            "removed": int((~fits).sum()), "remaining": int(fits.sum()), "level": "configurations"}
     return pd.concat([rejected, pd.DataFrame([row])], ignore_index=True)
 
@@ -243,7 +248,7 @@ def _finish(cols: Columns, base: Mapping[str, float], top: int,
     df["tokens_per_s_per_gpu"] = vals["tokens_per_s"] / df["num_gpus"].to_numpy()
     df["mfu"] = vals["mfu"]
     df["hfu"] = vals["hfu"]
-    for k in (*MEMORY, "mem_total", "mem_usable", "mem_headroom", *BREAKDOWN):
+    for k in (*MEMORY, "mem_total", "mem_host", "mem_usable", "mem_headroom", *BREAKDOWN):
         df[k] = vals[k]
     df["score"] = sc[order]
     if price:
@@ -796,8 +801,7 @@ def _scipy_table(tally: _Tally, top: int, dtype: str, flash_attention: bool, hw_
     rejected = pd.DataFrame([
         {"stage": "differential_evolution", "rule": "points breaking >= 1 rule",
          "removed": tally.invalid, "remaining": tally.valid, "level": "points evaluated"},
-        {"stage": "memory", "rule": f"memory per GPU must fit in usable HBM "
-                                    f"({format_bytes(usable, 1)})",
+        {"stage": "memory", "rule": _memory_rule_text(usable),
          "removed": int((~fits).sum()), "remaining": int(fits.sum()),
          "level": "distinct configurations"}])
     return table, why, rejected, int(fits.sum())

@@ -191,7 +191,8 @@ class TrainingResult:
 
     @property
     def fits(self) -> bool:
-        """True when the memory per GPU fits in usable HBM."""
+        """True when the memory per GPU fits in usable HBM and, where the hardware states its
+        node's system memory, the offloaded bytes (``mem_host``) fit in the GPU's share of it."""
         return self.values["mem_headroom"] >= 0
 
     @property
@@ -210,7 +211,8 @@ class TrainingResult:
         """JSON-ready summary keyed by :data:`symcost.schema.OUTPUT_KEYS`: ``step_time_s``,
         ``tokens_per_s``, ``tokens_per_s_per_gpu``, ``mfu``, ``hfu``, ``model_flops`` and
         ``hardware_flops`` (per step), ``params_total``, memory per GPU ``memory_*_bytes``
-        (``memory_per_gpu_bytes`` is the total), ``fits``, the breakdown ``time_*_s``, the
+        (``memory_per_gpu_bytes`` is the HBM total, ``memory_host_bytes`` what offloading put in
+        host memory), ``fits``, the breakdown ``time_*_s``, the
         configuration and ``schema_version`` (the ``train --json`` object)."""
         v = {**self.values, "tokens_per_s_per_gpu": self.values["tokens_per_s"]
              / self.values["num_gpus"]}
@@ -220,7 +222,7 @@ class TrainingResult:
             "config": {k: getattr(self.config, k) for k in TrainingConfig.__dataclass_fields__},
             **keyed(v, ("step_time", "tokens_per_s", "tokens_per_s_per_gpu", "mfu", "hfu",
                         "flops_model", "flops_hardware", "params_total", *MEMORY, "mem_total",
-                        "mem_usable", "mem_headroom", *BREAKDOWN)),
+                        "mem_host", "mem_usable", "mem_headroom", *BREAKDOWN)),
             "fits": bool(self.fits),
         })
 

@@ -286,6 +286,12 @@ def model_bindings(model: "ModelSpec") -> dict[str, float]:
     }
 
 
+#: ``host_mem_cap`` (bytes) of a hardware spec that does not state its node's system memory
+#: (``host_memory_gb``): 2**60, so large that no configuration is limited by host memory there
+#: (a finite number, so the headroom and its gradient stay finite).
+HOST_MEMORY_UNSTATED = 2.0 ** 60
+
+
 def hardware_bindings(hw: "HardwareSpec", dtype: str = "bf16") -> dict[str, float]:
     """Values of the ``hardware`` symbols for ``hw``; the 16-bit peak is that of ``dtype``
     when it is 16-bit (else bf16), the fp8 peak falls back to it where fp8 is absent."""
@@ -303,6 +309,9 @@ def hardware_bindings(hw: "HardwareSpec", dtype: str = "bf16") -> dict[str, floa
         S.host_bw.name: hw.host_link_bandwidth or hw.intra_node_bandwidth,
         S.p2p.name: float(hw.peer_to_peer),
         S.bridge_bw.name: hw.bridge_bandwidth or hw.host_link_bandwidth or hw.intra_node_bandwidth,
+        # the node's system memory shared by its GPUs; not stated: not checked
+        S.host_mem_cap.name: (hw.host_memory / hw.gpus_per_node if hw.host_memory
+                              else HOST_MEMORY_UNSTATED),
     }
 
 
@@ -495,7 +504,8 @@ def inference_parallel_bindings(cfg: InferenceConfig) -> dict[str, float]:
     return out
 
 
-__all__ = ["ACT_DTYPES", "DTYPES", "DTYPE_BYTES", "INT4_GROUP", "KV_DTYPES", "RECOMPUTE_MODES",
+__all__ = ["ACT_DTYPES", "DTYPES", "DTYPE_BYTES", "HOST_MEMORY_UNSTATED", "INT4_GROUP", "KV_DTYPES",
+           "RECOMPUTE_MODES",
            "WEIGHT_DTYPES", "ConfigError", "InferenceConfig", "InferenceConfigError",
            "TrainingConfig", "field_bindings", "hardware_bindings", "hardware_facts",
            "inference_hardware_bindings", "set_field_bindings", "inference_parallel_bindings",

@@ -457,7 +457,8 @@ ONE_8BIT_FORMAT = Rule(
 # ----------------------------------------------------------------------------- outputs
 MEMORY_FITS = Rule(
     "memory_fits", "memory", ("mem_headroom",),
-    lambda v, xp: v["mem_headroom"] >= 0, "does not fit in HBM (mem_headroom < 0)")
+    lambda v, xp: v["mem_headroom"] >= 0,
+    "does not fit in HBM or host memory (mem_headroom < 0)")
 
 #: the training rules, in the order they are checked (the first broken one is reported).
 TRAINING_RULES: tuple[Rule, ...] = (

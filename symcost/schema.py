@@ -54,6 +54,7 @@ OUTPUT_KEYS: dict[str, str] = {
     "mem_kv_cache": "memory_kv_cache_bytes",
     "mem_logits": "memory_logits_bytes",
     "mem_total": "memory_per_gpu_bytes",
+    "mem_host": "memory_host_bytes",  # [offload] host (CPU) memory per GPU
     "mem_usable": "memory_usable_bytes",
     "mem_kv_budget": "memory_kv_budget_bytes",
     "mem_headroom": "memory_headroom_bytes",
@@ -177,7 +178,7 @@ def _rows(item: dict) -> dict:
 
 
 _TRAIN_MEMORY = ("mem_weights", "mem_gradients", "mem_optimizer", "mem_activations",
-                 "mem_total", "mem_usable", "mem_headroom")
+                 "mem_total", "mem_host", "mem_usable", "mem_headroom")
 _TRAIN_OUTPUTS = ("step_time", "tokens_per_s", "tokens_per_s_per_gpu", "mfu", "hfu",
                   "flops_model", "flops_hardware", "params_total", *_TRAIN_MEMORY,
                   *(f"time_{t}" for t in _TRAIN_BREAKDOWN))

@@ -425,6 +425,9 @@ p2p = _declare("p2p", "hardware", "1",
 bridge_bw = _declare("bridge_bw", "hardware", "bytes/s",
                      "NVLink-bridge bandwidth per GPU per direction inside a bridged GPU pair"
                      " (the PCIe host link where the GPU has no bridge)")
+host_mem_cap = _declare("host_mem_cap", "hardware", "bytes",
+                        "host (CPU system) memory per GPU: the node's memory / gpus_per_node,"
+                        " where offloaded optimizer states, parameters and activations live")
 eff_host = _declare("eff_host", "efficiency", "1",
                     "achieved fraction of the host-link bandwidth by offload copies and by"
                     " collectives staged through host memory")

@@ -1505,8 +1505,9 @@ def training_expressions() -> dict[str, sp.Expr]:
         ``time_overhead``), ``tokens_per_s`` (tokens/s, whole cluster), ``mfu`` and ``hfu``
         (fractions), ``flops_model`` and ``flops_hardware`` (FLOP per step, whole cluster),
         memory per GPU in bytes (``mem_weights``, ``mem_gradients``, ``mem_optimizer``,
-        ``mem_activations``, ``mem_total``, ``mem_usable``, ``mem_headroom``; it fits when
-        headroom >= 0), per layer and micro-batch on one GPU ``time_layer_forward``,
+        ``mem_activations``, ``mem_total``, ``mem_usable``; ``mem_host``, the host memory
+        offloading uses; ``mem_headroom``, the smaller of ``mem_usable - mem_total`` and
+        ``host_mem_cap - mem_host``: it fits when headroom >= 0), per layer and micro-batch on one GPU ``time_layer_forward``,
         ``time_layer_backward``, ``time_layer_recompute`` (s; compute, with the fixed per-layer
         overhead, without communication) and ``mem_activations_layer`` (bytes),
         ``params_total`` and ``num_gpus``.
@@ -1695,24 +1696,29 @@ def training_expressions() -> dict[str, sp.Expr]:
                                            + params_layer_experts() / expert_shards())
         + IS_HF * deepspeed_live_param_bytes(psi_rep + psi_exp))
     # [finetune] frozen/NF4 base weights; gradients and optimizer of the trained parameters;
-    # offload moves the optimizer (and gradient) partition, and the parameter partition, to host
-    out["mem_weights"] = ((1 - ft.IS_OFFLOAD_PARAMS) * sharded(2.5, weight_rep, weight_exp)
-                          + zero3_buffer)
-    # [memory] layout-specific gradient and optimizer bytes (:func:`gradient_bytes`,
-    # :func:`optimizer_bytes`)
-    out["mem_gradients"] = ((1 - ft.IS_OFFLOAD) * gradient_bytes(
-        sharded(1.5, train_rep, train_exp), sharded(0.5, train_rep, train_exp))
-        + deepspeed_reduce_buffer_bytes(vocab_local * S.hidden))
-    out["mem_optimizer"] = (1 - ft.IS_OFFLOAD) * optimizer_bytes(
-        sharded(0.5, train_rep, train_exp))
+    # offload moves the optimizer (and gradient) partition, and the parameter partition, to
+    # host memory (mem_host); [memory] layout-specific gradient and optimizer bytes
+    # (:func:`gradient_bytes`, :func:`optimizer_bytes`)
+    params_16 = sharded(2.5, weight_rep, weight_exp)
+    grads = gradient_bytes(sharded(1.5, train_rep, train_exp),
+                           sharded(0.5, train_rep, train_exp))
+    optim = optimizer_bytes(sharded(0.5, train_rep, train_exp))
+    act_layer = bf16_layer_blend(activation_bytes_layer()) * microbatches_in_flight()
+    out["mem_weights"] = (1 - ft.IS_OFFLOAD_PARAMS) * params_16 + zero3_buffer
+    out["mem_gradients"] = ((1 - ft.IS_OFFLOAD) * grads
+                            + deepspeed_reduce_buffer_bytes(vocab_local * S.hidden))
+    out["mem_optimizer"] = (1 - ft.IS_OFFLOAD) * optim
     logit_bytes = S.BYTES_LOGIT + IS_HF * (HF_BYTES_LOGIT - S.BYTES_LOGIT)  # [memory]
     logits = (1 - IS_PP) * logit_bytes * n * vocab_local
-    out["mem_activations"] = (activation_offload_resident_layers()
-                              * bf16_layer_blend(activation_bytes_layer())
-                              * microbatches_in_flight()
+    out["mem_activations"] = (activation_offload_resident_layers() * act_layer
                               + IS_FULL * activation_bytes_layer_no_recompute() + logits)
     out["mem_total"] = (out["mem_weights"] + out["mem_gradients"] + out["mem_optimizer"]
                         + out["mem_activations"])
+    # [offload] host memory per GPU: what ZeRO-Offload and activation offloading moved out of
+    # HBM (ZeRO-Offload: the fp32 master, Adam moments and gradients of the partition,
+    # Ren et al. 2021, "ZeRO-Offload", USENIX ATC; the offloaded layers' saved activations)
+    out["mem_host"] = (ft.IS_OFFLOAD * (grads + optim) + ft.IS_OFFLOAD_PARAMS * params_16
+                       + S.activation_offload_layers * act_layer)
     out["mem_usable"] = S.hbm_cap - S.mem_reserved
     # [memory] freed-but-cached blocks a device-level reading also shows (not in mem_total:
     # the allocator releases them and retries before failing an allocation)
@@ -1720,7 +1726,9 @@ def training_expressions() -> dict[str, sp.Expr]:
                          + offload_cached_param_bytes(psi_rep + psi_exp))
     # headroom, not a Piecewise flag: a relational over Piecewise terms makes SymPy fold every
     # branch combination into the condition (exponential blow-up); ``fits`` is headroom >= 0.
-    out["mem_headroom"] = out["mem_usable"] - out["mem_total"]
+    # It is the tighter of HBM and host memory: offloading moves bytes from one to the other.
+    out["mem_headroom"] = smin(out["mem_usable"] - out["mem_total"],
+                               S.host_mem_cap - out["mem_host"])
     out["params_total"] = params_total()
     out["num_gpus"] = n_gpus
     # per layer (the average layer, one micro-batch, one GPU): compute of the forward,

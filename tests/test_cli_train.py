@@ -61,8 +61,9 @@ def test_json_has_the_documented_keys(gpt3_json):
         assert key in gpt3_json
     assert {k for k in gpt3_json if k.startswith("memory_")} == {
         "memory_weights_bytes", "memory_gradients_bytes", "memory_optimizer_bytes",
-        "memory_activations_bytes", "memory_per_gpu_bytes", "memory_usable_bytes",
-        "memory_headroom_bytes"}
+        "memory_activations_bytes", "memory_per_gpu_bytes", "memory_host_bytes",
+        "memory_usable_bytes", "memory_headroom_bytes"}
+    assert gpt3_json["memory_host_bytes"] == 0  # nothing offloaded
     assert gpt3_json["config"]["dp"] == 8  # derived: 1024 / (8*16)
     assert gpt3_json["fits"] is True
 

@@ -75,6 +75,8 @@ def test_builtin_loads_and_is_complete(hw_id: str) -> None:
     expected_cited = {"peak_flops", "gpus_per_node", *SPEC_NUMERIC_FIELDS}
     if spec.host_link_bandwidth is not None:  # optional host_link group, cited when present
         expected_cited |= {"host_link_bandwidth", "peer_to_peer", "bridge_bandwidth"}
+    if spec.host_memory is not None:  # optional host_memory_gb, cited when present
+        expected_cited.add("host_memory")
     assert set(spec.sources) == expected_cited
     assert all(len(text) > 40 for text in spec.sources.values())
 
@@ -113,7 +115,8 @@ def test_builtin_peaks_are_dense_and_consistent(hw_id: str) -> None:
 def test_builtin_file_cites_every_group(hw_id: str) -> None:
     path = Path(__file__).resolve().parents[1] / "hwspecs" / "data" / f"{hw_id}.yaml"
     doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    assert set(doc["sources"]) == set(SOURCE_GROUPS) | ({"host_link"} & set(doc))
+    assert set(doc["sources"]) == set(SOURCE_GROUPS) | ({"host_link", "host_memory_gb"}
+                                                        & set(doc))
     # latencies are not datasheet numbers: the citation must say so
     assert "TYPICAL VALUE" in doc["sources"]["intra_node"]
     assert "TYPICAL VALUE" in doc["sources"]["network"]
@@ -127,6 +130,7 @@ def test_a100_sxm4_80gb_conversions() -> None:
     assert spec.inter_node_bandwidth == 25e9  # 8 x 200 Gb/s HDR / 8 GPUs
     assert spec.intra_node_bandwidth == 300e9  # 600 GB/s bidirectional NVLink 3
     assert spec.gpus_per_node == 8
+    assert spec.host_memory == 2048 * 2**30  # DGX A100 640GB: 2 TB of system memory
     assert spec.peak("bf16") == 312e12
     assert spec.peak("fp16") == 312e12
     assert spec.peak("tf32") == 156e12

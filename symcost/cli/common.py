@@ -323,27 +323,36 @@ def warn(message: str) -> None:
     typer.echo(f"warning: {message}", err=True)
 
 
-def memory_warning(needed_bytes: float, usable_bytes: float) -> None:
+def memory_warning(needed_bytes: float, usable_bytes: float, host_bytes: float = 0.0,
+                   host_usable_bytes: float = float("inf")) -> None:
     """Warn, when ``needed_bytes > usable_bytes``, that the configuration does not fit:
-    ``warning: memory: <needed> GiB per GPU exceeds the usable <usable> GiB``.
+    ``warning: memory: <needed> GiB per GPU exceeds the usable <usable> GiB``; likewise when
+    the offloaded ``host_bytes`` exceed ``host_usable_bytes``.
 
     Args:
         needed_bytes: memory per GPU the configuration needs, bytes.
         usable_bytes: usable HBM per GPU (capacity minus reserved), bytes.
+        host_bytes: host memory per GPU the configuration's offloading needs, bytes.
+        host_usable_bytes: the GPU's share of its node's system memory, bytes.
     """
     if needed_bytes > usable_bytes:
         warn(f"memory: {needed_bytes / GIB:.2f} GiB per GPU exceeds the usable "
              f"{usable_bytes / GIB:.2f} GiB")
+    if host_bytes > host_usable_bytes:
+        warn(f"memory: {host_bytes / GIB:.2f} GiB of host memory per GPU (offloaded) exceeds "
+             f"the GPU's {host_usable_bytes / GIB:.2f} GiB share of its node's memory")
 
 
 def training_fit(model, hardware, config: TrainingConfig, params) -> dict[str, Any]:
     """Memory outcome of one training configuration: ``{"fits": bool, "needed": bytes,
-    "usable": bytes}`` (one NumPy evaluation of :func:`symcost.api.predict_training`)."""
+    "usable": bytes, "host": bytes, "host_usable": bytes}`` (one NumPy evaluation of
+    :func:`symcost.api.predict_training`)."""
     from ..api import predict_training
 
     r = predict_training(model, hardware, config, params=params)
     return {"fits": bool(r.fits), "needed": r.values["mem_total"],
-            "usable": r.values["mem_usable"]}
+            "usable": r.values["mem_usable"], "host": r.values["mem_host"],
+            "host_usable": r.inputs["host_mem_cap"]}
 
 
 def emit_json(obj: dict[str, Any]) -> None:

@@ -61,7 +61,7 @@ def _base(model, hardware, params, config: TrainingConfig):
 def _warn_fit(m, hw, cfg, p) -> bool:
     """Warn when the base configuration does not fit in memory; returns ``fits``."""
     fit = training_fit(m, hw, cfg, p)
-    memory_warning(fit["needed"], fit["usable"])
+    memory_warning(fit["needed"], fit["usable"], fit["host"], fit["host_usable"])
     return fit["fits"]
 
 

@@ -23,7 +23,7 @@ import typer
 
 from hwspecs import list_hardware
 
-from ..config import TrainingConfig
+from ..config import HOST_MEMORY_UNSTATED, TrainingConfig
 from ..models import list_models
 from .common import (Hardware, Model, ParamsFile, check_output_path, console, emit_json,
                      load_inputs,
@@ -100,6 +100,10 @@ def summary_tables(result) -> list:
                     f"{100 * b / total:.1f} %" if total else "-")
     mem.add_row("total", format_bytes(total), "", style="bold")
     mem.add_row("usable HBM", format_bytes(v["mem_usable"]), "")
+    if v["mem_host"] > 0:   # [offload] what ZeRO-Offload / activation offloading put on the host
+        cap = result.inputs["host_mem_cap"]
+        mem.add_row("host memory (offloaded)", format_bytes(v["mem_host"]),
+                    f"of {format_bytes(cap)}" if cap < HOST_MEMORY_UNSTATED else "unchecked")
     headroom = v["mem_headroom"]
     mem.add_row("fits", f"yes, headroom {format_bytes(headroom)}" if result.fits
                 else f"NO, short by {format_bytes(-headroom)}", "",
@@ -169,7 +173,8 @@ def train(
             con.print(module_table(modules, "Module breakdown (s per step)"))
             if plot is not None:
                 con.print(f"module breakdown chart written to {plot}", markup=False)
-    memory_warning(result.values["mem_total"], result.values["mem_usable"])
+    memory_warning(result.values["mem_total"], result.values["mem_usable"],
+                   result.values["mem_host"], result.inputs["host_mem_cap"])
 
 
 def module_breakdown(m, hw, cfg: TrainingConfig, p, plot: Path | None
