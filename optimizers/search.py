@@ -219,10 +219,9 @@ def _raise_no_fit(cols: Columns, head32: FloatArray, usable: float, ctx: Context
     cfg = row_config({k: v[i] for k, v in cols.items()}, ctx.global_batch, seq_len, dtype,
                      flash, ctx.recompute_modules, ctx.shared)
     raise SearchError(
-        f"no valid configuration fits in memory: all {n} valid configurations were removed by "
-        f"rule 'memory per GPU must fit in usable HBM ({format_bytes(usable, 1)} of "
-        f"{hw_name})'; the smallest footprint ({_short(cfg)}) needs "
-        f"{format_bytes(-head32[i], 1)} more")
+        f"no valid configuration fits in memory on {hw_name}: all {n} valid configurations were "
+        f"removed by rule '{_memory_rule_text(usable)}'; the smallest footprint "
+        f"({_short(cfg)}) needs {format_bytes(-head32[i], 1)} more")
 
 
 def _short(cfg: TrainingConfig) -> str:

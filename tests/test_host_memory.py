@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hwspecs import HardwareSpecError, load_hardware
+from optimizers.search import SearchError, search
 from symcost.api import predict_training
 from symcost.config import HOST_MEMORY_UNSTATED, TrainingConfig
 from symcost.sweep import sweep
@@ -144,3 +145,16 @@ def test_bad_host_memory_is_a_one_line_error(tmp_path):
     r30 = predict_training(MODEL, str(good), activation_offload_layers=30, **KW)
     assert r40.values["mem_headroom"] == pytest.approx(128 * GIB - r40.values["mem_host"])
     assert r40.values["mem_host"] > 128 * GIB > r30.values["mem_host"]
+
+
+def test_search_removes_layouts_the_host_cannot_hold():
+    """``search`` filters on the same headroom: at micro-batch 2, 79 offloaded layers need
+    about 287 GiB of host memory per GPU on B200 (256 GiB) and no candidate fits; the error
+    names host memory. With 40 layers the kept candidates all fit both."""
+    kw = dict(seq_len=8192, dtype="fp8", fix={"tp": 1, "cp": 1, "micro_batch": 2})
+    with pytest.raises(SearchError, match=r"on b200: .* host memory .*needs"):
+        search(MODEL, "b200", 64, 256, activation_offload_layers=79, **kw)
+    res = search(MODEL, "b200", 64, 256, activation_offload_layers=40, **kw)
+    assert len(res.table) > 0
+    assert (res.table["mem_host"] <= 256 * GIB).all()
+    assert (res.table["mem_headroom"] >= 0).all()
