@@ -1533,7 +1533,8 @@ def predict_rows(prepared: Sequence[PreparedRow], params: Params | None = None,
         ``(pred - meas)/meas*100``),
         ``pred_lo``, ``pred_hi``, ``step_time`` (s), the breakdown ``time_*`` (s), ``mfu``,
         ``hardware``, ``generation``, ``model``, ``run``, ``coef`` and ``power`` (metric =
-        ``coef * step_time**power``).
+        ``coef * step_time**power``), ``fits`` (``mem_headroom >= 0``: the published run,
+        which ran, is predicted to fit in memory).
 
     Raises:
         ParamsError: no parameters for a row's generation.
@@ -1541,7 +1542,7 @@ def predict_rows(prepared: Sequence[PreparedRow], params: Params | None = None,
     params = params or load_params()
     cols = ["case_id", "source", "metric", "workload", "measured", "predicted", "error_pct",
             "pred_lo", "pred_hi", "step_time", *BREAKDOWN, "mfu", "hardware", "generation",
-            "model", "run", "coef", "power"]
+            "model", "run", "coef", "power", "fits"]
     if not prepared:
         text = {"case_id", "source", "metric", "workload", "hardware", "generation", "model",
                 "run"}
@@ -1563,7 +1564,7 @@ def predict_rows(prepared: Sequence[PreparedRow], params: Params | None = None,
         "hardware": [r.hardware.name for r in prepared],
         "generation": [r.hardware.generation for r in prepared],
         "model": [r.model.name for r in prepared], "run": [r.run for r in prepared],
-        "coef": coef, "power": power,
+        "coef": coef, "power": power, "fits": out["mem_headroom"] >= 0,
     })
     if intervals and params.provenance.get("residual_sigma_log"):
         lo, hi = row_intervals(prepared, params, inputs, level=level)
