@@ -19,7 +19,8 @@ from typer.testing import CliRunner
 from symcost import get_model, load_params, predict_training
 from symcost.cli import app
 from symcost import validate as validate_mod
-from symcost.validate import (INFERENCE_REASON, MeasurementsError, builtin_measurements,
+from symcost.validate import (INFERENCE_REASON, OTHER_METRICS, MeasurementsError,
+                              builtin_measurements,
                               unmodelled_reason, flash_attention_rule, llm_foundry_flops_per_token,
                               load_measurements, metric_factor, nar21_flops, predict_rows,
                               prepare_rows, preset_for_name, validate_file)
@@ -677,3 +678,17 @@ def test_cli_validate_without_a_file_scores_the_builtin_set():
     assert len(d["rows"]) + sum(s["case_id"] in set(shipped.case_id) for s in d["skipped"]) \
         == len(shipped)
     assert 400 < len(d["rows"]) <= n_train
+
+
+def test_published_layouts_are_predicted_to_fit(shared):
+    """Every run with a published step time ran, so the memory model should say it fits. At
+    this commit 593 of 646 such runs do (91.8%; the others: 50 Megatron-Bridge runs whose
+    recipes recompute or offload what their rows do not record, e.g. the Llama-3-70B GB200
+    FSDP runs that offload 20-40 layers' activations; MBRIDGE2511's Llama-3-70B and 405B H100
+    runs, read as ZeRO-0; NAR21's DeepSpeed ZeRO-3 530B on 640 GPUs). Tolerance: at least
+    90%, and of the NAR21 and MLM24 runs (tables of layouts that ran) all but one."""
+    prepared, _ = prepare_rows(shared)
+    step_rows = [r for r in prepared if r.metric not in OTHER_METRICS]
+    df = predict_rows(step_rows, intervals=False).drop_duplicates("run")
+    assert df["fits"].mean() >= 0.90
+    assert (~df.loc[df["source"].isin(["NAR21", "MLM24"]), "fits"]).sum() <= 1
