@@ -1533,8 +1533,8 @@ def predict_rows(prepared: Sequence[PreparedRow], params: Params | None = None,
         ``(pred - meas)/meas*100``),
         ``pred_lo``, ``pred_hi``, ``step_time`` (s), the breakdown ``time_*`` (s), ``mfu``,
         ``hardware``, ``generation``, ``model``, ``run``, ``coef`` and ``power`` (metric =
-        ``coef * step_time**power``), ``fits`` (``mem_headroom >= 0``: the published run,
-        which ran, is predicted to fit in memory).
+        ``coef * step_time**power``), ``fits`` (``mem_headroom >= 0``: the row's layout is
+        predicted to fit in memory).
 
     Raises:
         ParamsError: no parameters for a row's generation.
