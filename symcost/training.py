@@ -1507,9 +1507,10 @@ def training_expressions() -> dict[str, sp.Expr]:
         memory per GPU in bytes (``mem_weights``, ``mem_gradients``, ``mem_optimizer``,
         ``mem_activations``, ``mem_total``, ``mem_usable``; ``mem_host``, the host memory
         offloading uses; ``mem_headroom``, the smaller of ``mem_usable - mem_total`` and
-        ``host_mem_cap - mem_host``: it fits when headroom >= 0), per layer and micro-batch on one GPU ``time_layer_forward``,
-        ``time_layer_backward``, ``time_layer_recompute`` (s; compute, with the fixed per-layer
-        overhead, without communication) and ``mem_activations_layer`` (bytes),
+        ``host_mem_cap - mem_host``: it fits when headroom >= 0), per layer and micro-batch
+        on one GPU ``time_layer_forward``, ``time_layer_backward``, ``time_layer_recompute``
+        (s; compute, with the fixed per-layer overhead, without communication) and
+        ``mem_activations_layer`` (bytes),
         ``params_total`` and ``num_gpus``.
     """
     t, p, d, v = S.tp, S.pp, S.dp, S.vpp
