@@ -504,12 +504,9 @@ def inference_parallel_bindings(cfg: InferenceConfig) -> dict[str, float]:
     return out
 
 
-__all__ = ["ACT_DTYPES", "DTYPES", "DTYPE_BYTES", "HOST_MEMORY_UNSTATED", "INT4_GROUP", "KV_DTYPES",
-           "RECOMPUTE_MODES",
-           "WEIGHT_DTYPES", "ConfigError", "InferenceConfig", "InferenceConfigError",
-           "TrainingConfig", "field_bindings", "hardware_bindings", "hardware_facts",
-           "inference_hardware_bindings", "set_field_bindings", "inference_parallel_bindings",
-           "model_bindings",
-           "model_facts", "parallel_bindings", "positive_int", "resolve", "resolve_dtypes",
-           "search_settings",
-           "resolve_inference"]
+__all__ = ["ACT_DTYPES", "DTYPES", "DTYPE_BYTES", "HOST_MEMORY_UNSTATED", "INT4_GROUP",
+           "KV_DTYPES", "RECOMPUTE_MODES", "WEIGHT_DTYPES", "ConfigError", "InferenceConfig",
+           "InferenceConfigError", "TrainingConfig", "field_bindings", "hardware_bindings",
+           "hardware_facts", "inference_hardware_bindings", "set_field_bindings",
+           "inference_parallel_bindings", "model_bindings", "model_facts", "parallel_bindings",
+           "positive_int", "resolve", "resolve_dtypes", "search_settings", "resolve_inference"]
