@@ -13,7 +13,9 @@ a calibration fitted on the other sources only, from data-independent start valu
 source and GPU generation, per generation and dense vs MoE, against issue 11's targets
 (<= 10% per source, <= 6% in-sample). The ``floor`` lines give, per source that published
 the same configuration more than once, the MAPE no model can beat
-(:func:`symcost.validate.replicate_floor`). The ``fits`` line checks the memory model on the
+(:func:`symcost.validate.replicate_floor`); the ``spread`` lines name the groups of such rows
+whose published values differ most (more than 10%; :func:`symcost.validate.replicate_groups`,
+one metric per run). The ``fits`` line checks the memory model on the
 published layouts: a run with a published step time ran, so it should be predicted to fit.
 
 Usage::
@@ -43,7 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from symcost.training import BREAKDOWN
-    from symcost.validate import OTHER_METRICS, metric_factor, replicate_floor, validate_file
+    from symcost.validate import (OTHER_METRICS, metric_factor, replicate_floor,
+                                  replicate_groups, validate_file)
 
     t0 = time.perf_counter()
     rep = validate_file(args.path, args.params, intervals=True)
@@ -91,6 +94,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'floor':8} {src:26} {'train':8} {int(x['n']):4d} {x['floor_mape_pct']:8.2f}"
               f"   (best any model can do: {int(x['n_replicated'])} rows repeat another "
               "row's inputs)")
+    # the widest of those groups (one metric per run): where the published values, not the
+    # model, disagree
+    groups = replicate_groups(rep.prepared)
+    wide = groups[(groups["n"] > 1) & (groups["spread"] > 1.1)]
+    wide = wide[~wide["metric"].isin(("model_tflops_per_gpu",))]
+    for x in wide.sort_values("spread", ascending=False).head(args.worst).itertuples():
+        print(f"{'spread':8} {x.case_ids[0][:58]:58} x{x.spread:5.2f}  "
+              f"({x.n} rows, {x.min_value:g}..{x.max_value:g} {x.metric}; also "
+              f"{', '.join(c[:40] for c in x.case_ids[1:])})")
     # the memory model on the published layouts: a run with a published step time ran, so it
     # should be predicted to fit (symcost.validate.predict_rows: fits)
     runs = rows[(rows["workload"] == "train") & ~rows["metric"].isin(OTHER_METRICS)]

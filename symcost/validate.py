@@ -127,7 +127,7 @@ __all__ = [
     "ep_dedup_default", "ep_overlap_default", "GENERIC_FACTS", "source_fact",
     "load_measurements", "mape", "metric_factor", "nar21_flops",
     "predict_rows", "prepare_rows", "preset_for_name", "source_of", "split_by_params",
-    "unmodelled_reason", "REGRESSION_NOTE", "replicate_floor",
+    "unmodelled_reason", "REGRESSION_NOTE", "replicate_floor", "replicate_groups",
     "predict_inference_hook", "stack_inputs", "summarize", "validate_file", "validate_frame",
 ]
 
@@ -1594,40 +1594,58 @@ def mape(errors_pct: npt.ArrayLike) -> float:
     return float(e.mean()) if e.size else float("nan")
 
 
-def replicate_floor(prepared: Sequence[PreparedRow]) -> pd.DataFrame:
-    """The smallest MAPE any deterministic model can reach on ``prepared``, per source: rows
-    with identical inputs (model, hardware, configuration, metric and FLOP convention) get one
-    prediction, so where a source published the same configuration more than once with
-    different values (e.g. successive container releases of a benchmark table) the spread
-    of those replicates is error no cost model can remove.
+def replicate_groups(prepared: Sequence[PreparedRow]) -> pd.DataFrame:
+    """The rows of ``prepared`` grouped by identical inputs (source, metric, hardware,
+    configuration, model, FLOP convention and counter, parameter count): one deterministic
+    prediction serves every row of a group, so where a source published the same inputs more
+    than once with different values (e.g. successive container releases of a benchmark
+    table), the group's spread is error no cost model can remove.
 
-    For each group of identical rows the best single prediction is the median of the
-    measured values weighted by ``1/value`` (it minimizes ``sum |c - v| / v``); the floor is
-    the mean absolute percentage error of those predictions over every row of the source
-    (rows measured once contribute 0).
+    The group's best single prediction ``best`` is the median of its measured values weighted
+    by ``1/value``, which minimizes ``sum |c - v| / v``.
+
+    Returns:
+        DataFrame with one row per group (rows measured once included), columns ``source``,
+        ``metric``, ``case_ids`` (tuple, in the order of ``prepared``), ``n``, ``min_value``,
+        ``max_value``, ``spread`` (``max_value / min_value``, 1 for a single row), ``best``
+        and ``abs_pct_sum`` (``100 * sum |best - v| / v`` over the group, percent).
+    """
+    groups: dict[tuple[Any, ...], list[PreparedRow]] = {}
+    for r in prepared:
+        key = (r.source, r.metric, r.hardware.name, r.config,
+               dataclasses.replace(r.model, source="-"), r.flops_convention, r.flops_counter,
+               r.n_params)
+        groups.setdefault(key, []).append(r)
+    records = []
+    for rows in groups.values():
+        v = np.sort(np.asarray([float(r.measured) for r in rows]))
+        w = 1.0 / v
+        c = float(v[np.searchsorted(np.cumsum(w), 0.5 * w.sum())])
+        records.append({"source": rows[0].source, "metric": rows[0].metric,
+                        "case_ids": tuple(r.case_id for r in rows), "n": len(rows),
+                        "min_value": float(v[0]), "max_value": float(v[-1]),
+                        "spread": float(v[-1] / v[0]), "best": c,
+                        "abs_pct_sum": float(np.sum(np.abs(c - v) / v)) * 100.0})
+    return pd.DataFrame.from_records(
+        records, columns=["source", "metric", "case_ids", "n", "min_value", "max_value",
+                          "spread", "best", "abs_pct_sum"])
+
+
+def replicate_floor(prepared: Sequence[PreparedRow]) -> pd.DataFrame:
+    """The smallest MAPE any deterministic model can reach on ``prepared``, per source: the
+    mean absolute percentage error of each identical-input group's best single prediction
+    (:func:`replicate_groups`) over every row of the source (rows measured once contribute 0).
 
     Returns:
         DataFrame indexed by source with columns ``n`` (rows), ``n_replicated`` (rows whose
         inputs another row shares) and ``floor_mape_pct``.
     """
-    groups: dict[tuple[Any, ...], list[float]] = {}
-    for r in prepared:
-        key = (r.source, r.metric, r.hardware.name, r.config,
-               dataclasses.replace(r.model, source="-"), r.flops_convention, r.flops_counter,
-               r.n_params)
-        groups.setdefault(key, []).append(float(r.measured))
-    out: dict[str, dict[str, float]] = {}
-    for key, vals in groups.items():
-        v = np.sort(np.asarray(vals))
-        w = 1.0 / v
-        c = v[np.searchsorted(np.cumsum(w), 0.5 * w.sum())]
-        rec = out.setdefault(key[0], {"n": 0, "n_replicated": 0, "abs_pct": 0.0})
-        rec["n"] += len(v)
-        rec["n_replicated"] += len(v) if len(v) > 1 else 0
-        rec["abs_pct"] += float(np.sum(np.abs(c - v) / v)) * 100.0
-    df = pd.DataFrame.from_dict(out, orient="index")
-    df["floor_mape_pct"] = df["abs_pct"] / df["n"]
-    return df.drop(columns="abs_pct").astype({"n": int, "n_replicated": int}).sort_index()
+    g = replicate_groups(prepared)
+    g["n_replicated"] = g["n"].where(g["n"] > 1, 0)
+    df = g.groupby("source")[["n", "n_replicated", "abs_pct_sum"]].sum()
+    df["floor_mape_pct"] = df["abs_pct_sum"] / df["n"]
+    df.index.name = None
+    return df.drop(columns="abs_pct_sum").astype({"n": int, "n_replicated": int}).sort_index()
 
 
 def summarize(rows: pd.DataFrame, skipped: Sequence[SkippedRow] = ()) -> dict[str, Any]:

@@ -532,6 +532,14 @@ def test_replicate_floor_by_hand():
     floor = validate_mod.replicate_floor(prepared)
     assert floor.loc["X", "n"] == 3 and floor.loc["X", "n_replicated"] == 2
     assert floor.loc["X", "floor_mape_pct"] == pytest.approx(50 / 3, rel=1e-12)
+    # the groups behind it: the replicated pair (spread 2, best 100, 50% error in all) and
+    # the single row (spread 1, no error)
+    groups = validate_mod.replicate_groups(prepared).set_index("n")
+    assert groups.loc[2, "case_ids"] == ("X-a", "X-b") and groups.loc[1, "case_ids"] == ("X-c",)
+    assert (groups.loc[2, "min_value"], groups.loc[2, "max_value"]) == (100, 200)
+    assert groups.loc[2, "spread"] == 2.0 and groups.loc[2, "best"] == 100
+    assert groups.loc[2, "abs_pct_sum"] == pytest.approx(50, rel=1e-12)
+    assert groups.loc[1, "spread"] == 1.0 and groups.loc[1, "abs_pct_sum"] == 0
     # by brute force over candidate predictions: nothing does better than the median chosen
     grid = np.linspace(50, 250, 2001)
     best = min(abs(c - 100) / 100 + abs(c - 200) / 200 for c in grid)
