@@ -185,7 +185,8 @@ def operator_times() -> dict[str, tuple[sp.Expr, str | None]]:
         out[op] = (m * Ls * t, "overhead" if op == "moe_overhead" else None)  # [moe] fixed time
     # [fp8] the weight casts once per step (Transformer Engine reuses them across micro-batches)
     out["fp8_cast"] = (out["fp8_cast"][0] + T.fp8_weight_cast_time(), None)
-    out["layer_overhead"] = (m * Ls * (3 + T.IS_FULL) * S.t_layer_overhead, "overhead")
+    out["layer_overhead"] = (m * Ls * (3 + T.IS_FULL) * T.host_overhead(S.t_layer_overhead),
+                             "overhead")
     n = T.tokens_micro()
     vocab_local = S.vocab / S.tp
     out["lm_head"] = (3 * m * heads * T.lm_head_compute().time, None)

@@ -107,6 +107,12 @@ class TrainingConfig:
             HybridEP: Megatron-Core ``--moe-token-dispatcher-type flex``; DeepSeek-V3 Sec.
             3.2.2; :func:`symcost.ops.collectives.all_to_all_node_dedup`). Off: the plain
             all-to-all sends every routed copy (``alltoall`` dispatcher).
+        cuda_graph: the whole training iteration is captured once and replayed as CUDA
+            graphs (Megatron-Core ``--cuda-graph-impl full_iteration``, with the dropless MoE
+            padded to a fixed capacity so no host synchronisation on the per-expert token
+            counts remains): the fixed host-side times ``t_layer_overhead`` (kernel launches
+            per layer pass) and ``t_moe_layer`` (the MoE layer's launches and host sync) are
+            not paid (:func:`symcost.training.host_overhead`). The GPU work is unchanged.
         moe_imbalance: routed tokens of the busiest expert-parallel rank over the mean (1:
             balanced routing); at most ``min(ep, experts/top_k)``.
         moe_capacity_factor: expert capacity in multiples of the balanced load, tokens beyond
@@ -153,6 +159,7 @@ class TrainingConfig:
     cp_comm_type: str = "p2p"
     ep_overlap: bool = False
     ep_dedup: bool = False
+    cuda_graph: bool = False
     bf16_layers: int = 0
     moe_imbalance: float = 1.0
     moe_capacity_factor: float = 0.0

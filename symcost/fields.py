@@ -295,6 +295,9 @@ TRAINING_FIELDS: dict[str, Field] = _table(
          symbol=S.bf16_layers.name, minimum=0),
     _bool("ep_dedup", "node-deduplicated MoE dispatch: each token crosses the network once "
           "per destination node, then NVLink (DeepEP, HybridEP)", False, "ep_dedup"),
+    _bool("cuda_graph", "the whole iteration replays as CUDA graphs (Megatron-Core "
+          "cuda_graph_impl full_iteration): no per-layer launch or MoE host-sync time", False,
+          "cuda_graph"),
     Field("moe_imbalance", "float", "1", 1.0, "routed tokens of the busiest expert-parallel "
           "rank over the mean (1: balanced routing; at most min(ep, experts/top_k))",
           "moe_imbalance", minimum=1.0, maximum=float(MAX_COUNT)),

@@ -275,6 +275,10 @@ activation_offload_layers = _declare(
     "activation_offload_layers", "parallel", "1",
     "layers whose saved activations go to host memory in the forward and come back for the "
     "backward (Megatron-Core --cpu-offloading-num-layers)", integer=True, nonneg=True)
+cuda_graph = _declare("cuda_graph", "parallel", "1",
+                      "1 when the whole training iteration replays as captured CUDA graphs "
+                      "(no kernel-launch or host-synchronisation time)", integer=True,
+                      nonneg=True)
 ep_dedup = _declare("ep_dedup", "parallel", "1",
                     "1 when the MoE dispatch sends each token once per destination node and "
                     "forwards it over NVLink (DeepEP, HybridEP)", integer=True, nonneg=True)

@@ -326,14 +326,30 @@ def bottleneck_stage(t_layer: sp.Expr, t_head: sp.Expr) -> tuple[sp.Expr, sp.Exp
     return full - (full - last) * last_slower, last_slower
 
 
+def host_overhead(t: sp.Expr) -> sp.Expr:
+    """A fixed host-side time ``t`` (s) as the GPU sees it: ``t`` when kernels are launched one
+    by one, 0 when the iteration replays as CUDA graphs (``cuda_graph``: the launches and host
+    synchronisations were captured once; the kernels' GPU time stays in their operators).
+    Applies to ``t_layer_overhead`` and ``t_moe_layer``.
+
+    References:
+        NVIDIA CUDA Programming Guide, "CUDA Graphs" (launch of a whole graph replaces the
+        per-kernel CPU launch cost); Megatron-Core MoE documentation, "CPU overhead" and
+        ``--cuda-graph-impl full_iteration`` (dropless MoE padded to a fixed capacity, no host
+        synchronisation on the per-expert token counts).
+    """
+    return t * (1 - S.cuda_graph)
+
+
 def layer_pass_times() -> tuple[sp.Expr, sp.Expr, sp.Expr]:
     """Compute time of one layer for one micro-batch on one GPU: forward, backward and
     recomputation (s), each the sum of :func:`layer_forward_compute` /
     :func:`layer_backward_compute` / :func:`layer_recompute` ([fp8] blended over the 16-bit
-    ``bf16_layers``) plus the fixed per-layer overhead ``t_layer_overhead`` per pass, and
+    ``bf16_layers``) plus the fixed per-layer overhead ``t_layer_overhead`` per pass (none
+    under ``cuda_graph``, :func:`host_overhead`), and
     [finetune] the adapters' GEMMs and QLoRA's dequantization, less the weight-gradient GEMMs
     a frozen base skips (:mod:`symcost.finetune`)."""
-    n, peak, ovh = tokens_micro(), gemm_peak(), S.t_layer_overhead
+    n, peak, ovh = tokens_micro(), gemm_peak(), host_overhead(S.t_layer_overhead)
     fwd = bf16_layer_blend(sum_time(layer_forward_compute())) + ovh
     bwd = bf16_layer_blend(sum_time(layer_backward_compute())) + 2 * ovh
     rec = bf16_layer_blend(layer_recompute().time) + IS_FULL * ovh
@@ -623,8 +639,9 @@ def layer_forward_compute() -> dict[str, Cost]:
     ``moe_permute`` is the token permutation and probability-weighted unpermutation around the
     dispatch (:func:`~symcost.ops.elementwise.token_permutation`), and ``moe_overhead`` the
     calibrated fixed time ``t_moe_layer`` of a MoE layer pass (its many small kernels and the
-    dispatcher's host synchronisation on the per-expert token counts, which CUDA graphs of the
-    router and preprocessing remove; Megatron-Core MoE documentation, "CPU overhead").
+    dispatcher's host synchronisation on the per-expert token counts; Megatron-Core MoE
+    documentation, "CPU overhead"), not paid when the iteration replays as CUDA graphs
+    (``cuda_graph``, :func:`host_overhead`).
 
     Returns:
         Mapping operator name -> :class:`Cost` (FLOP, bytes, s).
@@ -673,7 +690,8 @@ def layer_forward_compute() -> dict[str, Cost]:
                                 fm * smin(S.moe_latent_size, 1)),
         # [moe] token permutation around the dispatch, fixed time per MoE layer
         "moe_permute": ew.token_permutation(n / t, k, w).scale(fm),
-        "moe_overhead": Cost(sp.Integer(0), sp.Integer(0), S.t_moe_layer).scale(fm),
+        "moe_overhead": Cost(sp.Integer(0), sp.Integer(0),
+                             host_overhead(S.t_moe_layer)).scale(fm),
         "expert_activation": ew.activation(routed * fe_local, g).scale(fm),
         # [moe] zero without shared experts (a GEMM of width 0 would still read its input)
         "shared_experts": (gemm(n, (1 + g) * shared, h, peak, eff=eff)

@@ -36,6 +36,9 @@ ep_overlap         off; on for the MBRIDGE MoE rows whose container's recipe ove
 ep_dedup           off; on for the MBRIDGE MoE rows whose container's recipe used a
                    node-deduplicating dispatcher (:data:`BRIDGE_EP_DEDUP`,
                    :func:`ep_dedup_default`)
+cuda_graph         off; on for the MBRIDGE MoE rows whose container's recipe captured the
+                   whole iteration as CUDA graphs (:data:`BRIDGE_FULL_ITERATION_GRAPH`,
+                   :func:`cuda_graph_default`)
 bf16_layers        0; the layers an MBRIDGE run's precision recipe keeps in BF16
                    (:data:`BRIDGE_BF16_LAYERS`)
 recompute          ``none``
@@ -123,7 +126,8 @@ __all__ = [
     "SkippedRow", "ValidationReport", "builtin_measurements", "evaluate_rows", "flash_attention_rule",
     "llm_foundry_flops_per_token", "megatron_flops_per_token", "model_flops_per_token",
     "FLOPS_COUNTERS", "MEGATRON_COUNTERS", "BRIDGE_COUNTER_REVISED", "flops_counter_of",
-    "BRIDGE_EP_OVERLAP", "BRIDGE_EP_DEDUP", "bridge_recipe_default", "container_of",
+    "BRIDGE_EP_OVERLAP", "BRIDGE_EP_DEDUP", "BRIDGE_FULL_ITERATION_GRAPH",
+    "bridge_recipe_default", "container_of", "cuda_graph_default",
     "ep_dedup_default", "ep_overlap_default", "GENERIC_FACTS", "source_fact",
     "load_measurements", "mape", "metric_factor", "nar21_flops",
     "predict_rows", "prepare_rows", "preset_for_name", "source_of", "split_by_params",
@@ -576,8 +580,10 @@ ANY = "*"
 #: PP8, VPP2, EP32 over four nodes, ``moe_a2a_overlap``, the DeepEP dispatcher, TE-scoped CUDA
 #: graphs), the only layout of its run: exposed, even node-deduplicated, its all-to-all alone
 #: (18 s) would take 91% of the published 19.7 s step, whose compute is about 18 s.
-BRIDGE_EP_OVERLAP: dict[tuple[int, ...], frozenset[tuple[str, str, str]]] = {
-    (26, 4, 1): frozenset({("DeepSeek-V3-671B", "b200", "mxfp8")}),
+#: ``BRIDGE_FULL_ITERATION_GRAPH`` holds the recipes with full-iteration CUDA graphs, whose
+#: rows are predicted with ``cuda_graph`` on too (:func:`cuda_graph_default`);
+#: ``BRIDGE_EP_OVERLAP`` is those and the DeepSeek-V3 exception.
+BRIDGE_FULL_ITERATION_GRAPH: dict[tuple[int, ...], frozenset[tuple[str, str, str]]] = {
     (26, 6): frozenset({
         ("Qwen3-30B-A3B", "b300", "mxfp8"), ("Qwen3-30B-A3B", "gb200", "mxfp8"),
         ("Qwen3-30B-A3B", "gb300", "mxfp8"), ("Qwen3-235B-A22B", "gb200", "mxfp8"),
@@ -588,6 +594,8 @@ BRIDGE_EP_OVERLAP: dict[tuple[int, ...], frozenset[tuple[str, str, str]]] = {
         ("Qwen3-30B-A3B", "b200", "mxfp8"), ("Qwen3-235B-A22B", "b200", "mxfp8"),
         ("Qwen3-235B-A22B", "b300", "mxfp8"), ("DeepSeek-V3-671B", "b300", "mxfp8")}),
 }
+BRIDGE_EP_OVERLAP: dict[tuple[int, ...], frozenset[tuple[str, str, str]]] = {
+    (26, 4, 1): frozenset({("DeepSeek-V3-671B", "b200", "mxfp8")}), **BRIDGE_FULL_ITERATION_GRAPH}
 
 #: Megatron-Bridge recipes with a node-deduplicating dispatcher (``ep_dedup``: Megatron-Core's
 #: flex dispatcher with HybridEP or DeepEP), in the form of :data:`BRIDGE_EP_OVERLAP`.
@@ -623,6 +631,14 @@ def ep_overlap_default(source: str, notes: object, model_name: str, hardware: st
     """Whether an MBRIDGE row ran its MoE all-to-all overlapped (:data:`BRIDGE_EP_OVERLAP`,
     read by :func:`bridge_recipe_default`)."""
     return bridge_recipe_default(BRIDGE_EP_OVERLAP, source, notes, model_name, hardware, dtype)
+
+
+def cuda_graph_default(source: str, notes: object, model_name: str, hardware: str,
+                       dtype: str) -> bool:
+    """Whether an MBRIDGE row's recipe captured the whole iteration as CUDA graphs
+    (:data:`BRIDGE_FULL_ITERATION_GRAPH`, read by :func:`bridge_recipe_default`)."""
+    return bridge_recipe_default(BRIDGE_FULL_ITERATION_GRAPH, source, notes, model_name,
+                                 hardware, dtype)
 
 
 def ep_dedup_default(source: str, notes: object, model_name: str, hardware: str,
@@ -1106,6 +1122,11 @@ def _prepare_one(row: Row, other_metrics: bool = False) -> PreparedRow:
                                 str(hw_id).lower(), dtype)
     if ep_dedup:
         defaults["ep_dedup"] = "on (the row's Megatron-Bridge recipe, BRIDGE_EP_DEDUP)"
+    cuda_graph = cuda_graph_default(source, notes, str(cell(row, "model") or ""),
+                                    str(hw_id).lower(), dtype)
+    if cuda_graph:
+        defaults["cuda_graph"] = ("on (the row's Megatron-Bridge recipe, "
+                                  "BRIDGE_FULL_ITERATION_GRAPH)")
     bf16_layers = (BRIDGE_BF16_LAYERS.get((str(cell(row, "model") or ""), dtype), 0)
                    if source == "MBRIDGE" else 0)
     if bf16_layers:
@@ -1118,7 +1139,7 @@ def _prepare_one(row: Row, other_metrics: bool = False) -> PreparedRow:
                          zero3_per_tensor=zero == 3 and bool(
                              SOURCE_DEFAULTS.get(source, {}).get("zero3_per_tensor")),
                          tp_overlap=tp_overlap, ep_overlap=ep_overlap, ep_dedup=ep_dedup,
-                         bf16_layers=bf16_layers,
+                         cuda_graph=cuda_graph, bf16_layers=bf16_layers,
                          train_framework=str(SOURCE_DEFAULTS.get(source, {}).get(
                              "train_framework", "megatron")),
                          attention_backend=str(SOURCE_DEFAULTS.get(source, {}).get(

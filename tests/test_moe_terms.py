@@ -30,7 +30,7 @@ TINY = {
     "peak_flops_16": 1e12, "peak_flops_8": 2e12, "peak_flops_4": 4e12,
     "hbm_bw": 1e12, "eff_hbm": 0.5, "eff_gemm": 0.5, "moe_m_half": 16,
     "moe_flop_half": 0, "t_moe_layer": 1e-3, "moe_imbalance": 1, "moe_capacity_factor": 0,
-    "etp": 1,
+    "etp": 1, "cuda_graph": 0,
     # a transformer, not a hybrid Mamba-Transformer (block counts and Mamba-2 sizes unused)
     "hybrid": 0, "attn_layers": 0, "mamba_layers": 0, "mlp_layers": 0, "mamba_heads": 0,
     "mamba_head_dim": 0, "mamba_state": 0, "mamba_groups": 0, "eff_ssm": 1, "eff_attn": 0.5,

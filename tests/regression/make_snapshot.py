@@ -204,6 +204,12 @@ and the whole snapshot was rewritten. A forty-first (same session): ``validate``
 full-parameter rows of MBRIDGE, MBRIDGE2511 and NEMO2407 with the distributed optimizer
 (ZeRO-1, their recipes' setting) instead of ZeRO-0; no expression changed; recalibrated
 (in-sample 7.75% -> 7.88%, leave-one-source-out 21.09% -> 20.87%) and the whole snapshot was
+rewritten. A forty-second (session of 2026-11-27, sixteenth): the ``cuda_graph`` field
+(full-iteration CUDA graphs pay no ``t_layer_overhead`` or ``t_moe_layer``), on for the
+Megatron-Bridge MoE recipes of ``validate.BRIDGE_FULL_ITERATION_GRAPH``; with the previous
+parameter file the stored draws (which leave it off) are unchanged and exactly the 48
+validation rows of those runs (containers 26.06, 26.06.01 and 26.08) moved; recalibrated
+(in-sample 7.88% -> 7.84%, leave-one-source-out 20.87% -> 20.89%) and the whole snapshot was
 rewritten. Every other value is as first written.
 
 The draws are described by plain field values (API keywords), so the test can replay them
