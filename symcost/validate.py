@@ -43,8 +43,9 @@ bf16_layers        0; the layers an MBRIDGE run's precision recipe keeps in BF16
                    (:data:`BRIDGE_BF16_LAYERS`)
 recompute          ``none``
 offload            the column (optimizer and parameter offload); ``activation_offload_layers``
-                   0, which the file cannot state (Megatron-Bridge's Llama-3-70B GB200/GB300
-                   FSDP recipes offload 20-40 layers' activations; their rows do not say)
+                   0, except the MBRIDGE rows whose recipe offloaded activations
+                   (:data:`BRIDGE_ACTIVATION_OFFLOAD`, :func:`activation_offload_default`:
+                   Llama-3-70B's FP8 FSDP runs on GB200 and GB300, 40 and 20 layers)
 dtype              canonical ``dtype``; else ``bf16``
 dp                 derived ``n_gpus / (tp * cp * pp)`` (a stated dp must agree)
 n_gpus             ``tp * cp * pp * dp`` when all four are stated
@@ -128,6 +129,7 @@ __all__ = [
     "FLOPS_COUNTERS", "MEGATRON_COUNTERS", "BRIDGE_COUNTER_REVISED", "flops_counter_of",
     "BRIDGE_EP_OVERLAP", "BRIDGE_EP_DEDUP", "BRIDGE_FULL_ITERATION_GRAPH",
     "bridge_recipe_default", "container_of", "cuda_graph_default",
+    "BRIDGE_ACTIVATION_OFFLOAD", "activation_offload_default",
     "ep_dedup_default", "ep_overlap_default", "GENERIC_FACTS", "source_fact",
     "load_measurements", "mape", "metric_factor", "nar21_flops",
     "predict_rows", "prepare_rows", "preset_for_name", "source_of", "split_by_params",
@@ -648,6 +650,38 @@ def ep_dedup_default(source: str, notes: object, model_name: str, hardware: str,
     return bridge_recipe_default(BRIDGE_EP_DEDUP, source, notes, model_name, hardware, dtype)
 
 
+#: Megatron-Bridge recipes that offload activations to host memory
+#: (``activation_offload_layers``, Megatron-Core ``--cpu-offloading-num-layers``): first
+#: container -> (``model`` cell, canonical ``hardware``, ``dtype``) -> layers; a row of that
+#: container or a later one takes the value of the latest entry at or before it
+#: (:func:`activation_offload_default`). Llama-3-70B's FP8 (current scaling) FSDP recipes on
+#: 64 GB200 and GB300: ``cpu_offloading_num_layers`` 40 and 20 in
+#: ``LLAMA3_70B_*_GB200_FP8_CS_*`` / ``*_GB300_FP8_CS_*`` of
+#: ``scripts/performance/configs/llama3/workload_base_configs.py`` (v0.2.0 = container 25.11)
+#: and ``configs/llama/llama3_workload_base_configs.py`` (v0.3.0-v0.5.1 = 26.02-26.06.01, the
+#: same values in every variant). Their MXFP8 and NVFP4 recipes, the B200/B300 ones in the
+#: shared data, and the Llama-3.1-405B ones at 256 GPUs offload nothing (B200 FP8's 5 layers
+#: have no row); container 25.09 predates the tagged recipes and is left at 0.
+BRIDGE_ACTIVATION_OFFLOAD: dict[tuple[int, ...], dict[tuple[str, str, str], int]] = {
+    (25, 11): {("Llama-3-70B", "gb200", "fp8"): 40, ("Llama-3-70B", "gb300", "fp8"): 20},
+}
+
+
+def activation_offload_default(source: str, notes: object, model_name: str, hardware: str,
+                               dtype: str, workload: str) -> int:
+    """Layers whose activations an MBRIDGE pretraining row's recipe offloaded to host memory
+    (:data:`BRIDGE_ACTIVATION_OFFLOAD`: the latest entry at or before the row's container,
+    :func:`container_of`, that names its model, canonical hardware and dtype); 0 for every
+    other source, for fine-tuning rows (``workload`` ``finetune``: their SFT and LoRA recipes
+    are other configs), for rows naming no container and for recipes without offload."""
+    container = container_of(notes)
+    if source != "MBRIDGE" or container is None or workload != "train":
+        return 0
+    found = [(first, runs[key]) for first, runs in BRIDGE_ACTIVATION_OFFLOAD.items()
+             if container >= first and (key := (model_name, hardware, dtype)) in runs]
+    return max(found)[1] if found else 0
+
+
 #: Megatron-Bridge runs whose precision recipe keeps layers in BF16 (``bf16_layers``):
 #: (``model`` cell, canonical ``dtype``) -> layers. Nemotron 3 Super in NVFP4 keeps its last
 #: 14 blocks in BF16 (``nemotron_3_super_bf16_with_nvfp4_mixed``: ``first_last_layers_bf16``,
@@ -1124,6 +1158,11 @@ def _prepare_one(row: Row, other_metrics: bool = False) -> PreparedRow:
         defaults["ep_dedup"] = "on (the row's Megatron-Bridge recipe, BRIDGE_EP_DEDUP)"
     cuda_graph = cuda_graph_default(source, notes, str(cell(row, "model") or ""),
                                     str(hw_id).lower(), dtype)
+    offloaded = activation_offload_default(source, notes, str(cell(row, "model") or ""),
+                                           str(hw_id).lower(), dtype, workload)
+    if offloaded:
+        defaults["activation_offload_layers"] = (f"{offloaded} (the row's Megatron-Bridge "
+                                                 "recipe, BRIDGE_ACTIVATION_OFFLOAD)")
     if cuda_graph:
         defaults["cuda_graph"] = ("on (the row's Megatron-Bridge recipe, "
                                   "BRIDGE_FULL_ITERATION_GRAPH)")
@@ -1140,6 +1179,7 @@ def _prepare_one(row: Row, other_metrics: bool = False) -> PreparedRow:
                              SOURCE_DEFAULTS.get(source, {}).get("zero3_per_tensor")),
                          tp_overlap=tp_overlap, ep_overlap=ep_overlap, ep_dedup=ep_dedup,
                          cuda_graph=cuda_graph, bf16_layers=bf16_layers,
+                         activation_offload_layers=offloaded,
                          train_framework=str(SOURCE_DEFAULTS.get(source, {}).get(
                              "train_framework", "megatron")),
                          attention_backend=str(SOURCE_DEFAULTS.get(source, {}).get(
