@@ -658,10 +658,12 @@ def ep_dedup_default(source: str, notes: object, model_name: str, hardware: str,
 #: 64 GB200 and GB300: ``cpu_offloading_num_layers`` 40 and 20 in
 #: ``LLAMA3_70B_*_GB200_FP8_CS_*`` / ``*_GB300_FP8_CS_*`` of
 #: ``scripts/performance/configs/llama3/workload_base_configs.py`` (v0.2.0 = container 25.11)
-#: and ``configs/llama/llama3_workload_base_configs.py`` (v0.3.0-v0.5.1 = 26.02-26.06.01, the
-#: same values in every variant). Their MXFP8 and NVFP4 recipes, the B200/B300 ones in the
-#: shared data, and the Llama-3.1-405B ones at 256 GPUs offload nothing (B200 FP8's 5 layers
-#: have no row); container 25.09 predates the tagged recipes and is left at 0.
+#: and ``configs/llama/llama3_workload_base_configs.py`` (v0.3.0-v0.5.1 = 26.02-26.06.01) and
+#: ``src/megatron/bridge/perf_recipes/llama/gb200|gb300/llama3.py`` (v0.6.0 = 26.08), the same
+#: values in every variant. Their MXFP8 and NVFP4 recipes, the H100 one and the
+#: Llama-3.1-405B ones at 256 GPUs offload nothing (the B200 FP8 recipe's 5 layers and the
+#: BF16 recipes' 20-30 have no row in the shared data); container 25.09 predates the tagged
+#: recipes and is left at 0.
 BRIDGE_ACTIVATION_OFFLOAD: dict[tuple[int, ...], dict[tuple[str, str, str], int]] = {
     (25, 11): {("Llama-3-70B", "gb200", "fp8"): 40, ("Llama-3-70B", "gb300", "fp8"): 20},
 }
