@@ -332,6 +332,12 @@ def host_overhead(t: sp.Expr) -> sp.Expr:
     synchronisations were captured once; the kernels' GPU time stays in their operators).
     Applies to ``t_layer_overhead`` and ``t_moe_layer``.
 
+    Args:
+        t: a fixed time per layer pass (s), e.g. ``S.t_layer_overhead``.
+
+    Returns:
+        ``t * (1 - cuda_graph)`` (s).
+
     References:
         NVIDIA CUDA Programming Guide, "CUDA Graphs" (launch of a whole graph replaces the
         per-kernel CPU launch cost); Megatron-Core MoE documentation, "CPU overhead" and
