@@ -7,8 +7,8 @@ metric, the rows not predicted (counted by reason) and the largest errors with t
 breakdown. Also checks the metric conventions: the llm-foundry MFU/HFU formulas reproduce the
 published MFU from the published tokens/s (both are in the file).
 
-Targets: MAPE <= 10% on the train step-time rows (issue 2) and <= 6% (issue 11). With ``--cross-validate`` it also prints the
-leave-one-source-out MAPE (:func:`symcost.calibrate.cross_validate`: each source predicted by
+Targets: MAPE <= 10% on the train step-time rows (issue 2) and <= 6% (issue 11). With
+``--cross-validate`` it also prints the leave-one-source-out MAPE (:func:`symcost.calibrate.cross_validate`: each source predicted by
 a calibration fitted on the other sources only, from data-independent start values) per
 source and GPU generation, per generation and dense vs MoE, against issue 11's targets
 (<= 10% per source, <= 6% in-sample). The ``floor`` lines give, per source that published
@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     # model, disagree
     groups = replicate_groups(rep.prepared)
     wide = groups[(groups["n"] > 1) & (groups["spread"] > 1.1)]
-    wide = wide[~wide["metric"].isin(("model_tflops_per_gpu",))]
+    wide = wide[wide["metric"] != "model_tflops_per_gpu"]
     for x in wide.sort_values("spread", ascending=False).head(args.worst).itertuples():
         print(f"{'spread':8} {x.case_ids[0][:58]:58} x{x.spread:5.2f}  "
               f"({x.n} rows, {x.min_value:g}..{x.max_value:g} {x.metric}; also "
