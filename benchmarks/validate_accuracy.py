@@ -8,15 +8,16 @@ breakdown. Also checks the metric conventions: the llm-foundry MFU/HFU formulas 
 published MFU from the published tokens/s (both are in the file).
 
 Targets: MAPE <= 10% on the train step-time rows (issue 2) and <= 6% (issue 11). With
-``--cross-validate`` it also prints the leave-one-source-out MAPE (:func:`symcost.calibrate.cross_validate`: each source predicted by
-a calibration fitted on the other sources only, from data-independent start values) per
-source and GPU generation, per generation and dense vs MoE, against issue 11's targets
-(<= 10% per source, <= 6% in-sample). The ``floor`` lines give, per source that published
-the same configuration more than once, the MAPE no model can beat
-(:func:`symcost.validate.replicate_floor`); the ``spread`` lines name the groups of such rows
-whose published values differ most (more than 10%; :func:`symcost.validate.replicate_groups`,
-one metric per run). The ``fits`` line checks the memory model on the
-published layouts: a run with a published step time ran, so it should be predicted to fit.
+``--cross-validate`` it also prints the leave-one-source-out MAPE
+(:func:`symcost.calibrate.cross_validate`: each source predicted by a calibration fitted on the
+other sources only, from data-independent start values) per source and GPU generation, per
+generation and dense vs MoE, against issue 11's targets (<= 10% per source, <= 6% in-sample).
+The ``floor`` lines give, per source that published the same configuration more than once, the
+MAPE no model can beat (:func:`symcost.validate.replicate_floor`); the ``spread`` lines name
+the groups of such rows whose published values differ most (more than 10%;
+:func:`symcost.validate.replicate_groups`, one metric per run). The ``fits`` line checks the
+memory model on the published layouts: a run with a published step time ran, so it should be
+predicted to fit.
 
 Usage::
 
