@@ -41,11 +41,14 @@ cuda_graph         off; on for the MBRIDGE MoE rows whose container's recipe cap
                    :func:`cuda_graph_default`)
 bf16_layers        0; the layers an MBRIDGE run's precision recipe keeps in BF16
                    (:data:`BRIDGE_BF16_LAYERS`)
-recompute          ``none``
+recompute          ``none``; for the MBRIDGE rows whose container's recipe recomputed
+                   selected modules, ``selective`` with those ``recompute_modules``
+                   (:data:`BRIDGE_RECOMPUTE`, :func:`recompute_default`)
 offload            the column (optimizer and parameter offload); ``activation_offload_layers``
                    0, except the MBRIDGE rows whose recipe offloaded activations
                    (:data:`BRIDGE_ACTIVATION_OFFLOAD`, :func:`activation_offload_default`:
-                   Llama-3-70B's FP8 FSDP runs on GB200 and GB300, 40 and 20 layers)
+                   Llama-3-70B's FP8 FSDP runs on GB200 and GB300, 40 and 20 layers;
+                   Llama-3.1-405B's on 128 GB200 in 25.09, 95)
 dtype              canonical ``dtype``; else ``bf16``
 dp                 derived ``n_gpus / (tp * cp * pp)`` (a stated dp must agree)
 n_gpus             ``tp * cp * pp * dp`` when all four are stated
@@ -97,7 +100,7 @@ from importlib import resources
 from pathlib import Path
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -129,7 +132,8 @@ __all__ = [
     "FLOPS_COUNTERS", "MEGATRON_COUNTERS", "BRIDGE_COUNTER_REVISED", "flops_counter_of",
     "BRIDGE_EP_OVERLAP", "BRIDGE_EP_DEDUP", "BRIDGE_FULL_ITERATION_GRAPH",
     "bridge_recipe_default", "container_of", "cuda_graph_default",
-    "BRIDGE_ACTIVATION_OFFLOAD", "activation_offload_default",
+    "BRIDGE_ACTIVATION_OFFLOAD", "activation_offload_default", "bridge_recipe_latest",
+    "BRIDGE_RECOMPUTE", "recompute_default",
     "ep_dedup_default", "ep_overlap_default", "GENERIC_FACTS", "source_fact",
     "load_measurements", "mape", "metric_factor", "nar21_flops",
     "predict_rows", "prepare_rows", "preset_for_name", "source_of", "split_by_params",
@@ -562,6 +566,8 @@ def container_of(notes: object) -> tuple[int, ...] | None:
 
 #: a recipe table's wildcard for the hardware or the dtype (every one)
 ANY = "*"
+#: the value type of a recipe table (:func:`bridge_recipe_latest`)
+V = TypeVar("V")
 
 #: Megatron-Bridge performance recipes whose MoE all-to-all runs overlapped with another
 #: micro-batch's compute (``ep_overlap``): first container -> the (``model`` cell, canonical
@@ -628,6 +634,23 @@ def bridge_recipe_default(table: Mapping[tuple[int, ...], frozenset[tuple[str, s
                and d in (ANY, dtype) for first, runs in table.items() for m, h, d in runs)
 
 
+def bridge_recipe_latest(table: Mapping[tuple[int, ...], Mapping[tuple[str, str, str], V]],
+                         source: str, notes: object, model_name: str, hardware: str,
+                         dtype: str) -> V | None:
+    """The value an MBRIDGE row's recipe had for a setting: of the ``table`` entries (first
+    container -> (``model`` cell, canonical hardware, dtype) -> value; :data:`ANY` matches
+    every hardware or dtype) that cover the row, the one of the latest container at or
+    before the row's (:func:`container_of`). None for every other source, for rows naming no
+    container and when no entry covers the row."""
+    container = container_of(notes)
+    if source != "MBRIDGE" or container is None:
+        return None
+    found = [(first, value) for first, runs in table.items() if container >= first
+             for (m, h, d), value in runs.items()
+             if m == model_name and h in (ANY, hardware) and d in (ANY, dtype)]
+    return max(found, key=lambda f: f[0])[1] if found else None
+
+
 def ep_overlap_default(source: str, notes: object, model_name: str, hardware: str,
                        dtype: str) -> bool:
     """Whether an MBRIDGE row ran its MoE all-to-all overlapped (:data:`BRIDGE_EP_OVERLAP`,
@@ -660,28 +683,91 @@ def ep_dedup_default(source: str, notes: object, model_name: str, hardware: str,
 #: ``scripts/performance/configs/llama3/workload_base_configs.py`` (v0.2.0 = container 25.11)
 #: and ``configs/llama/llama3_workload_base_configs.py`` (v0.3.0-v0.5.1 = 26.02-26.06.01) and
 #: ``src/megatron/bridge/perf_recipes/llama/gb200|gb300/llama3.py`` (v0.6.0 = 26.08), the same
-#: values in every variant. Their MXFP8 and NVFP4 recipes, the H100 one and the
-#: Llama-3.1-405B ones at 256 GPUs offload nothing (the B200 FP8 recipe's 5 layers and the
-#: BF16 recipes' 20-30 have no row in the shared data); container 25.09 predates the tagged
-#: recipes and is left at 0.
+#: values in every variant. Container 25.09 (v0.1.0rc4,
+#: ``scripts/performance/configs/llama3/llama3_70b_llm_pretrain.yaml`` and
+#: ``llama31/llama31_405b_llm_pretrain.yaml``, GB200 ``fp8_cs``): 40 for Llama-3-70B on 64 GPUs
+#: and 95 for Llama-3.1-405B on 128 (TP2 FSDP). Their MXFP8 and NVFP4 recipes, the H100 one
+#: and the Llama-3.1-405B ones at 256 GPUs offload nothing (the B200 FP8 recipe's 5 layers and
+#: the BF16 recipes' 20-30 have no row in the shared data). Every offloading recipe is a
+#: Megatron-FSDP one (``use_megatron_fsdp``), so only rows sharded as FSDP (``zero_stage``
+#: 3) take these values: the 25.09 page prints its FP8 current-scaling runs (FSDP, offloaded)
+#: and its MXFP8 runs (pipelined, DDP) under one FP8 label.
 BRIDGE_ACTIVATION_OFFLOAD: dict[tuple[int, ...], dict[tuple[str, str, str], int]] = {
-    (25, 11): {("Llama-3-70B", "gb200", "fp8"): 40, ("Llama-3-70B", "gb300", "fp8"): 20},
+    (25, 9): {("Llama-3-70B", "gb200", "fp8"): 40, ("Llama-3.1-405B", "gb200", "fp8"): 95},
+    (25, 11): {("Llama-3-70B", "gb300", "fp8"): 20},
 }
 
 
 def activation_offload_default(source: str, notes: object, model_name: str, hardware: str,
-                               dtype: str, workload: str) -> int:
-    """Layers whose activations an MBRIDGE pretraining row's recipe offloaded to host memory
-    (:data:`BRIDGE_ACTIVATION_OFFLOAD`: the latest entry at or before the row's container,
-    :func:`container_of`, that names its model, canonical hardware and dtype); 0 for every
-    other source, for fine-tuning rows (``workload`` ``finetune``: their SFT and LoRA recipes
-    are other configs), for rows naming no container and for recipes without offload."""
-    container = container_of(notes)
-    if source != "MBRIDGE" or container is None or workload != "train":
+                               dtype: str, workload: str, zero: int) -> int:
+    """Layers whose activations an MBRIDGE FSDP pretraining row's recipe offloaded to host
+    memory (:data:`BRIDGE_ACTIVATION_OFFLOAD`: the latest entry at or before the row's
+    container, :func:`container_of`, that names its model, canonical hardware and dtype); 0
+    for every other source, for fine-tuning rows (``workload`` ``finetune``: their SFT and
+    LoRA recipes are other configs), for rows not sharded as FSDP (``zero`` below 3: another
+    recipe), for rows naming no container and for recipes without offload."""
+    if workload != "train" or zero != 3:
         return 0
-    found = [(first, runs[key]) for first, runs in BRIDGE_ACTIVATION_OFFLOAD.items()
-             if container >= first and (key := (model_name, hardware, dtype)) in runs]
-    return max(found)[1] if found else 0
+    return bridge_recipe_latest(BRIDGE_ACTIVATION_OFFLOAD, source, notes, model_name, hardware,
+                                dtype) or 0
+
+
+#: Megatron-Bridge recipes that recompute selected modules (Megatron-Core
+#: ``recompute_granularity = "selective"`` with ``recompute_modules``), in the form of
+#: :data:`BRIDGE_ACTIVATION_OFFLOAD`: first container -> (``model`` cell, canonical
+#: ``hardware``, ``dtype``; :data:`ANY` matches every one) -> the modules as a canonical
+#: ``recompute_modules`` list, ``""`` for none; a row takes the latest entry at or before its
+#: container (:func:`recompute_default`). Read by executing each tag's
+#: ``scripts/performance/configs/*/*workload_base_configs.py`` (the V2 presets inherit from
+#: V1 through nested ``dataclasses.replace``) and picking the preset whose layout (tp, pp,
+#: vpp, ep, micro and global batch) is the row's: v0.1.0rc4 = container 25.09
+#: (``deepseek_v3_llm_pretrain.yaml``: ``recompute_granularity: "selective"`` without
+#: modules, Megatron-Core's default ``core_attn``), v0.2.0 = 25.11 (its DeepSeek-V3 GB200
+#: FP8 and GB300 rows ran layouts that are not in the tag; they take the tag's values for
+#: their GPU), v0.3.0/v0.3.1 = 26.02/26.02.01, v0.4.0/v0.4.1 = 26.04/26.04.01 (DeepSeek-V3 on
+#: B200 in MXFP8: commit 5acef9309, above), v0.5.0/v0.5.1 = 26.06/26.06.01, and
+#: ``src/megatron/bridge/perf_recipes/<family>/<gpu>/*.py`` at v0.6.0 = 26.08. In v0.2.0 the
+#: performance scripts set the modules without the selective granularity, which only
+#: DeepSeek-V3's script sets (``set_deepseek_v3_common_configs``): gpt-oss ran 25.11
+#: without recomputation; from v0.3.0 on, setting modules sets the granularity too
+#: (``utils/overrides._set_recompute_overrides``). Megatron-Core's ``mlp`` recomputes the
+#: dense MLP layers only (``TransformerLayer``: not an ``MoELayer``), as symcost's does. The
+#: recipes that recompute ``moe`` (the whole MoE layer: Nemotron 3 Nano on H100), which
+#: symcost does not model, are left out; so are the dense Llama recipes' blocks of fully
+#: recomputed layers (``recompute_num_layers``: 5 for Llama-3-8B on H100 in FP8, 1 for
+#: Llama-3.1-405B in NVFP4), which symcost's all-layer full recomputation cannot express.
+#: Qwen3's scripts turn recomputation off (``set_qwen3_common_configs``).
+BRIDGE_RECOMPUTE: dict[tuple[int, ...], dict[tuple[str, str, str], str]] = {
+    (25, 9): {("DeepSeek-V3-671B", ANY, ANY): "core_attn"},
+    (25, 11): {("DeepSeek-V3-671B", "gb200", ANY): "mla_up_proj",
+               ("DeepSeek-V3-671B", "gb300", ANY): "moe_act",
+               ("DeepSeek-V3-671B", "b200", ANY): "mla_up_proj"},
+    (26, 2): {("DeepSeek-V3-671B", "gb200", "mxfp8"): "mla_up_proj",
+              ("DeepSeek-V3-671B", "gb300", "mxfp8"): "mla_up_proj",
+              ("DeepSeek-V3-671B", "b200", "mxfp8"): "mla_up_proj",
+              ("DeepSeek-V3-671B", "b300", "mxfp8"): "mla_up_proj",
+              ("gpt-oss-120b", "b200", "bf16"): "layernorm,moe_act",
+              ("gpt-oss-120b", "gb200", "bf16"): "layernorm,moe_act",
+              ("gpt-oss-120b", "h100-sxm5-80gb", "bf16"): "layernorm,moe_act"},
+    (26, 2, 1): {("Kimi-K2", "gb300", "mxfp8"): "mla_up_proj"},
+    (26, 4): {("DeepSeek-V3-671B", "gb200", "mxfp8"): "mlp",
+              ("Nemotron-3-Super-120B-A12B", "b200", "mxfp8"): "layernorm,moe_act",
+              ("Nemotron-3-Super-120B-A12B", "b300", "nvfp4"): "layernorm,moe_act"},
+    (26, 4, 1): {("DeepSeek-V3-671B", "b200", "mxfp8"): "mla_up_proj,mlp"},
+    (26, 6): {("DeepSeek-V3-671B", "gb200", "mxfp8"): "mla_up_proj",
+              ("DeepSeek-V3-671B", "gb300", "mxfp8"): ""},
+}
+
+
+def recompute_default(source: str, notes: object, model_name: str, hardware: str,
+                      dtype: str, workload: str) -> str | None:
+    """The modules an MBRIDGE pretraining row's recipe recomputed selectively
+    (:data:`BRIDGE_RECOMPUTE`, read by :func:`bridge_recipe_latest`): a canonical
+    ``recompute_modules`` list, ``""`` when the recipe recomputed nothing, None when no
+    entry covers the row (other sources, fine-tuning rows, rows naming no container)."""
+    if workload != "train":
+        return None
+    return bridge_recipe_latest(BRIDGE_RECOMPUTE, source, notes, model_name, hardware, dtype)
 
 
 #: Megatron-Bridge runs whose precision recipe keeps layers in BF16 (``bf16_layers``):
@@ -1123,16 +1209,23 @@ def _prepare_one(row: Row, other_metrics: bool = False) -> PreparedRow:
     # optimizer off: use_distributed_optimizer = False)
     zero = opt("zero_stage", int(SOURCE_DEFAULTS.get(source, {}).get("zero_stage", 0))
                if tuning["finetune"] == "full" else 0)
-    recompute = (cell(row, "recompute") or "").lower()
-    if not recompute:
-        recompute = "none"
-        defaults["recompute"] = "none"
     dtype = (cell(row, "dtype") or "").lower()
     if not dtype:
         dtype = "bf16"
         defaults["dtype"] = "bf16"
     seq = cell_int(row, "seq_len")
     notes = cell(row, "notes")
+    recompute = (cell(row, "recompute") or "").lower()
+    recipe_modules = None if recompute else recompute_default(
+        source, notes, str(cell(row, "model") or ""), str(hw_id).lower(), dtype, workload)
+    if recipe_modules:
+        recompute = "selective"
+        defaults["recompute"] = (f"selective, {recipe_modules} (the row's Megatron-Bridge "
+                                 "recipe, BRIDGE_RECOMPUTE)")
+    elif not recompute:
+        recompute = "none"
+        defaults["recompute"] = "none" if recipe_modules is None else (
+            "none (the row's Megatron-Bridge recipe, BRIDGE_RECOMPUTE)")
     stated_flash = cell_int(row, "flash_attention")
     if stated_flash is None:
         flash, why = flash_attention_rule(source, notes)
@@ -1161,7 +1254,7 @@ def _prepare_one(row: Row, other_metrics: bool = False) -> PreparedRow:
     cuda_graph = cuda_graph_default(source, notes, str(cell(row, "model") or ""),
                                     str(hw_id).lower(), dtype)
     offloaded = activation_offload_default(source, notes, str(cell(row, "model") or ""),
-                                           str(hw_id).lower(), dtype, workload)
+                                           str(hw_id).lower(), dtype, workload, zero)
     if offloaded:
         defaults["activation_offload_layers"] = (f"{offloaded} (the row's Megatron-Bridge "
                                                  "recipe, BRIDGE_ACTIVATION_OFFLOAD)")
@@ -1187,6 +1280,8 @@ def _prepare_one(row: Row, other_metrics: bool = False) -> PreparedRow:
                          attention_backend=str(SOURCE_DEFAULTS.get(source, {}).get(
                              "attention_backend", "native")),
                          **tuning)
+    if recipe_modules:
+        cfg = dataclasses.replace(cfg, recompute_modules=recipe_modules)
     try:
         cfg = resolve(model, hw, cfg)
     except ConfigError as exc:

@@ -24,6 +24,7 @@ from symcost.validate import (INFERENCE_REASON, OTHER_METRICS, MeasurementsError
                               unmodelled_reason, flash_attention_rule, llm_foundry_flops_per_token,
                               load_measurements, metric_factor, nar21_flops, predict_rows,
                               prepare_rows, preset_for_name, validate_file)
+from symcost.fields import RECOMPUTE_MODULE_SETS
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "validation" / \
     "published_measurements.csv"
@@ -704,20 +705,26 @@ def test_published_layouts_are_predicted_to_fit(shared):
 
 def test_bridge_activation_offload_from_the_recipes(shared):
     """Llama-3-70B's FP8 FSDP pretraining recipes offload 40 (GB200) and 20 (GB300) layers'
-    activations (``validate.BRIDGE_ACTIVATION_OFFLOAD``); their MXFP8 runs, the SFT/LoRA
-    runs of the same model cell and the 25.09 runs (before the tagged recipes) offload none.
-    With the offload the published layouts fit (without it they need 318 GiB per GPU), and
-    the step is the same: over NVLink-C2C the copies hide behind the layers' compute."""
+    activations (``validate.BRIDGE_ACTIVATION_OFFLOAD``), from container 25.09 on GB200, and
+    Llama-3.1-405B's 25.09 FSDP recipe on 128 GB200 95; their MXFP8 runs, the SFT/LoRA runs of
+    the same model cell, the 25.09 page's pipelined MXFP8 run printed under the same FP8 label
+    (not FSDP) and the later 405B runs (not FSDP) offload none. With the offload the published
+    layouts fit (without it they need 272-318 GiB per GPU), and the step is the same: over
+    NVLink-C2C the copies hide behind the layers' compute."""
     ids = ["MBRIDGE-26.04-Llama-3-70B-GB200-64g-FP8-gbs256-tpsg",
            "MBRIDGE-25.11-Llama-3-70B-GB300-64g-FP8CS-gbs256-tpsg",
+           "MBRIDGE-25.09-Llama-3-70B-GB200-64g-FP8notstat-gbs128-tpsg",
+           "MBRIDGE-25.09-Llama-3p1-405B-GB200-128g-FP8notstat-gbs64-tpsg",
            "MBRIDGE-26.04-Llama-3-70B-GB200-64g-MXFP8-gbs256-tpsg",
            "MBRIDGE-26.06-Llama-3-70B-SFT-GB200-32g-FP8-gbs32-tpsg",
-           "MBRIDGE-25.09-Llama-3-70B-GB200-64g-FP8notstat-gbs128-tpsg"]
+           "MBRIDGE-25.09-Llama-3-70B-GB200-64g-FP8altquan-gbs128-alt-tpsg",
+           "MBRIDGE-26.04-Llama-3p1-405B-GB200-256g-FP8-gbs1536-tpsg"]
     prepared, skipped = prepare_rows(shared[shared["case_id"].isin(ids)])
     assert not skipped
     got = {r.case_id: r for r in prepared}
-    assert [got[i].config.activation_offload_layers for i in ids] == [40, 20, 0, 0, 0]
-    for i in ids[:2]:
+    assert [got[i].config.activation_offload_layers for i in ids] == [40, 20, 40, 95, 0, 0, 0,
+                                                                       0]
+    for i in ids[:4]:
         r = got[i]
         res = predict_training(r.model, r.hardware, r.config)
         plain = predict_training(r.model, r.hardware,
@@ -727,3 +734,62 @@ def test_bridge_activation_offload_from_the_recipes(shared):
         k = r.config.activation_offload_layers
         assert (plain.values["mem_activations"] - res.values["mem_activations"]
                 == pytest.approx((k - 1) * res.values["mem_activations_layer"], rel=1e-9))
+
+
+def test_bridge_recipe_latest_by_hand():
+    """A recipe table entry covers its container and every later one until a later entry
+    for the same model, hardware and dtype replaces it; ``ANY`` matches every hardware or
+    dtype; other sources and rows naming no container get None."""
+    any_ = validate_mod.ANY
+    table = {(25, 11): {("M", any_, any_): "a"}, (26, 4): {("M", "gb200", "mxfp8"): "b"},
+             (26, 6): {("M", "gb200", any_): ""}}
+
+    def at(container, hw="gb200", dtype="mxfp8", source="MBRIDGE", model="M"):
+        notes = f"container=NeMo {container}; other notes" if container else "no container"
+        return validate_mod.bridge_recipe_latest(table, source, notes, model, hw, dtype)
+
+    assert [at("25.09"), at("25.11"), at("26.02.01"), at("26.04"), at("26.04.01"),
+            at("26.06"), at("26.08")] == [None, "a", "a", "b", "b", "", ""]
+    assert at("26.04", hw="b200") == "a" and at("26.04", dtype="bf16") == "a"
+    assert at("26.06", dtype="bf16") == ""
+    assert at("26.04", source="MPT") is None and at(None) is None
+    assert at("26.04", model="N") is None
+
+
+def test_bridge_recompute_from_the_recipes(shared):
+    """MBRIDGE pretraining rows recompute what their container's recipe recomputed
+    (``validate.BRIDGE_RECOMPUTE``): DeepSeek-V3 on GB200 ``mla_up_proj`` in 26.02, the dense
+    ``mlp`` in 26.04, ``mla_up_proj`` again from 26.06; nothing on GB300 from 26.06
+    (``recompute_modules=[]``); gpt-oss-120b on B200 in BF16 ``layernorm,moe_act`` from 26.02
+    but nothing in 25.11 (that tag's scripts set modules without the selective granularity)
+    or on GB300; Megatron-Core's default ``core_attn`` in 25.09; Qwen3 nothing. With the
+    recipe's recomputation DeepSeek-V3's 26.02 layout on 256 GB200 fits (without it it does
+    not), and the step grows by the recomputed forward."""
+    ids = {"MBRIDGE-26.02-DeepSeek-V3-671B-GB200-256g-MXFP8-gbs4096-tpsg": "mla_up_proj",
+           "MBRIDGE-26.04-DeepSeek-V3-671B-GB200-256g-MXFP8-gbs4096-tpsg": "mlp",
+           "MBRIDGE-26.06-DeepSeek-V3-671B-GB200-256g-MXFP8-gbs4096-tpsg": "mla_up_proj",
+           "MBRIDGE-26.06-DeepSeek-V3-671B-GB300-256g-MXFP8-gbs4096-tpsg": None,
+           "MBRIDGE-26.04.01-DeepSeek-V3-671B-B200-256g-MXFP8-gbs4096-tpsg": "mla_up_proj,mlp",
+           "MBRIDGE-25.09-DeepSeek-V3-671B-GB200-256g-FP8notstat-gbs2048-tpsg": "core_attn",
+           "MBRIDGE-25.11-gpt-oss-120b-B200-64g-BF16-gbs512-tpsg": None,
+           "MBRIDGE-26.02-gpt-oss-120b-B200-64g-BF16-gbs1280-tpsg": "layernorm,moe_act",
+           "MBRIDGE-26.02-gpt-oss-120b-GB300-64g-BF16-gbs1280-tpsg": None,
+           "MBRIDGE-26.06-Qwen3-235B-A22B-GB200-256g-MXFP8-gbs8192-tpsg": None}
+    prepared, skipped = prepare_rows(shared[shared["case_id"].isin(ids)])
+    assert not skipped
+    got = {r.case_id: r for r in prepared}
+    assert set(got) == set(ids)
+    assert {i: (r.config.recompute_modules if r.config.recompute == "selective" else None)
+            for i, r in got.items()} == ids
+    assert "BRIDGE_RECOMPUTE" in str(got[next(iter(ids))].defaults["recompute"])
+    # every table value is a canonical recompute-module list (or "" for none)
+    for runs in validate_mod.BRIDGE_RECOMPUTE.values():
+        for modules in runs.values():
+            assert modules == "" or modules in RECOMPUTE_MODULE_SETS
+    r = got["MBRIDGE-26.02-DeepSeek-V3-671B-GB200-256g-MXFP8-gbs4096-tpsg"]
+    res = predict_training(r.model, r.hardware, r.config)
+    plain = predict_training(r.model, r.hardware, dataclasses.replace(
+        r.config, recompute="none", recompute_modules="core_attn"))
+    assert res.fits and not plain.fits
+    assert res.values["mem_activations"] < 0.85 * plain.values["mem_activations"]
+    assert res.step_time > plain.step_time

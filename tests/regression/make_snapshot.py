@@ -210,7 +210,12 @@ Megatron-Bridge MoE recipes of ``validate.BRIDGE_FULL_ITERATION_GRAPH``; with th
 parameter file the stored draws (which leave it off) are unchanged and exactly the 48
 validation rows of those runs (containers 26.06, 26.06.01 and 26.08) moved; recalibrated
 (in-sample 7.88% -> 7.84%, leave-one-source-out 20.87% -> 20.89%) and the whole snapshot was
-rewritten. Every other value is as first written.
+rewritten. A forty-third (session of 2026-11-27, seventeenth): ``validate`` gives the
+Megatron-Bridge rows their recipes' selective recomputation (``validate.BRIDGE_RECOMPUTE``:
+DeepSeek-V3, Kimi-K2, gpt-oss-120b, Nemotron 3 Super); no expression changed; with the
+previous parameter file the stored draws passed and only the 101 validation rows of those runs
+moved; recalibrated (in-sample 7.84% -> 7.83%) and the whole snapshot was rewritten. Every
+other value is as first written.
 
 The draws are described by plain field values (API keywords), so the test can replay them
 through the public API whatever the internals become.
