@@ -179,13 +179,13 @@ def operator_times() -> dict[str, tuple[sp.Expr, str | None]]:
     selective = T.selective_recompute_by_op()  # as in layer_recompute
     out: dict[str, tuple[sp.Expr, str | None]] = {}
     for op, cost in fwd.items():
-        t = cost.time * (1 + T.IS_FULL) + bwd[op].time
+        t = cost.time * (1 + T.FULL_SHARE) + bwd[op].time
         if op in selective:
             t = t + selective[op].time
         out[op] = (m * Ls * t, "overhead" if op == "moe_overhead" else None)  # [moe] fixed time
     # [fp8] the weight casts once per step (Transformer Engine reuses them across micro-batches)
     out["fp8_cast"] = (out["fp8_cast"][0] + T.fp8_weight_cast_time(), None)
-    out["layer_overhead"] = (m * Ls * (3 + T.IS_FULL) * T.host_overhead(S.t_layer_overhead),
+    out["layer_overhead"] = (m * Ls * (3 + T.FULL_SHARE) * T.host_overhead(S.t_layer_overhead),
                              "overhead")
     n = T.tokens_micro()
     vocab_local = S.vocab / S.tp

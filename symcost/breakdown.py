@@ -152,7 +152,7 @@ def training_module_terms() -> dict[str, dict[str, sp.Expr]]:
                     + k * (fwd["activation"].time + fwd["expert_activation"].time)),
         }
 
-    rec_share = tr.IS_FULL * 1 + tr.IS_SELECTIVE * 0  # full recompute re-runs the forward
+    rec_share = tr.FULL_SHARE  # full recompute re-runs the forward of its share of layers
     f_layer, b_layer = layer(False), layer(True)
     out: dict[str, dict[str, sp.Expr]] = {p: {} for p in TRAIN_PHASES}
     for mod in MODULES[:-1]:

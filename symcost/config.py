@@ -65,6 +65,11 @@ class TrainingConfig:
             ``core_attn,layernorm,mla_up_proj,moe_act,mlp,shared_experts``
             (:data:`symcost.fields.RECOMPUTE_MODULES`; Megatron-Core ``--recompute-modules``);
             another value than the default ``core_attn`` needs ``recompute='selective'``.
+        recompute_layers: with ``full``, the layers of each pipeline chunk (``L/(pp*vpp)``
+            layers) recomputed, the first ones; the others keep their activations (Megatron-Core
+            ``--recompute-method block --recompute-num-layers``). 0, the default, recomputes
+            every layer; a value above the chunk's layers recomputes them all. Another value
+            than 0 needs ``recompute='full'``.
         zero: ZeRO stage 0-3 (1 = Megatron distributed optimizer, 3 = FSDP full shard).
         dtype: GEMM dtype ``bf16``, ``fp16``, ``fp8`` (Transformer-Engine per-tensor scaling),
             ``mxfp8`` (block-scaled fp8, Blackwell) or ``nvfp4`` (fp4 linear layers,
@@ -147,6 +152,7 @@ class TrainingConfig:
     seq_len: int | None = None
     recompute: str = "none"
     recompute_modules: str = "core_attn"
+    recompute_layers: int = 0
     zero: int = 0
     dtype: str = "bf16"
     flash_attention: bool = True

@@ -259,6 +259,9 @@ TRAINING_FIELDS: dict[str, Field] = _table(
           "recomputes, comma-separated from core_attn,layernorm,mla_up_proj,moe_act,mlp,"
           "shared_experts (Megatron-Core --recompute-modules; code: bit mask)", None,
           choices=RECOMPUTE_MODULE_SETS, sweepable=False),
+    _int("recompute_layers", "with recompute full, the layers of each pipeline chunk "
+         "recomputed, the first ones (Megatron-Core --recompute-method block "
+         "--recompute-num-layers); 0: every layer", 0, minimum=0),
     Field("zero", "enum", "1", 0,
           "ZeRO stage (1: distributed optimizer, 2: + gradients, 3: + parameters = FSDP)",
           "zero_stage", choices={"0": 0, "1": 1, "2": 2, "3": 3}),

@@ -320,6 +320,13 @@ RECOMPUTE_MODULES_SELECTIVE = Rule(
               "(train_framework megatron): they name what Megatron-Core's selective "
               "recomputation recomputes (--recompute-granularity selective "
               "--recompute-modules)")
+RECOMPUTE_LAYERS_FULL = Rule(
+    "recompute_layers_need_full", "recompute_layers", ("recompute_layers", "recompute"),
+    lambda v, xp: (v.get("recompute_layers", 0.0) < 0.5) | (v["recompute"] > 1.5),
+    "needs recompute full",
+    lambda v: f"{_i(v['recompute_layers'])} needs recompute = full (it counts the layers "
+              "Megatron-Core's full recomputation recomputes per pipeline chunk: "
+              "--recompute-granularity full --recompute-method block --recompute-num-layers)")
 TP_OVERLAP_NODE = Rule(
     "tp_overlap_inside_node", "tp_overlap", ("tp_overlap", "tp", "hw_node"),
     lambda v, xp: (v.get("tp_overlap", 0.0) < 0.5) | (v["tp"] <= v["hw_node"]),
@@ -466,7 +473,8 @@ TRAINING_RULES: tuple[Rule, ...] = (
     SEQ_LEN_POSITIONS, TP_HEADS, TP_FFN, TP_KV_HEADS, PP_LAYERS, GLOBAL_BATCH_NEEDED,
     VPP_NEEDS_PP, VPP_LAYERS, VPP_MICROBATCHES, ZERO_PP, DTYPE_HARDWARE, CP_SEQ, CP_FLASH,
     CP_A2A_HEADS, EP_DP, EP_EXPERTS, ETP_DP, ETP_FFN, MOE_IMBALANCE, MOE_TP_SP, TP_OVERLAP_SP,
-    TP_OVERLAP_NODE, HSDP_DP, ZERO3_PER_TENSOR, RECOMPUTE_MODULES_SELECTIVE, BF16_LAYERS
+    TP_OVERLAP_NODE, HSDP_DP, ZERO3_PER_TENSOR, RECOMPUTE_MODULES_SELECTIVE,
+    RECOMPUTE_LAYERS_FULL, BF16_LAYERS
 ) + FINETUNE_RULES + HYBRID_RULES
 
 def _expert_tp(v: Values, xp: Any) -> Any:

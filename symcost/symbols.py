@@ -233,6 +233,11 @@ global_batch = _declare("global_batch", "parallel", "1", "global batch B, sequen
 recompute = _declare("recompute", "parallel", "1",
                      "activation recomputation: 0 none, 1 selective, 2 full", integer=True,
                      nonneg=True)
+recompute_layers = _declare("recompute_layers", "parallel", "1",
+                            "with full recomputation, the layers of each pipeline chunk "
+                            "recomputed (Megatron-Core --recompute-method block "
+                            "--recompute-num-layers; 0: every layer)", integer=True,
+                            nonneg=True)
 # [recompute] selective recomputation by module (Megatron-Core --recompute-modules; the
 # recompute_modules field, symcost.fields.RECOMPUTE_MODULES): 1 when the module is recomputed
 # under recompute = selective

@@ -59,6 +59,14 @@ from .ops.optimizer import adam_step
 # ----------------------------------------------------------------------------- mode flags
 IS_SELECTIVE = flag((S.recompute > sp.Rational(1, 2)) & (S.recompute < sp.Rational(3, 2)))
 IS_FULL = flag(S.recompute > sp.Rational(3, 2))
+#: [recompute] the share of the layers full recomputation recomputes: 1 with
+#: ``recompute_layers`` 0 (every layer), else ``min(recompute_layers, L/(p*v))/(L/(p*v))``, the
+#: first ``recompute_layers`` of each pipeline chunk (Megatron-Core ``--recompute-method
+#: block --recompute-num-layers``; the other layers keep their activations); 0 unless
+#: ``recompute = full``. The time and FLOP terms of recomputation scale with it.
+ALL_LAYERS = flag(S.recompute_layers < sp.Rational(1, 2))
+FULL_SHARE = IS_FULL * (ALL_LAYERS + (1 - ALL_LAYERS)
+                        * smin(S.recompute_layers * S.pp * S.vpp / S.n_layers, 1))
 IS_NONE = flag(S.recompute < sp.Rational(1, 2))
 #: [recompute] 1 when selective recomputation recomputes the attention core (the
 #: ``recompute_modules`` default, Korthikanti et al. 2022 Sec. 5)
@@ -358,12 +366,12 @@ def layer_pass_times() -> tuple[sp.Expr, sp.Expr, sp.Expr]:
     n, peak, ovh = tokens_micro(), gemm_peak(), host_overhead(S.t_layer_overhead)
     fwd = bf16_layer_blend(sum_time(layer_forward_compute())) + ovh
     bwd = bf16_layer_blend(sum_time(layer_backward_compute())) + 2 * ovh
-    rec = bf16_layer_blend(layer_recompute().time) + IS_FULL * ovh
+    rec = bf16_layer_blend(layer_recompute().time) + FULL_SHARE * ovh
     ft_fwd = ft.adapter_compute_layer(n, peak).time + ft.dequant_time_layer()
     return (fwd + ft_fwd,
             bwd + 2 * ft.adapter_compute_layer(n, peak).time + ft.dequant_time_layer()
             - ft.frozen_wgrad_time(layer_forward_compute()),
-            rec + IS_FULL * ft_fwd)
+            rec + FULL_SHARE * ft_fwd)
 
 
 def head_pass_times() -> tuple[sp.Expr, sp.Expr]:
@@ -925,7 +933,7 @@ def layer_recompute() -> Cost:
     """
     fwd = sum(layer_forward_compute().values(), start=Cost(0, 0, 0))
     selective = sum(selective_recompute_by_op().values(), start=Cost(0, 0, 0))
-    return Cost(*(IS_FULL * x + y for x, y in zip(fwd, selective)))
+    return Cost(*(FULL_SHARE * x + y for x, y in zip(fwd, selective)))
 
 
 def tp_comm_layer_forward() -> Cost:
@@ -1207,7 +1215,9 @@ def activation_bytes_layer() -> sp.Expr:
     full = 2 * tokens_sp() * h
     # [memory] the Hugging Face modeling code keeps more (hf_activation_bytes_layer)
     kept = (1 - IS_HF) * (replicated + split + score_mem) + IS_HF * hf_activation_bytes_layer()
-    return sp.Piecewise((full, S.recompute > sp.Rational(3, 2)), (kept, True))
+    # [recompute] block recomputation: the recomputed share keeps only its input
+    return sp.Piecewise((FULL_SHARE * full + (1 - FULL_SHARE) * kept,
+                         S.recompute > sp.Rational(3, 2)), (kept, True))
 
 
 def gemm_input_bytes() -> sp.Expr:
@@ -1547,10 +1557,10 @@ def training_expressions() -> dict[str, sp.Expr]:
 
     # --- per micro-batch, per stage; [fp8] bf16_layers of the layers at 16-bit GEMMs
     fwd_layer, bwd_layer, rec_layer = layer_pass_times()
-    tp_layer = tp_comm_layer_exposed(2 + IS_FULL)
-    cp_layer = cp_comm_layer_forward().time * (1 + IS_FULL) + cp_comm_layer_backward()
+    tp_layer = tp_comm_layer_exposed(2 + FULL_SHARE)
+    cp_layer = cp_comm_layer_forward().time * (1 + FULL_SHARE) + cp_comm_layer_backward()
     # all-to-all exposed, or (ep_overlap) hidden behind the other micro-batch's layer compute
-    a2a = ep_comm_layer_forward().time * (2 + IS_FULL)
+    a2a = ep_comm_layer_forward().time * (2 + FULL_SHARE)
     ep_layer = ((1 - S.ep_overlap) * a2a
                 + S.ep_overlap * smax(a2a - (fwd_layer + bwd_layer + rec_layer), 0))
 
@@ -1576,7 +1586,7 @@ def training_expressions() -> dict[str, sp.Expr]:
     # communication can overlap: compute plus the exposed context- and expert-parallel
     # communication of that pass (the all-to-all split by its passes: 1 forward, 1 + full
     # recomputation backward), so faster kernels never expose more of it than they save
-    ep_f = t_ep / (2 + IS_FULL)
+    ep_f = t_ep / (2 + FULL_SHARE)
     # ... and the exposed tensor-parallel collectives (on NVLink, while the data-parallel ones
     # use the network: a faster GEMM that exposes more of them must not also expose more of
     # the data-parallel traffic, which would make the step slower)
@@ -1632,7 +1642,7 @@ def training_expressions() -> dict[str, sp.Expr]:
     # partition out of NCCL's flat buffer with its own copy_ (PyTorch ProcessGroupNCCL::
     # allgather), a host cost t_gather_copy per rank and tensor that grows with the group
     n_tensors = Ls * param_tensors_layer()
-    gathers = 2 + IS_FULL * flag(params_layer() >= 10**9)
+    gathers = 2 + FULL_SHARE * flag(params_layer() >= 10**9)
     ag_tensor = (n_tensors * both(coll.all_gather, weight_rep, weight_exp, n_tensors)
                  + n_tensors * ds * S.t_gather_copy)
     ar_layer = Ls * both(coll.all_reduce, rep_bytes, exp_bytes, Ls, dd)
@@ -1640,7 +1650,7 @@ def training_expressions() -> dict[str, sp.Expr]:
     z3_time = (1 - pt) * z3_exposed + pt * (gathers * ag_tensor + ar_layer)
     # [finetune] parameter offload: the partition comes over the host link in every pass
     t_z3 = IS_ZERO3 * z3_time + ft.offload_param_fetch_time(
-        weight_rep / ds + weight_exp / de, 2 + IS_FULL)
+        weight_rep / ds + weight_exp / de, 2 + FULL_SHARE)
     is_z12 = flag((z > sp.Rational(1, 2)) & (z < sp.Rational(5, 2)))
     is_z0 = flag(z < sp.Rational(1, 2))
     grad_sync = is_z0 * ar + is_z12 * rs + (1 - is_z0) * replica_ar
@@ -1704,7 +1714,7 @@ def training_expressions() -> dict[str, sp.Expr]:
                             + S.rc_shared_experts * fm * S.shared_experts
                             * params_shared_expert()))
     flops_recompute = B * (S.n_layers + S.mtp_layers * S.mtp_blocks) * (
-        IS_FULL * (layer_matmul + layer_attn + layer_ssd) + IS_SELECTIVE * selective)
+        FULL_SHARE * (layer_matmul + layer_attn + layer_ssd) + IS_SELECTIVE * selective)
     n_gpus = t * c * p * d
     out["flops_model"] = flops_model
     out["flops_hardware"] = flops_model + flops_recompute

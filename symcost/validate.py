@@ -43,7 +43,9 @@ bf16_layers        0; the layers an MBRIDGE run's precision recipe keeps in BF16
                    (:data:`BRIDGE_BF16_LAYERS`)
 recompute          ``none``; for the MBRIDGE rows whose container's recipe recomputed
                    selected modules, ``selective`` with those ``recompute_modules``
-                   (:data:`BRIDGE_RECOMPUTE`, :func:`recompute_default`)
+                   (:data:`BRIDGE_RECOMPUTE`, :func:`recompute_default`), or whose recipe
+                   recomputed the first layers of each pipeline chunk, ``full`` with those
+                   ``recompute_layers`` (:data:`BRIDGE_RECOMPUTE_LAYERS`)
 offload            the column (optimizer and parameter offload); ``activation_offload_layers``
                    0, except the MBRIDGE rows whose recipe offloaded activations
                    (:data:`BRIDGE_ACTIVATION_OFFLOAD`, :func:`activation_offload_default`:
@@ -133,7 +135,8 @@ __all__ = [
     "BRIDGE_EP_OVERLAP", "BRIDGE_EP_DEDUP", "BRIDGE_FULL_ITERATION_GRAPH",
     "bridge_recipe_default", "container_of", "cuda_graph_default",
     "BRIDGE_ACTIVATION_OFFLOAD", "activation_offload_default", "bridge_recipe_latest",
-    "BRIDGE_RECOMPUTE", "recompute_default",
+    "BRIDGE_RECOMPUTE", "recompute_default", "BRIDGE_RECOMPUTE_LAYERS",
+    "recompute_layers_default",
     "ep_dedup_default", "ep_overlap_default", "GENERIC_FACTS", "source_fact",
     "load_measurements", "mape", "metric_factor", "nar21_flops",
     "predict_rows", "prepare_rows", "preset_for_name", "source_of", "split_by_params",
@@ -733,10 +736,9 @@ def activation_offload_default(source: str, notes: object, model_name: str, hard
 #: (``utils/overrides._set_recompute_overrides``). Megatron-Core's ``mlp`` recomputes the
 #: dense MLP layers only (``TransformerLayer``: not an ``MoELayer``), as symcost's does. The
 #: recipes that recompute ``moe`` (the whole MoE layer: Nemotron 3 Nano on H100), which
-#: symcost does not model, are left out; so are the dense Llama recipes' blocks of fully
-#: recomputed layers (``recompute_num_layers``: 5 for Llama-3-8B on H100 in FP8, 1 for
-#: Llama-3.1-405B in NVFP4), which symcost's all-layer full recomputation cannot express.
-#: Qwen3's scripts turn recomputation off (``set_qwen3_common_configs``).
+#: symcost does not model, are left out. The recipes that recompute whole layers are in
+#: :data:`BRIDGE_RECOMPUTE_LAYERS`. Qwen3's scripts turn recomputation off
+#: (``set_qwen3_common_configs``).
 BRIDGE_RECOMPUTE: dict[tuple[int, ...], dict[tuple[str, str, str], str]] = {
     (25, 9): {("DeepSeek-V3-671B", ANY, ANY): "core_attn"},
     (25, 11): {("DeepSeek-V3-671B", "gb200", ANY): "mla_up_proj",
@@ -757,6 +759,31 @@ BRIDGE_RECOMPUTE: dict[tuple[int, ...], dict[tuple[str, str, str], str]] = {
     (26, 6): {("DeepSeek-V3-671B", "gb200", "mxfp8"): "mla_up_proj",
               ("DeepSeek-V3-671B", "gb300", "mxfp8"): ""},
 }
+
+
+#: Megatron-Bridge recipes that recompute the first layers of each pipeline chunk in full
+#: (``recompute_num_layers``: ``recompute_granularity = "full"``, ``recompute_method =
+#: "block"``, set by ``utils/helpers.set_recompute_overrides``), in the form of
+#: :data:`BRIDGE_ACTIVATION_OFFLOAD`: first container -> (``model`` cell, canonical
+#: ``hardware``, ``dtype``) -> layers (``recompute_layers`` with ``recompute = full``). Read
+#: like :data:`BRIDGE_RECOMPUTE`: Llama-3-8B on 8 H100 in FP8 (current scaling, FSDP), 5 in
+#: ``LLAMA3_8B_H100_FP8_CS_BASE_CONFIG`` of v0.2.0 = 25.11 and in the V1 preset of every
+#: later tag (25.09's YAML has none). The other recipes with it have no row in the shared
+#: data (Llama-3.1-405B in NVFP4 at 128 GPUs: 1; Llama-3-70B on B200 in FP8 in 25.09: 5).
+BRIDGE_RECOMPUTE_LAYERS: dict[tuple[int, ...], dict[tuple[str, str, str], int]] = {
+    (25, 11): {("Llama-3-8B", "h100-sxm5-80gb", "fp8"): 5},
+}
+
+
+def recompute_layers_default(source: str, notes: object, model_name: str, hardware: str,
+                             dtype: str, workload: str) -> int:
+    """Layers per pipeline chunk an MBRIDGE pretraining row's recipe recomputed in full
+    (:data:`BRIDGE_RECOMPUTE_LAYERS`, read by :func:`bridge_recipe_latest`); 0 when no entry
+    covers the row (other sources, fine-tuning rows, rows naming no container)."""
+    if workload != "train":
+        return 0
+    return bridge_recipe_latest(BRIDGE_RECOMPUTE_LAYERS, source, notes, model_name, hardware,
+                                dtype) or 0
 
 
 def recompute_default(source: str, notes: object, model_name: str, hardware: str,
@@ -1216,9 +1243,16 @@ def _prepare_one(row: Row, other_metrics: bool = False) -> PreparedRow:
     seq = cell_int(row, "seq_len")
     notes = cell(row, "notes")
     recompute = (cell(row, "recompute") or "").lower()
-    recipe_modules = None if recompute else recompute_default(
+    recipe_layers = 0 if recompute else recompute_layers_default(
         source, notes, str(cell(row, "model") or ""), str(hw_id).lower(), dtype, workload)
-    if recipe_modules:
+    recipe_modules = None if recompute or recipe_layers else recompute_default(
+        source, notes, str(cell(row, "model") or ""), str(hw_id).lower(), dtype, workload)
+    if recipe_layers:
+        recompute = "full"
+        defaults["recompute"] = (f"full, the first {recipe_layers} layers of each pipeline "
+                                 "chunk (the row's Megatron-Bridge recipe, "
+                                 "BRIDGE_RECOMPUTE_LAYERS)")
+    elif recipe_modules:
         recompute = "selective"
         defaults["recompute"] = (f"selective, {recipe_modules} (the row's Megatron-Bridge "
                                  "recipe, BRIDGE_RECOMPUTE)")
@@ -1282,6 +1316,8 @@ def _prepare_one(row: Row, other_metrics: bool = False) -> PreparedRow:
                          **tuning)
     if recipe_modules:
         cfg = dataclasses.replace(cfg, recompute_modules=recipe_modules)
+    if recipe_layers:
+        cfg = dataclasses.replace(cfg, recompute_layers=recipe_layers)
     try:
         cfg = resolve(model, hw, cfg)
     except ConfigError as exc:

@@ -89,7 +89,7 @@ def test_hardware_flops_full_recompute_equal_nar21_formula():
     # Narayanan et al. 2021, Sec. 5.1: F = 96*B*s*l*h^2*(1 + s/(6h) + V/(16*l*h)).
     B = S.global_batch
     expr = T.training_expressions()["flops_hardware"].subs(GPT_SUBS).subs(
-        {S.recompute: 2, S.flash_attn: 0})
+        {S.recompute: 2, S.recompute_layers: 0, S.flash_attn: 0})
     expected = 96 * B * S.seq_len * S.n_layers * S.hidden**2 * (
         1 + S.seq_len / (6 * S.hidden) + S.vocab / (16 * S.n_layers * S.hidden))
     assert sp.simplify(expr - expected) == 0
@@ -105,7 +105,7 @@ def test_hardware_flops_full_recompute_equal_nar21_formula():
 ])
 def test_activation_memory_equals_korthikanti_table2(sp_on, recompute, expected):
     expr = T.activation_bytes_layer().subs({S.sp_on: sp_on, S.recompute: recompute,
-                                            S.flash_attn: 0})
+                                            S.recompute_layers: 0, S.flash_attn: 0})
     # Table 2 assumes MHA and k divisible by t (no KV replication): Max(k, t) = k.
     expr = expr.subs(GPT_SUBS).replace(sp.Max, _kv_not_replicated)
     assert sp.simplify(_gpt(expr) - expected) == 0

@@ -762,9 +762,10 @@ def test_bridge_recompute_from_the_recipes(shared):
     ``mlp`` in 26.04, ``mla_up_proj`` again from 26.06; nothing on GB300 from 26.06
     (``recompute_modules=[]``); gpt-oss-120b on B200 in BF16 ``layernorm,moe_act`` from 26.02
     but nothing in 25.11 (that tag's scripts set modules without the selective granularity)
-    or on GB300; Megatron-Core's default ``core_attn`` in 25.09; Qwen3 nothing. With the
-    recipe's recomputation DeepSeek-V3's 26.02 layout on 256 GB200 fits (without it it does
-    not), and the step grows by the recomputed forward."""
+    or on GB300; Megatron-Core's default ``core_attn`` in 25.09; Qwen3 nothing; Llama-3-8B on
+    H100 in FP8 its first 5 layers in full from 25.11. With the recipe's recomputation
+    DeepSeek-V3's 26.02 layout on 256 GB200 fits (without it it does not), and the step grows
+    by the recomputed forward."""
     ids = {"MBRIDGE-26.02-DeepSeek-V3-671B-GB200-256g-MXFP8-gbs4096-tpsg": "mla_up_proj",
            "MBRIDGE-26.04-DeepSeek-V3-671B-GB200-256g-MXFP8-gbs4096-tpsg": "mlp",
            "MBRIDGE-26.06-DeepSeek-V3-671B-GB200-256g-MXFP8-gbs4096-tpsg": "mla_up_proj",
@@ -786,6 +787,13 @@ def test_bridge_recompute_from_the_recipes(shared):
     for runs in validate_mod.BRIDGE_RECOMPUTE.values():
         for modules in runs.values():
             assert modules == "" or modules in RECOMPUTE_MODULE_SETS
+    # Llama-3-8B's H100 FP8 recipe recomputes the first 5 layers of its one stage in full
+    # (validate.BRIDGE_RECOMPUTE_LAYERS); its 25.09 run, before that recipe, none
+    ids8 = ["MBRIDGE-25.11-Llama-3-8B-H100-8g-FP8CS-gbs128-tpsg",
+            "MBRIDGE-25.09-Llama-3-8B-H100-8g-FP8notstat-gbs128-tpsg"]
+    p8 = {r.case_id: r.config for r in prepare_rows(shared[shared["case_id"].isin(ids8)])[0]}
+    assert [(p8[i].recompute, p8[i].recompute_layers) for i in ids8] == [("full", 5),
+                                                                         ("none", 0)]
     r = got["MBRIDGE-26.02-DeepSeek-V3-671B-GB200-256g-MXFP8-gbs4096-tpsg"]
     res = predict_training(r.model, r.hardware, r.config)
     plain = predict_training(r.model, r.hardware, dataclasses.replace(

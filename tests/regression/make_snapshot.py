@@ -214,8 +214,12 @@ rewritten. A forty-third (session of 2026-11-27, seventeenth): ``validate`` give
 Megatron-Bridge rows their recipes' selective recomputation (``validate.BRIDGE_RECOMPUTE``:
 DeepSeek-V3, Kimi-K2, gpt-oss-120b, Nemotron 3 Super); no expression changed; with the
 previous parameter file the stored draws passed and only the 101 validation rows of those runs
-moved; recalibrated (in-sample 7.84% -> 7.83%) and the whole snapshot was rewritten. Every
-other value is as first written.
+moved; recalibrated (in-sample 7.84% -> 7.83%) and the whole snapshot was rewritten. A
+forty-fourth (same session): the ``recompute_layers`` field (Megatron-Core block
+recomputation; 0, every layer, leaves every stored draw unchanged) and ``validate``'s
+``BRIDGE_RECOMPUTE_LAYERS`` (Llama-3-8B on H100 in FP8 recomputes 5 layers from 25.11: the 2
+validation rows of that run moved); recalibrated (Hopper constants within 0.6%) and the whole
+snapshot was rewritten. Every other value is as first written.
 
 The draws are described by plain field values (API keywords), so the test can replay them
 through the public API whatever the internals become.
