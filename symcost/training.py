@@ -927,9 +927,10 @@ def selective_recompute_by_op() -> dict[str, Cost]:
 def layer_recompute() -> Cost:
     """Recomputed forward work of one layer in the backward pass.
 
-    Full: the whole layer forward. Selective: the modules of ``recompute_modules``
-    (:func:`selective_recompute_by_op`; by default the core attention, Korthikanti et al.
-    2022, Sec. 5). None: nothing.
+    Full: the whole layer forward, times :data:`FULL_SHARE` (the share of the layers
+    ``recompute_layers`` recomputes; 1 for every layer). Selective: the modules of
+    ``recompute_modules`` (:func:`selective_recompute_by_op`; by default the core attention,
+    Korthikanti et al. 2022, Sec. 5). None: nothing.
     """
     fwd = sum(layer_forward_compute().values(), start=Cost(0, 0, 0))
     selective = sum(selective_recompute_by_op().values(), start=Cost(0, 0, 0))
