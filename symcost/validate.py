@@ -629,12 +629,9 @@ def bridge_recipe_default(table: Mapping[tuple[int, ...], frozenset[tuple[str, s
     """Whether an MBRIDGE row's recipe had a setting: its container (:func:`container_of`)
     is at or after one whose ``table`` entry covers its model, canonical hardware and dtype
     (:data:`ANY` matches every hardware or dtype). False for every other source and for rows
-    naming no container."""
-    container = container_of(notes)
-    if source != "MBRIDGE" or container is None:
-        return False
-    return any(container >= first and m == model_name and h in (ANY, hardware)
-               and d in (ANY, dtype) for first, runs in table.items() for m, h, d in runs)
+    naming no container. The matching is :func:`bridge_recipe_latest`'s, every entry on."""
+    on = {first: dict.fromkeys(runs, True) for first, runs in table.items()}
+    return bridge_recipe_latest(on, source, notes, model_name, hardware, dtype) is not None
 
 
 def bridge_recipe_latest(table: Mapping[tuple[int, ...], Mapping[tuple[str, str, str], V]],
@@ -1242,11 +1239,13 @@ def _prepare_one(row: Row, other_metrics: bool = False) -> PreparedRow:
         defaults["dtype"] = "bf16"
     seq = cell_int(row, "seq_len")
     notes = cell(row, "notes")
+    # the row's recipe key: its ``model`` cell and canonical hardware (the recipe tables')
+    model_cell, hw_key = str(cell(row, "model") or ""), str(hw_id).lower()
     recompute = (cell(row, "recompute") or "").lower()
     recipe_layers = 0 if recompute else recompute_layers_default(
-        source, notes, str(cell(row, "model") or ""), str(hw_id).lower(), dtype, workload)
+        source, notes, model_cell, hw_key, dtype, workload)
     recipe_modules = None if recompute or recipe_layers else recompute_default(
-        source, notes, str(cell(row, "model") or ""), str(hw_id).lower(), dtype, workload)
+        source, notes, model_cell, hw_key, dtype, workload)
     if recipe_layers:
         recompute = "full"
         defaults["recompute"] = (f"full, the first {recipe_layers} layers of each pipeline "
@@ -1277,25 +1276,22 @@ def _prepare_one(row: Row, other_metrics: bool = False) -> PreparedRow:
     tp_overlap = bool(source_fact(source, "tp_overlap_with_sp")) and sp_on == 1
     if tp_overlap:
         defaults["tp_overlap"] = f"on (default for source {source} with sp)"
-    ep_overlap = ep_overlap_default(source, notes, str(cell(row, "model") or ""),
-                                    str(hw_id).lower(), dtype)
+    ep_overlap = ep_overlap_default(source, notes, model_cell, hw_key, dtype)
     if ep_overlap:
         defaults["ep_overlap"] = "on (the row's Megatron-Bridge recipe, BRIDGE_EP_OVERLAP)"
-    ep_dedup = ep_dedup_default(source, notes, str(cell(row, "model") or ""),
-                                str(hw_id).lower(), dtype)
+    ep_dedup = ep_dedup_default(source, notes, model_cell, hw_key, dtype)
     if ep_dedup:
         defaults["ep_dedup"] = "on (the row's Megatron-Bridge recipe, BRIDGE_EP_DEDUP)"
-    cuda_graph = cuda_graph_default(source, notes, str(cell(row, "model") or ""),
-                                    str(hw_id).lower(), dtype)
-    offloaded = activation_offload_default(source, notes, str(cell(row, "model") or ""),
-                                           str(hw_id).lower(), dtype, workload, zero)
+    cuda_graph = cuda_graph_default(source, notes, model_cell, hw_key, dtype)
+    offloaded = activation_offload_default(source, notes, model_cell, hw_key, dtype,
+                                           workload, zero)
     if offloaded:
         defaults["activation_offload_layers"] = (f"{offloaded} (the row's Megatron-Bridge "
                                                  "recipe, BRIDGE_ACTIVATION_OFFLOAD)")
     if cuda_graph:
         defaults["cuda_graph"] = ("on (the row's Megatron-Bridge recipe, "
                                   "BRIDGE_FULL_ITERATION_GRAPH)")
-    bf16_layers = (BRIDGE_BF16_LAYERS.get((str(cell(row, "model") or ""), dtype), 0)
+    bf16_layers = (BRIDGE_BF16_LAYERS.get((model_cell, dtype), 0)
                    if source == "MBRIDGE" else 0)
     if bf16_layers:
         defaults["bf16_layers"] = f"{bf16_layers} (the run's precision recipe, BRIDGE_BF16_LAYERS)"
@@ -1333,7 +1329,7 @@ def _prepare_one(row: Row, other_metrics: bool = False) -> PreparedRow:
                            defaults, convention,
                            flops_counter_of(source, cell(row, "notes"),
                                             lora=cfg.finetune != "full",
-                                            model_name=str(cell(row, "model") or "")) or "")
+                                            model_name=model_cell) or "")
     if metric not in OTHER_METRICS:
         _check_measured(prepared)
     return prepared
