@@ -600,7 +600,7 @@ V = TypeVar("V")
 #: ``t_moe_layer`` was tried on 2026-11-27, before the grouped GEMMs' depth factor (scopes read from
 #: every tag's presets), and not kept: in-sample 7.83% -> 7.95% after the refit (Qwen3-235B-A22B on
 #: GB200/GB300 in 26.02-26.04 went from 15% to 2% too slow, gpt-oss-120b on GB300 from 30% to 44%
-#: too fast).
+#: too fast); with the depth factor 7.61% -> 7.58%, too little for a new field and a table.
 BRIDGE_FULL_ITERATION_GRAPH: dict[tuple[int, ...], frozenset[tuple[str, str, str]]] = {
     (26, 6): frozenset({
         ("Qwen3-30B-A3B", "b300", "mxfp8"), ("Qwen3-30B-A3B", "gb200", "mxfp8"),
