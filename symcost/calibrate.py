@@ -72,38 +72,39 @@ __all__ = [
 ]
 
 #: parameters fitted by default (per generation): the achieved fractions of peak of GEMMs
-#: (``eff_gemm``, also the plateau of MoE grouped expert GEMMs, with their half-efficiency work per
-#: expert GEMM ``moe_flop_half`` and half-efficiency reduction depth ``moe_k_half``), of attention
-#: kernels (``eff_attn``), of the inter-node network (``eff_inter``), the fixed time per MoE layer
-#: pass (``t_moe_layer``), of the host link (``eff_host``) and the host's CPU Adam rate
-#: (``cpu_adam_rate``), the speed of FlashAttention-2 kernels relative to native ones
-#: (``fa2_ratio``: identified only where a generation has runs with both, Hopper; on Ampere every
-#: FlashAttention run is FA2 and the ratio is not separable from ``eff_attn``, so it keeps its start
-#: value 1), the Mamba-2 mixer's non-GEMM kernels against their roofline (``eff_ssm``, identified by
-#: the hybrid Mamba-Transformer runs only), the speed of NVFP4 linear layers against the fp4 peak
-#: (``eff_fp4``, identified by NVFP4 runs only: Blackwell and Blackwell Ultra), the fixed time of
-#: one NF4 dequantization call in QLoRA training (``t_dequant_call``, identified by QLoRA runs only:
-#: Ampere and Ada), the host time of one partition copy of a list-output all-gather
-#: (``t_gather_copy``, identified by the per-tensor ZeRO-3 runs of DeepSpeed 2021 only: NAR21,
-#: Ampere), and the achieved fraction of HBM bandwidth of the training's memory-bound kernels
-#: (``eff_hbm``: norms, activations, residual adds, fp8 casts, the optimizer step; fitted since
-#: 2026-11-27, Hopper 0.51 and Blackwell 0.62 against the start 0.8 when first fitted, 0.49 and 0.74
-#: in the shipped file (on Blackwell it trades against ``eff_ssm`` and ``t_moe_layer``), in-sample
-#: 7.99% -> 7.75% and leave-one-source-out 23.2% -> 20.9%, MLM24 and NEMO2407 within 7%; it was kept
-#: at its start before because inference read it too, and a training fit would have halved
-#: memory-bound decode times; the inference expressions now read ``eff_hbm_infer`` instead,
-#: :data:`symcost.inference.INFERENCE_EFFICIENCIES`); a parameter the rows of a generation cannot
-#: identify (no MoE, offload, NVFP4, QLoRA or per-tensor ZeRO-3 run) keeps its start value. The
+#: (``eff_gemm``, also the plateau of MoE grouped expert GEMMs, with their half-efficiency work
+#: per expert GEMM ``moe_flop_half``), of attention kernels (``eff_attn``), of the inter-node
+#: network (``eff_inter``), the fixed time per MoE layer pass (``t_moe_layer``), of the host link
+#: (``eff_host``) and the host's CPU Adam rate (``cpu_adam_rate``), the speed of FlashAttention-2
+#: kernels relative to native ones (``fa2_ratio``: identified only where a generation has runs with
+#: both, Hopper; on Ampere every FlashAttention run is FA2 and the ratio is not separable from
+#: ``eff_attn``, so it keeps its start value 1), the Mamba-2 mixer's non-GEMM kernels against their
+#: roofline (``eff_ssm``, identified by the hybrid Mamba-Transformer runs only), the speed of NVFP4
+#: linear layers against the fp4 peak (``eff_fp4``, identified by NVFP4 runs only: Blackwell and
+#: Blackwell Ultra), the fixed time of one NF4 dequantization call in QLoRA training
+#: (``t_dequant_call``, identified by QLoRA runs only: Ampere and Ada), the host time of one
+#: partition copy of a list-output all-gather (``t_gather_copy``, identified by the per-tensor
+#: ZeRO-3 runs of DeepSpeed 2021 only: NAR21, Ampere), and the achieved fraction of HBM bandwidth
+#: of the training's memory-bound kernels (``eff_hbm``: norms, activations, residual adds, fp8
+#: casts, the optimizer step; fitted since 2026-11-27, Hopper 0.51 and Blackwell 0.62 against
+#: the start 0.8 when first fitted, 0.49 and 0.65 in the shipped file, in-sample 7.99% -> 7.75%
+#: and leave-one-source-out 23.2% -> 20.9%, MLM24 and NEMO2407 within 7%; it was kept at its
+#: start before because inference read it too, and a training fit would have halved memory-bound
+#: decode times; the inference expressions now read ``eff_hbm_infer`` instead,
+#: :data:`symcost.inference.INFERENCE_EFFICIENCIES`); a parameter the rows of a generation
+#: cannot identify (no MoE, offload, NVFP4, QLoRA or
+#: per-tensor ZeRO-3 run) keeps its start value. The
 #: others keep their starting values, documented here because each was tried on the shared
 #: measurements: ``t_layer_overhead`` and ``t_step_overhead`` (fixed times; fitted they took
-#: unphysical values, e.g. 1 ms per layer, and leave-one-source-out error grew), ``gemm_m_half``
-#: (the micro-batch size at which dense GEMMs reach half of ``eff_gemm``, kept at one tile row, 128
-#: tokens: fitted, Hopper took 421 and Blackwell 0, in-sample error fell 0.06 points but
-#: leave-one-source-out MLM24 rose from 7.5% to 10.5%; fitted again with ``eff_hbm`` on 2026-11-27,
-#: Hopper 818, Ampere 281, Blackwell 0, in-sample 7.75% -> 7.60% but leave-one-source-out 20.9% ->
-#: 24.1%, MPT on Ampere 15.4% -> 24.6%), ``moe_m_half`` (the tokens per local expert at which
-#: grouped GEMMs reach half of ``eff_gemm``, kept at 0 since 2026-11-26: a half-point in the work
-#: per expert GEMM, ``moe_flop_half``, fits the MoE runs better; see
+#: unphysical values, e.g. 1 ms per layer, and leave-one-source-out error grew),
+#: ``gemm_m_half`` (the micro-batch size at which dense GEMMs reach half of ``eff_gemm``, kept at
+#: one tile row, 128 tokens: fitted, Hopper took 421 and Blackwell 0, in-sample error fell 0.06
+#: points but leave-one-source-out MLM24 rose from 7.5% to 10.5%; fitted again with ``eff_hbm``
+#: on 2026-11-27, Hopper 818, Ampere 281, Blackwell 0, in-sample 7.75% -> 7.60% but
+#: leave-one-source-out 20.9% -> 24.1%, MPT on Ampere 15.4% -> 24.6%), ``moe_m_half`` (the
+#: tokens per local expert at which grouped GEMMs reach half of ``eff_gemm``, kept at 0 since
+#: 2026-11-26: a half-point in the work per expert GEMM, ``moe_flop_half``, fits the MoE runs
+#: better; see
 #: :func:`symcost.training.grouped_gemm_efficiency`), ``eff_intra`` (NVLink, rarely exposed),
 #: ``mem_reserved`` (memory only) and the inference-only constants.
 DEFAULT_FIT: tuple[str, ...] = ("eff_gemm", "eff_attn", "eff_inter", "eff_host",
@@ -112,9 +113,8 @@ DEFAULT_FIT: tuple[str, ...] = ("eff_gemm", "eff_attn", "eff_inter", "eff_host",
                                  "t_dequant_call",
                                  # per-tensor ZeRO-3 (DeepSpeed 2021): list-output copies
                                  "t_gather_copy",
-                                 # [moe] grouped-GEMM work and depth penalties, fixed time
-                                 # per MoE layer
-                                 "moe_flop_half", "moe_k_half", "t_moe_layer",
+                                 # [moe] grouped-GEMM size penalty, fixed time per MoE layer
+                                 "moe_flop_half", "t_moe_layer",
                                  # memory-bound training kernels (not inference's)
                                  "eff_hbm")
 

@@ -53,8 +53,6 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "moe_m_half": (0.0, 65536.0),
     # [moe] grouped-GEMM half-efficiency work per expert GEMM (FLOP)
     "moe_flop_half": (0.0, 1e12),
-    # [moe] grouped-GEMM half-efficiency reduction depth K per expert GEMM (elements)
-    "moe_k_half": (0.0, 65536.0),
     "t_moe_layer": (0.0, 1e-2),
     # FlashAttention-2 relative to native attention kernels
     "fa2_ratio": (0.05, 1.0),
@@ -74,17 +72,16 @@ assert set(PARAM_NAMES) == set(BOUNDS), "every efficiency symbol needs bounds"
 #: files written before it keep working, unchanged): the caching-allocator
 #: retention (``mem_cache_frac``, ``mem_regrow_frac``, ``mem_offload_layers``, fitted by
 #: :func:`symcost.calibrate.fit_memory`) starts at 0;
-#: [moe] the grouped-GEMM size penalties (``moe_m_half``, ``moe_flop_half``, ``moe_k_half``)
-#: and the fixed MoE layer time start at 0 (the model before they existed); FlashAttention-2
-#: runs at native speed (``fa2_ratio`` 1); dense GEMMs have no size penalty (``gemm_m_half``
-#: 0); [hybrid] the Mamba-2 mixer's kernels run at their roofline (``eff_ssm`` 1); NVFP4
-#: linear layers run at the fp4 peak (``eff_fp4`` 1); [finetune] an NF4 dequantization costs
-#: only its memory traffic (``t_dequant_call`` 0); a list-output all-gather costs only its
-#: ring (``t_gather_copy`` 0).
+#: [moe] the grouped-GEMM size penalties (``moe_m_half``, ``moe_flop_half``) and the fixed
+#: MoE layer time start at 0 (the model before they existed); FlashAttention-2 runs at
+#: native speed (``fa2_ratio`` 1); dense GEMMs have no size penalty (``gemm_m_half`` 0);
+#: [hybrid] the Mamba-2 mixer's kernels run at their roofline (``eff_ssm`` 1); NVFP4 linear
+#: layers run at the fp4 peak (``eff_fp4`` 1); [finetune] an NF4 dequantization costs only its
+#: memory traffic (``t_dequant_call`` 0); a list-output all-gather costs only its ring
+#: (``t_gather_copy`` 0).
 FALLBACK: dict[str, str | float] = {"mem_cache_frac": 0.0,
                                     "mem_regrow_frac": 0.0, "mem_offload_layers": 0.0,
                                     "moe_m_half": 0.0, "moe_flop_half": 0.0,
-                                    "moe_k_half": 0.0,
                                     "t_moe_layer": 0.0, "fa2_ratio": 1.0,
                                     "gemm_m_half": 0.0, "eff_ssm": 1.0, "eff_fp4": 1.0,
                                     "t_dequant_call": 0.0, "t_gather_copy": 0.0}

@@ -505,10 +505,6 @@ moe_flop_half = _declare("moe_flop_half", "efficiency", "FLOP",
                          "work of one expert's GEMM (2*M*N*K) at which the grouped expert "
                          "GEMMs reach half of eff_gemm (per-expert fixed costs: partly filled "
                          "tiles and waves, prologue and epilogue)", nonneg=True)
-moe_k_half = _declare("moe_k_half", "efficiency", "1",
-                      "reduction depth K of one expert's GEMM at which the grouped expert "
-                      "GEMMs reach half of eff_gemm (short K: each output tile's pipeline "
-                      "prologue and epilogue amortized over few K steps)", nonneg=True)
 t_moe_layer = _declare("t_moe_layer", "efficiency", "s",
                        "fixed time per MoE layer per forward pass (router, permutation and "
                        "dispatcher kernel launches, host sync of the per-expert token counts); "

@@ -759,12 +759,11 @@ def dense_gemm_efficiency() -> sp.Expr:
 def grouped_gemm_efficiency(per_expert: sp.Expr, n: sp.Expr, k: sp.Expr) -> sp.Expr:
     """[moe] Achieved fraction of peak of a grouped expert GEMM of ``M = per_expert`` tokens per
     local expert, ``N`` outputs and ``K`` inputs per expert: ``eff_gemm * M/(M + M_half) *
-    W/(W + W_half) * K/(K + K_half)`` with ``W = 2*M*N*K`` the FLOP of one expert's GEMM
-    (``M_half = moe_m_half`` tokens, ``W_half = moe_flop_half`` FLOP, ``K_half = moe_k_half``
-    elements; a half of 0 disables its factor; ``M``, ``W`` and ``K`` at least 1 so a dense
-    model, whose MoE terms are multiplied by 0, stays finite). A large expert GEMM runs as
-    fast as a dense one: the same kernels (cuBLAS / CUTLASS grouped GEMM) on the same tensor
-    cores. The backward GEMMs of the expert take the forward GEMM's efficiency.
+    W/(W + W_half)`` with ``W = 2*M*N*K`` the FLOP of one expert's GEMM (``M_half =
+    moe_m_half`` tokens, ``W_half = moe_flop_half`` FLOP; either 0 disables its factor; ``M``
+    and ``W`` at least 1 so a dense model, whose MoE terms are multiplied by 0, stays finite).
+    A large expert GEMM runs as fast as a dense one: the same kernels (cuBLAS / CUTLASS
+    grouped GEMM) on the same tensor cores.
 
     Until 2026-11-26 the plateau was a separate calibrated ``eff_moe``. Fitted on
     Megatron-Bridge's fine-grained MoE runs only (Qwen3, DeepSeek-V3, gpt-oss), it fell to 0.31
@@ -774,47 +773,39 @@ def grouped_gemm_efficiency(per_expert: sp.Expr, n: sp.Expr, k: sp.Expr) -> sp.E
     -> 9.1% (Megatron-Bridge's MoE rows), leave-one-source-out stayed 20.2-20.3%, and 31
     NeMo 24.09-25.07 runs outside the shared data went 8.6% -> 7.1%.
 
-    The work factor: each expert's GEMM is tiled into ``ceil(M/tile) * ceil(N/tile)`` output
-    tiles run in waves over the SMs; the last row of tiles and the last wave of every expert
-    are partly empty and the kernel's per-expert setup is paid per expert, so the useful
-    fraction of the work rises with the expert's size and saturates (the hyperbolic form is
-    the simplest such curve with one constant: the half-efficiency size). On the
-    Megatron-Bridge MoE runs a half-point in ``W`` fits better than one in ``M``, ``M*N``,
-    ``M*K`` or a fixed time per expert GEMM (in-sample step-time MAPE 10.3% against 10.9%,
-    10.8%, 10.6% and 10.5%, 2026-11-26): small experts (Qwen3-30B-A3B's 768-wide FFN at
-    hidden 2048) lose more than large ones with few tokens each (DeepSeek-V3's 256 experts at
-    hidden 7168); ``moe_m_half`` stays at 0.
+    Each expert's GEMM is tiled into ``ceil(M/tile) * ceil(N/tile)`` output tiles run in waves
+    over the SMs; the last row of tiles and the last wave of every expert are partly empty and
+    the kernel's prologue/epilogue is paid per expert, so the useful fraction of the work rises
+    with the expert's size and saturates (the hyperbolic form is the simplest such curve with
+    one constant: the half-efficiency size). The shipped calibration fits the work ``W``
+    (``moe_flop_half``) and keeps ``moe_m_half`` at 0: on the Megatron-Bridge MoE runs a
+    half-point in ``W`` fits better than one in ``M``, ``M*N``, ``M*K`` or a fixed time per
+    expert GEMM (in-sample step-time MAPE 10.3% against 10.9%, 10.8%, 10.6% and 10.5%): small
+    experts (Qwen3-30B-A3B's 768-wide FFN at hidden 2048) lose more than large ones with few
+    tokens each (DeepSeek-V3's 256 experts at hidden 7168).
 
-    The depth factor (2026-11-27): each output tile runs ``K/BK`` main-loop steps between a pipeline
-    prologue (filling the shared-memory stages) and an epilogue (converting and storing the tile),
-    so a GEMM with a short reduction loses the fraction ``K_half/(K + K_half)`` of its time to them;
-    for an expert's down projection ``K`` is the expert FFN width (768 for Qwen3-30B-A3B, 2,880 for
-    gpt-oss-120b), for its up projection the hidden size. Without it, gpt-oss-120b on Blackwell,
-    whose experts are large (32,768 tokens of 2,880 x 5,760 per expert on 64 GB200), was predicted
-    13-40% too fast at the work factor's near-full efficiency, although it runs at the same
-    model-FLOP utilization on H100 (about 20%, Megatron-Bridge's own TFLOP/s) with 128 tokens per
-    expert. Fitted (``symcost calibrate``): Blackwell 1,730 and Blackwell Ultra 1,830, i.e. a
-    2,880-deep GEMM at about 62% of the work factor's efficiency, 768-deep at 31%; Hopper 16 with a
-    standard error of 300, i.e. the Hopper runs show no depth effect (Blackwell's tensor cores do
-    about twice Hopper's work per SM and clock, so a fixed per-tile cost weighs more there); the
-    generations without MoE runs keep the start value 0 (Ampere, GA10x, Ada: no depth factor, as on
-    Hopper), the others start at 1,000. In-sample step-time MAPE 7.83% -> 7.61%,
-    leave-one-source-out 20.82% -> 18.63% (Megatron-Bridge on Blackwell 31.4% -> 25.0%, Hopper 22.1%
-    -> 17.6%). Tried against it on the same data: ``K`` alone in place of ``W`` 7.94%; ``M`` and
-    ``K`` 7.67% (LOSO 19.27%); ``N*K`` in place of ``W`` 8.41%; ``min(N, K)`` 8.05%; ``M`` added to
-    ``W`` 7.80%.
+    Tried on 2026-11-27 and not kept: a depth factor ``K/(K + K_half)`` on top (each output tile's
+    pipeline prologue and epilogue amortized over a short reduction). Fitted, it took ``K_half``
+    1,730 on Blackwell, 1,830 on Blackwell Ultra and none on Hopper, and in-sample step-time MAPE
+    went 7.83% -> 7.61% (leave-one-source-out 20.82% -> 18.63%), but the gain was gpt-oss-120b's
+    alone (its Blackwell runs 28% -> 16% off, 2,880-deep GEMMs): DeepSeek-V3 (5.0% -> 6.4%),
+    Kimi-K2, Qwen3-30B-A3B (9.2% -> 11.5%) and Qwen3-235B-A22B (13.2% -> 15.4%) on Blackwell got
+    worse, and so did coarse experts outside the shared data (NeMo 25.02/25.04/25.07 tables:
+    Mixtral-8x7B on 64 B200 and 64 GB200 -14% -> -20% and -16% -> -24%, Llama-4 Scout on 64 GB200
+    -9% -> -10%): the factor stood for something gpt-oss-specific, not for ``K``. Its
+    leave-one-source-out gain is the Blackwell folds', whose constants, copied from Hopper, predict
+    the MoE runs too fast, so any extra time helps there. Also tried as forms of the size factor
+    (in-sample): ``K`` alone in place of ``W`` 7.94%, ``M`` and ``K`` 7.67%, ``N*K`` 8.41%,
+    ``min(N, K)`` 8.05%, ``M`` added to ``W`` 7.80%.
 
     References:
         Gale et al. 2023, "MegaBlocks: Efficient Sparse Training with Mixture-of-Experts"
         (MLSys), Sec. 3 and 5.1 (padding and small per-expert batches in grouped/batched
         GEMMs); NVIDIA CUTLASS documentation, "Efficient GEMM in CUDA" (threadblock tiles,
-        wave quantization, software pipelining of the K loop, epilogue); Osama et al. 2023,
-        "Stream-K: Work-centric Parallel Decomposition for Dense Matrix-Matrix Multiplication
-        on the GPU" (PPoPP), Sec. 2 (per-tile fixed costs against the K-loop length).
+        wave quantization).
     """
     by_tokens = size_efficiency(S.eff_gemm, smax(per_expert, 1), S.moe_m_half)
-    by_work = size_efficiency(by_tokens, smax(2 * per_expert * n * k, 1), S.moe_flop_half)
-    return size_efficiency(by_work, smax(k, 1), S.moe_k_half)
+    return size_efficiency(by_tokens, smax(2 * per_expert * n * k, 1), S.moe_flop_half)
 
 
 def fp8_cast_layer() -> Cost:

@@ -597,10 +597,10 @@ V = TypeVar("V")
 #: per-layer Transformer Engine graphs (``cuda_graph_impl = "transformer_engine"``, scopes ``attn``,
 #: ``moe_router``, ``moe_preprocess``): the router and the dispatcher's metadata preprocessing are
 #: replayed, the dispatch, experts and combine stay eager. Treating those rows as free of
-#: ``t_moe_layer`` was tried on 2026-11-27, before the grouped GEMMs' depth factor (scopes read from
-#: every tag's presets), and not kept: in-sample 7.83% -> 7.95% after the refit (Qwen3-235B-A22B on
-#: GB200/GB300 in 26.02-26.04 went from 15% to 2% too slow, gpt-oss-120b on GB300 from 30% to 44%
-#: too fast); with the depth factor 7.61% -> 7.58%, too little for a new field and a table.
+#: ``t_moe_layer`` was tried on 2026-11-27 (scopes read from every tag's presets) and not kept:
+#: in-sample 7.83% -> 7.95% after the refit (Qwen3-235B-A22B on GB200/GB300 in 26.02-26.04 went from
+#: 15% to 2% too slow, gpt-oss-120b on GB300 from 30% to 44% too fast); on top of a grouped-GEMM
+#: depth factor that was also tried 7.61% -> 7.58%, too little for a new field and a table.
 BRIDGE_FULL_ITERATION_GRAPH: dict[tuple[int, ...], frozenset[tuple[str, str, str]]] = {
     (26, 6): frozenset({
         ("Qwen3-30B-A3B", "b300", "mxfp8"), ("Qwen3-30B-A3B", "gb200", "mxfp8"),
@@ -625,10 +625,9 @@ BRIDGE_EP_OVERLAP: dict[tuple[int, ...], frozenset[tuple[str, str, str]]] = {
 #: other MoE recipes switched between the ``alltoall`` and ``flex`` dispatchers over the
 #: containers, which the rows do not record and the recipes do (``moe_flex_dispatcher_backend`` in
 #: the presets, ``moe_token_dispatcher_type`` in the ``*_pretrain_config_*`` functions); they are
-#: predicted with ``ep_dedup`` off. Setting it from the recipes was tried on 2026-11-27, before the
-#: grouped GEMMs' depth factor: in-sample 7.83% -> 7.82% after the refit, but Qwen3-30B-A3B (EP16)
-#: and Qwen3-235B-A22B (EP32) on H100, whose all-to-all crosses InfiniBand, went from 13-17% too
-#: slow to 20-26% too fast.
+#: predicted with ``ep_dedup`` off. Setting it from the recipes was tried on 2026-11-27: in-sample
+#: 7.83% -> 7.82% after the refit, but Qwen3-30B-A3B (EP16) and Qwen3-235B-A22B (EP32) on H100,
+#: whose all-to-all crosses InfiniBand, went from 13-17% too slow to 20-26% too fast.
 BRIDGE_EP_DEDUP: dict[tuple[int, ...], frozenset[tuple[str, str, str]]] = {
     (26, 4): frozenset({("Nemotron-3-Super-120B-A12B", ANY, ANY)}),
     (26, 4, 1): frozenset({("DeepSeek-V3-671B", "b200", "mxfp8")}),

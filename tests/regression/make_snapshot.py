@@ -219,12 +219,7 @@ forty-fourth (same session): the ``recompute_layers`` field (Megatron-Core block
 recomputation; 0, every layer, leaves every stored draw unchanged) and ``validate``'s
 ``BRIDGE_RECOMPUTE_LAYERS`` (Llama-3-8B on H100 in FP8 recomputes 5 layers from 25.11: the 2
 validation rows of that run moved); recalibrated (Hopper constants within 0.6%) and the whole
-snapshot was rewritten. A forty-fifth (session of 2026-11-27, eighteenth): the grouped expert
-GEMMs' depth factor ``K/(K + moe_k_half)`` (``symcost.training.grouped_gemm_efficiency``);
-with the previous parameter file (``moe_k_half`` absent, so 0) every prediction was unchanged
-(largest relative difference 3e-16 over the validation rows); recalibrated (in-sample 7.83%
--> 7.61%, leave-one-source-out 20.82% -> 18.63%) and the whole snapshot was rewritten. Every
-other value is as first written.
+snapshot was rewritten. Every other value is as first written.
 
 The draws are described by plain field values (API keywords), so the test can replay them
 through the public API whatever the internals become.
