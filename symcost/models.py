@@ -38,6 +38,9 @@ __all__ = [
     "POSITION_KINDS",
     "ModelSpec",
     "ModelSpecError",
+    "VARIANT_PREFIXES",
+    "VARIANT_SUFFIXES",
+    "find_preset",
     "from_hf_config",
     "get_model",
     "list_models",
@@ -632,6 +635,68 @@ def lookup_key(name: str) -> str:
     return re.sub(r"[\s_-]+", "", name.strip().lower())
 
 
+#: Leading words of a published model name that name its publisher, not its shape
+#: (``'Meta-Llama-3-8B'`` is ``llama-3-8b``), matched case-insensitively before a space, ``-``
+#: or ``_``.
+VARIANT_PREFIXES: tuple[str, ...] = ("meta",)
+#: Trailing words of a published model name that name a post-training or packaging variant of
+#: the same architecture, matched case-insensitively after a space, ``-`` or ``_``: Hugging
+#: Face instruction-tuned, base and chat checkpoints (``-Instruct``, ``-Base``, ``-Chat``,
+#: ``-it``), the ``-hf`` conversions of Meta's checkpoints, and ``-LLM``, NVIDIA NeMo's name for
+#: the language model of a multimodal model (performance summary 25.07: ``LLAMA4-Scout-LLM``).
+#: A size or a version is never stripped.
+VARIANT_SUFFIXES: tuple[str, ...] = ("instruct", "base", "chat", "it", "hf", "llm")
+_PAREN = re.compile(r"\s*\(.*?\)\s*")
+_ORG = re.compile(r"^[^/\s]+/(?=[^/]+$)")
+_PREFIX = re.compile(rf"^(?:{'|'.join(VARIANT_PREFIXES)})[\s_-]+", re.IGNORECASE)
+_SUFFIX = re.compile(rf"[\s_-]+(?:{'|'.join(VARIANT_SUFFIXES)})$", re.IGNORECASE)
+
+
+def _name_variants(name: str) -> list[str]:
+    """``name`` as written, then without parenthesised remarks, without a Hugging Face
+    organisation (``org/``), without the :data:`VARIANT_SUFFIXES` (one at a time) and without
+    the :data:`VARIANT_PREFIXES`, in that order (each step keeps the earlier ones)."""
+    out = [name.strip()]
+    cur = _PAREN.sub(" ", out[0]).strip()
+    out.append(cur)
+    cur = _ORG.sub("", cur)
+    out.append(cur)
+    while (shorter := _SUFFIX.sub("", cur)) != cur:
+        cur = shorter
+        out.append(cur)
+    out.append(_PREFIX.sub("", cur))
+    return [c for c in dict.fromkeys(out) if c]
+
+
+def find_preset(name: str) -> ModelSpec | None:
+    """The preset a model name denotes, or None; never reads a file.
+
+    The name is matched exactly (:func:`lookup_key`: case, spaces, ``-`` and ``_`` ignored)
+    against the preset ids and the explicit alias map of ``symcost/data/models.yaml``; if that
+    fails, the same exact match is tried on the name without parenthesised remarks
+    (``'GPT-1.7B (Megatron SC21)'``, ``'Nemotron V3 Nano 30B (26.02)'``), without a Hugging Face
+    organisation (``'meta-llama/Llama-3.1-8B'``), without trailing variant words
+    (:data:`VARIANT_SUFFIXES`: ``'Llama-3.1-8B-Instruct'``, ``'LLAMA4-Scout-LLM'``) and without a
+    publisher word (:data:`VARIANT_PREFIXES`: ``'Meta-Llama-3-70B'``). No substring guessing:
+    the stripped name must still equal an id or an alias.
+
+    Args:
+        name: A model name as a user or a measurement table writes it.
+
+    Returns:
+        The preset (a shared immutable :class:`ModelSpec`), or None.
+
+    Raises:
+        ModelSpecError: If the bundled preset file is malformed.
+    """
+    presets, keys = _registry()
+    for cand in _name_variants(name):
+        model_id = keys.get(lookup_key(cand))
+        if model_id is not None:
+            return presets[model_id]
+    return None
+
+
 def list_models() -> list[str]:
     """Return the preset ids, in the order of ``symcost/data/models.yaml``.
 
@@ -652,7 +717,9 @@ def get_model(name_or_path: str | os.PathLike[str]) -> ModelSpec:
 
     A string is first matched exactly (no substring guessing), ignoring case,
     spaces, ``-`` and ``_`` (:func:`lookup_key`), against the preset ids of
-    ``symcost/data/models.yaml`` and its explicit alias map. Otherwise, and
+    ``symcost/data/models.yaml`` and its explicit alias map, then (unless it names an
+    existing file) as a published variant of a preset's name (:func:`find_preset`:
+    ``'meta-llama/Llama-3.1-8B-Instruct'`` is ``llama-3.1-8b``). Otherwise, and
     always for an ``os.PathLike``, it is treated as a path if it names an
     existing file/directory, contains a path separator or ends in
     ``.json``/``.yaml``/``.yml``:
@@ -686,6 +753,11 @@ def get_model(name_or_path: str | os.PathLike[str]) -> ModelSpec:
     model_id = keys.get(lookup_key(name_or_path))
     if model_id is not None:
         return presets[model_id]
+    # an existing file wins over a variant name (a local 'org/name' checkout)
+    if not Path(name_or_path).exists():
+        spec = find_preset(name_or_path)
+        if spec is not None:
+            return spec
     if _looks_like_path(name_or_path):
         return _load_file(Path(name_or_path))
     raise ModelSpecError(f"unknown model {name_or_path!r}; known: {', '.join(presets)}")

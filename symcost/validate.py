@@ -117,7 +117,7 @@ from .fields import GEMM_PEAK_KEY
 from .infer_api import predict_inference_rows
 from .measurements import (PreparedRow, Row, RowError, SkippedRow, cell, cell_float, cell_int,
                            source_of)
-from .models import GATED_MLP_KINDS, ModelSpec, ModelSpecError, get_model
+from .models import GATED_MLP_KINDS, ModelSpec, ModelSpecError, find_preset, get_model
 from .params import Params, load_params
 from .training import BREAKDOWN
 from .uncertainty import row_intervals
@@ -1008,19 +1008,15 @@ def load_measurements(path: str | os.PathLike[str] | TextIO | None = None) -> pd
     return df.reset_index(drop=True)
 
 
-def _name_candidates(name: str) -> list[str]:
-    base = name.strip()
-    no_paren = re.sub(r"\s*\(.*?\)\s*", " ", base).strip()
-    return [c for c in dict.fromkeys((base, no_paren)) if c]
-
-
 def preset_for_name(name: str | None) -> tuple[ModelSpec | None, ModelSpec]:
     """The preset a model name maps to, and the preset supplying architecture flags.
 
-    Tries the name as written, then without a parenthesised suffix, with
-    :func:`~symcost.models.get_model`'s lookup (case, spaces, ``-`` and ``_`` ignored; e.g.
+    The name as written, without a parenthesised remark, a Hugging Face organisation or the
+    words that name a variant of the same architecture, by
+    :func:`~symcost.models.find_preset` (case, spaces, ``-`` and ``_`` ignored; e.g.
     ``'GPT-1.7B (Megatron SC21)'`` -> ``gpt-1.7b``, ``'GPT-3 175B'`` -> ``gpt3-175b``,
-    ``'MPT-7b'`` -> ``mpt-7b``); no substring guessing.
+    ``'MPT-7b'`` -> ``mpt-7b``, ``'LLAMA4-Scout-LLM'`` -> ``llama-4-scout``); never a file, no
+    substring guessing.
 
     Returns:
         ``(exact, flags)``: the matched preset or None, and the preset whose architecture flags
@@ -1028,13 +1024,8 @@ def preset_for_name(name: str | None) -> tuple[ModelSpec | None, ModelSpec]:
         ``gpt3-175b``).
     """
     if name:
-        for cand in _name_candidates(str(name)):
-            if os.sep in cand or cand.endswith((".json", ".yaml", ".yml")):
-                continue
-            try:
-                spec = get_model(cand)
-            except (ModelSpecError, TypeError):
-                continue
+        spec = find_preset(str(name))
+        if spec is not None:
             return spec, spec
         low = str(name).strip().lower()
         for prefix, preset in FAMILY_PRESETS:

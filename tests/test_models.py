@@ -628,6 +628,45 @@ def test_preset_file_rejects_names_one_lookup_key_cannot_tell_apart(tmp_path, mo
         models._registry.cache_clear()
 
 
+@pytest.mark.parametrize(("name", "model_id"), [
+    # NVIDIA NeMo performance summary 25.07 and NeMo AutoModel names
+    ("LLAMA4-Scout-LLM", "llama-4-scout"), ("LLAMA4-Maverick-LLM", "llama-4-maverick"),
+    ("Nemotron V3 Super 120B (26.02)", "nemotron-3-super"), ("Qwen3 MoE 30B", "qwen3-30b-a3b"),
+    # Hugging Face repository ids and post-trained variants of a preset's architecture
+    ("meta-llama/Meta-Llama-3.1-70B-Instruct", "llama-3.1-70b"),
+    ("Meta-Llama-3-8B", "llama-3-8b"), ("Llama-2-7b-chat-hf", "llama-2-7b"),
+    ("Llama 3.1 8B Instruct", "llama-3.1-8b"), ("nvidia/Nemotron-4-340B-Base", "nemotron-4-340b"),
+    ("Qwen3-30B-A3B-Base", "qwen3-30b-a3b"), ("deepseek-ai/DeepSeek-R1", "deepseek-v3"),
+    ("GPT-1.7B (Megatron SC21)", "gpt-1.7b"),
+])
+def test_published_variant_names_find_their_preset(name, model_id):
+    assert models.find_preset(name) is get_model(model_id)
+    assert get_model(name) is get_model(model_id)
+
+
+@pytest.mark.parametrize("name", [
+    "llama-3-instruct",          # stripping leaves a family, not a preset
+    "Llama-3-70B-Instruct-v2",   # a version after the variant word is not stripped
+    "Metallama-3-8B",            # a publisher word needs its separator
+    "mistralai/Mistral-7B-Instruct-v0.1", "org/unknown-7b", "DeepSeek-V4-Flash", "70b-instruct",
+])
+def test_variant_names_never_guess(name):
+    assert models.find_preset(name) is None
+
+
+def test_an_existing_file_wins_over_a_variant_name(tmp_path, monkeypatch):
+    """A local checkout named like a Hugging Face id is read, not replaced by the preset."""
+    monkeypatch.chdir(tmp_path)
+    cfg = tmp_path / "meta-llama" / "Llama-3.1-8B-Instruct"
+    cfg.mkdir(parents=True)
+    (cfg / "config.json").write_text(json.dumps({
+        "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 100,
+        "max_position_embeddings": 256, "hidden_act": "silu", "model_type": "llama"}))
+    spec = get_model("meta-llama/Llama-3.1-8B-Instruct")
+    assert (spec.layers, spec.hidden) == (2, 64)
+
+
 def test_unknown_preset_lists_known_ids():
     with pytest.raises(ModelSpecError, match=r"unknown model 'gpt-4'; known: gpt3-175b, gpt-1\.7b, "):
         get_model("gpt-4")
