@@ -1670,6 +1670,17 @@ def training_expressions() -> dict[str, sp.Expr]:
     is_z0 = flag(z < sp.Rational(1, 2))
     grad_sync = is_z0 * ar + is_z12 * rs + (1 - is_z0) * replica_ar
     param_gather = is_z12 * ag_train
+    # overlapped: behind one micro-batch's backward (gradients) and forward (parameters).
+    # Tried on 2026-11-27 and not kept: (a) with the interleaved schedule each model chunk's
+    # collective overlapping the other chunks' cool-down/warm-up passes (Megatron-Core
+    # grad_sync_func/param_sync_func per chunk), exposed max(T - ((v-1)*min(m,p)+1)*t/v,
+    # T/v - t/v, 0): after the refit in-sample 7.83% -> 7.87%, leave-one-source-out 20.82% ->
+    # 20.96% (Llama-3.1-405B on 1,024 H100 and NeMo 24.07's H100 runs, already too fast, got
+    # faster); on NeMo 25.02 B200 runs outside the shared data Nemotron-4-340B went -26% -> -8%
+    # and GPT-3 175B -9% -> -3%, Llama-3.1-405B +3% -> +9%. (b) On top, a calibrated share of
+    # the hidden time still paid (SM and HBM contention; Hopper took 0.31, Blackwell 0.50):
+    # in-sample 7.70% but leave-one-source-out 21.07% (NEMO2407 and MBRIDGE2511 above 10%),
+    # and the NeMo runs 9.6% -> 10.7% mean error (Mixtral-8x7B on B200 -14% -> -27%).
     dp_step = (ov * (smax(grad_sync - win_b, 0) + smax(param_gather - win_f, 0))
                + (1 - ov) * (grad_sync + param_gather))
 
