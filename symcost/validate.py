@@ -279,9 +279,14 @@ def source_fact(source: str, key: str) -> Any:
     return SOURCE_DEFAULTS.get(source, {}).get(key, GENERIC_FACTS.get(key))
 
 
-#: family prefix of a model name -> preset supplying its architecture flags.
-FAMILY_PRESETS = (("mpt", "mpt-7b"), ("gpt", "gpt3-175b"), ("megatron", "gpt3-175b"),
-                  ("llama", "llama-2-7b"), ("mistral", "mistral-7b"))
+#: family prefix of a model name -> preset supplying its architecture flags (MLP kind, norm,
+#: biases, tied embeddings, positions, dropout) when the name is no preset, in order (the
+#: first prefix that matches wins: ``gpt-oss`` before ``gpt``, ``qwen3`` before ``qwen``).
+FAMILY_PRESETS = (("mpt", "mpt-7b"), ("gpt-oss", "gpt-oss-120b"), ("gpt", "gpt3-175b"),
+                  ("megatron", "gpt3-175b"), ("llama", "llama-2-7b"),
+                  ("mixtral", "mixtral-8x7b"), ("mistral", "mistral-7b"),
+                  ("qwen3", "qwen3-30b-a3b"), ("qwen", "qwen2.5-7b"),
+                  ("deepseek", "deepseek-v3"), ("kimi", "kimi-k2"))
 GPT_DEFAULT_PRESET = "gpt3-175b"
 
 _SHAPE_COLUMNS = {"layers": "layers", "hidden": "hidden", "heads": "heads",

@@ -139,6 +139,30 @@ def test_model_names_map_to_presets():
     assert exact is None and flags.name == "mpt-7b"
     exact, flags = preset_for_name("Mystery-1B")
     assert exact is None and flags.name == "gpt3-175b"
+    # the longer family prefix first: gpt-oss is not GPT-3, Qwen3 is not Qwen2.5
+    for name, family in (("GPT-OSS-240B", "gpt-oss-120b"), ("GPT-3 6.7B", "gpt3-175b"),
+                         ("Qwen3-32B", "qwen3-30b-a3b"), ("Qwen2-72B", "qwen2.5-7b"),
+                         ("Mixtral-8x30B", "mixtral-8x7b"), ("Mistral-Large-3", "mistral-7b"),
+                         ("DeepSeek-V3.2", "deepseek-v3")):
+        exact, flags = preset_for_name(name)
+        assert exact is None and flags.name == family, name
+    # later checkpoints of DeepSeek-V3's architecture are DeepSeek-V3
+    for name in ("DeepSeek-R1", "deepseek-ai/DeepSeek-V3-0324", "DeepSeek-V3.1",
+                 "DeepSeek-R1-0528"):
+        assert preset_for_name(name)[0].name == "deepseek-v3", name
+
+
+def test_a_family_preset_gives_an_unnamed_model_its_flags():
+    """A row of a model without a preset takes its shape from the row and its architecture
+    flags from its family's preset: a gpt-oss-like row is a gated, biased model, not GPT-3."""
+    row = {"case_id": "X-1", "workload": "train", "model": "GPT-OSS-240B", "layers": 4,
+           "hidden": 2880, "heads": 64, "kv_heads": 8, "ffn_hidden": 2880, "vocab": 1000,
+           "seq_len": 4096, "hardware": "h100-sxm5-80gb", "n_gpus": 8, "tp": 1, "pp": 1,
+           "global_batch": 8, "micro_batch": 1, "dtype": "bf16",
+           "metric": "tokens_per_s_per_gpu", "value": 1000.0, "source": "USER"}
+    (prep,), skipped = prepare_rows(pd.DataFrame([row]))
+    assert not skipped
+    assert (prep.model.mlp, prep.model.bias) == ("geglu", True)
 
 
 def test_flash_attention_rule():
