@@ -759,7 +759,13 @@ def get_model(name_or_path: str | os.PathLike[str]) -> ModelSpec:
         if spec is not None:
             return spec
     if _looks_like_path(name_or_path):
-        return _load_file(Path(name_or_path))
+        path = Path(name_or_path)
+        if not path.exists() and path.suffix.lower() not in {".json", ".yaml", ".yml"}:
+            # an 'org/name' that is neither a local checkout nor a preset's variant
+            raise ModelSpecError(f"unknown model {name_or_path!r}: no such file or directory, "
+                                 "and no preset, alias or published variant of one (symcost "
+                                 "train --list-models)")
+        return _load_file(path)
     raise ModelSpecError(f"unknown model {name_or_path!r}; known: {', '.join(presets)}")
 
 

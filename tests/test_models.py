@@ -911,6 +911,10 @@ def test_missing_file(tmp_path):
         get_model(tmp_path / "nope" / "config.json")
     with pytest.raises(ModelSpecError, match="no such file"):
         get_model("does-not-exist.json")
+    # a Hugging Face id that is neither a local checkout nor a variant of a preset
+    with pytest.raises(ModelSpecError, match=r"unknown model 'meta-llama/Unknown-9B': no such "
+                       r"file or directory, and no preset, alias or published variant of one"):
+        get_model("meta-llama/Unknown-9B")
 
 
 @pytest.mark.parametrize(
