@@ -83,8 +83,9 @@ configuration.
 
 Architecture flags (MLP kind, norm, biases, tied embeddings, positions, dropout) come from the
 preset the row's model name maps to (see :func:`preset_for_name`), else from the preset of the
-same family (``mpt*`` -> ``mpt-7b``, ``gpt*``/``megatron*`` -> ``gpt3-175b``, ``llama*`` ->
-``llama-2-7b``), else GPT-style defaults (``gpt3-175b``'s flags); the shape always comes from
+same family (:data:`FAMILY_PRESETS`: ``mpt*`` -> ``mpt-7b``, ``gpt-oss*`` -> ``gpt-oss-120b``,
+``gpt*``/``megatron*`` -> ``gpt3-175b``, ``llama*`` -> ``llama-2-7b``, ``qwen3*`` ->
+``qwen3-30b-a3b``, ...), else GPT-style defaults (``gpt3-175b``'s flags); the shape always comes from
 the row's columns (a blank shape column takes the preset's value, or makes the row
 unpredictable when there is no preset). Per-source overrides are in :data:`SOURCE_DEFAULTS`.
 """
