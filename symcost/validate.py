@@ -85,8 +85,8 @@ Architecture flags (MLP kind, norm, biases, tied embeddings, positions, dropout)
 preset the row's model name maps to (see :func:`preset_for_name`), else from the preset of the
 same family (:data:`FAMILY_PRESETS`: ``mpt*`` -> ``mpt-7b``, ``gpt-oss*`` -> ``gpt-oss-120b``,
 ``gpt*``/``megatron*`` -> ``gpt3-175b``, ``llama*`` -> ``llama-2-7b``, ``qwen3*`` ->
-``qwen3-30b-a3b``, ...), else GPT-style defaults (``gpt3-175b``'s flags); the shape always comes from
-the row's columns (a blank shape column takes the preset's value, or makes the row
+``qwen3-30b-a3b``, ...), else GPT-style defaults (``gpt3-175b``'s flags); the shape always
+comes from the row's columns (a blank shape column takes the preset's value, or makes the row
 unpredictable when there is no preset). Per-source overrides are in :data:`SOURCE_DEFAULTS`.
 """
 
