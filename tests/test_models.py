@@ -75,6 +75,9 @@ EXPECTED_IDS = {
     "mixtral-8x22b",
     "deepseek-v3",
     "kimi-k2",
+    "qwen3-8b",
+    "qwen3-14b",
+    "qwen3-32b",
     "qwen3-30b-a3b",
     "qwen3-235b-a22b",
     "gpt-oss-120b",
@@ -264,6 +267,9 @@ PUBLISHED_PARAMS = [
     ("mixtral-8x7b", 46.7, 12.9, 0.005),      # arXiv:2401.04088 Sec. 2: 46.7B / 12.9B active
     ("mixtral-8x22b", 141.0, 39.0, 0.01),     # Mistral AI Mixtral 8x22B release: 141B / 39B
     ("deepseek-v3", 671.0, 37.0, 0.02),       # arXiv:2412.19437 Sec. 1: 671B / 37B activated
+    ("qwen3-8b", 8.2, None, 0.005),           # Qwen/Qwen3-8B card: 8.2B
+    ("qwen3-14b", 14.8, None, 0.005),         # Qwen/Qwen3-14B card: 14.8B
+    ("qwen3-32b", 32.8, None, 0.005),         # Qwen/Qwen3-32B card: 32.8B
     ("qwen3-30b-a3b", 30.5, 3.3, 0.02),       # Qwen/Qwen3-30B-A3B card: 30.5B / 3.3B activated
     ("qwen3-235b-a22b", 235.0, 22.0, 0.01),   # Qwen/Qwen3-235B-A22B card: 235B / 22B activated
     ("llama-4-maverick", 400.0, 17.0, 0.015), # Meta Llama 4 card: ~400B / 17B active
