@@ -141,7 +141,7 @@ def test_model_names_map_to_presets():
     assert exact is None and flags.name == "gpt3-175b"
     # the longer family prefix first: gpt-oss is not GPT-3, Qwen3 is not Qwen2.5
     for name, family in (("GPT-OSS-240B", "gpt-oss-120b"), ("GPT-3 6.7B", "gpt3-175b"),
-                         ("Qwen3-32B", "qwen3-30b-a3b"), ("Qwen2-72B", "qwen2.5-7b"),
+                         ("Qwen3-4B", "qwen3-30b-a3b"), ("Qwen2-72B", "qwen2.5-7b"),
                          ("Mixtral-8x30B", "mixtral-8x7b"), ("Mistral-Large-3", "mistral-7b"),
                          ("DeepSeek-V3.2", "deepseek-v3")):
         exact, flags = preset_for_name(name)
