@@ -754,13 +754,13 @@ def get_model(name_or_path: str | os.PathLike[str]) -> ModelSpec:
     if model_id is not None:
         return presets[model_id]
     # an existing file wins over a variant name (a local 'org/name' checkout)
-    if not Path(name_or_path).exists():
+    if not _exists(name_or_path):
         spec = find_preset(name_or_path)
         if spec is not None:
             return spec
     if _looks_like_path(name_or_path):
         path = Path(name_or_path)
-        if not path.exists() and path.suffix.lower() not in {".json", ".yaml", ".yml"}:
+        if not _exists(name_or_path) and path.suffix.lower() not in {".json", ".yaml", ".yml"}:
             # an 'org/name' that is neither a local checkout nor a preset's variant
             raise ModelSpecError(f"unknown model {name_or_path!r}: no such file or directory, "
                                  "and no preset, alias or published variant of one (symcost "
@@ -776,7 +776,16 @@ def _looks_like_path(text: str) -> bool:
         return True
     if Path(text).suffix.lower() in {".json", ".yaml", ".yml"}:
         return True
-    return Path(text).exists()
+    return _exists(text)
+
+
+def _exists(text: str) -> bool:
+    """Whether ``text`` names an existing file or directory (False for a name the file system
+    cannot hold, e.g. longer than its limit)."""
+    try:
+        return Path(text).exists()
+    except (OSError, ValueError):
+        return False
 
 
 def _load_file(path: Path) -> ModelSpec:

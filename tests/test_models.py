@@ -678,6 +678,12 @@ def test_unknown_preset_lists_known_ids():
         get_model("gpt-4")
 
 
+def test_a_name_too_long_for_a_file_is_an_unknown_model():
+    """No OSError from the file-system check (a 300-character name exceeds NAME_MAX)."""
+    with pytest.raises(ModelSpecError, match=r"^unknown model 'xxxx"):
+        get_model("x" * 300)
+
+
 def test_no_substring_guessing():
     with pytest.raises(ModelSpecError, match="unknown model 'llama-3'"):
         get_model("llama-3")
