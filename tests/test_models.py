@@ -673,6 +673,18 @@ def test_an_existing_file_wins_over_a_variant_name(tmp_path, monkeypatch):
     assert (spec.layers, spec.hidden) == (2, 64)
 
 
+def test_every_alias_is_needed():
+    """An alias that find_preset derives from an id or another alias (an organisation, a
+    variant word) is a second place for the same fact: none is left in the preset file."""
+    data = yaml.safe_load(models._PRESET_FILE.read_text(encoding="utf-8"))
+    _, keys = models._registry()
+    for alias, target in data["aliases"].items():
+        others = {k: v for k, v in keys.items() if k != models.lookup_key(alias)}
+        derived = [others[models.lookup_key(c)] for c in models._name_variants(alias)[1:]
+                   if models.lookup_key(c) in others]
+        assert not derived, f"alias {alias!r} -> {target!r} is derived as {derived[0]!r}"
+
+
 def test_unknown_preset_lists_known_ids():
     with pytest.raises(ModelSpecError, match=r"unknown model 'gpt-4'; known: gpt3-175b, gpt-1\.7b, "):
         get_model("gpt-4")
