@@ -754,13 +754,14 @@ def get_model(name_or_path: str | os.PathLike[str]) -> ModelSpec:
     if model_id is not None:
         return presets[model_id]
     # an existing file wins over a variant name (a local 'org/name' checkout)
-    if not _exists(name_or_path):
+    exists = _exists(name_or_path)
+    if not exists:
         spec = find_preset(name_or_path)
         if spec is not None:
             return spec
     if _looks_like_path(name_or_path):
         path = Path(name_or_path)
-        if not _exists(name_or_path) and path.suffix.lower() not in {".json", ".yaml", ".yml"}:
+        if not exists and path.suffix.lower() not in {".json", ".yaml", ".yml"}:
             # an 'org/name' that is neither a local checkout nor a preset's variant
             raise ModelSpecError(f"unknown model {name_or_path!r}: no such file or directory, "
                                  "and no preset, alias or published variant of one (symcost "
