@@ -28,7 +28,8 @@ sp                 on with tp > 1 (:data:`GENERIC_FACTS`: Megatron-Core, NeMo an
                    (:data:`SOURCE_DEFAULTS`)
 cp, ep             1 (no context or expert parallelism)
 zero_stage         0; 1 for MLM24 and for the full-parameter rows of MBRIDGE, MBRIDGE2511 and
-                   NEMO2407 (:data:`SOURCE_DEFAULTS`)
+                   NEMO2407 (:data:`SOURCE_DEFAULTS`; MBRIDGE2511's stated 0 is its table's
+                   ``FSDP=0``, not FSDP, and takes that default too)
 tp_overlap         on with sp (:data:`GENERIC_FACTS`); off for NAR21, MLM22, MPT and
                    ZHANG23
 ep_overlap         off; on for the MBRIDGE MoE rows whose container's recipe overlapped the
@@ -193,8 +194,11 @@ INFERENCE_REASON = "inference rows: not predicted by the training model"
 #:   2.0 ``nemo/collections/llm/recipes/optim/adam.py``,
 #:   ``distributed_fused_adam_with_cosine_annealing``: the same, with ``overlap_grad_reduce``
 #:   and ``overlap_param_gather``); parameter-efficient runs keep a replicated optimizer (the
-#:   PEFT recipes set ``use_distributed_optimizer = False``). A stated ``zero_stage`` wins:
-#:   MBRIDGE2511's rows state 0 (their table's ``FSDP=0``) or FSDP, and MBRIDGE's FSDP rows 3.
+#:   PEFT recipes set ``use_distributed_optimizer = False``). A stated ``zero_stage`` wins
+#:   (MBRIDGE's FSDP rows 3), except that MBRIDGE2511's column transcribes its table's
+#:   ``FSDP`` column (``zero_stage_is_fsdp``): ``FSDP`` is 3 and ``0`` only "not FSDP", which
+#:   keeps the distributed optimizer (until 2026-11-27 read as ZeRO-0, so its Llama-3-70B and
+#:   405B H100 runs, the same runs as MBRIDGE's 25.11 rows, needed more than 80 GB).
 #:   Until 2026-11-27 the MBRIDGE and NEMO2407 rows were predicted at ZeRO-0: 76 of the 472
 #:   distinct published training layouts then needed more memory than the GPU has (replicated
 #:   fp32 Adam states), 27 with this default. Refitted, in-sample MAPE rose 7.75% -> 7.88%
@@ -251,6 +255,7 @@ SOURCE_DEFAULTS: dict[str, dict[str, Any]] = {
     "MBRIDGE": {"sp_with_tp": True, "tp_overlap_with_sp": True, "zero_stage": 1,
                 "flops_counter": "megatron_bridge", "lora_rank": 32, "lora_targets": "q,k,v"},
     "MBRIDGE2511": {"sp_with_tp": True, "tp_overlap_with_sp": True, "zero_stage": 1,
+                    "zero_stage_is_fsdp": True,
                     "flops_counter": "megatron_bridge"},
     "NEMO2407": {"sp_with_tp": True, "tp_overlap_with_sp": True, "zero_stage": 1,
                  "flops_counter": "megatron"},
@@ -1233,6 +1238,8 @@ def _prepare_one(row: Row, other_metrics: bool = False) -> PreparedRow:
     ep = opt("ep", 1)
     sp_on = opt("sp", int(bool(source_fact(source, "sp_with_tp"))
                           and (cell_int(row, "tp") or 1) > 1))
+    if source_fact(source, "zero_stage_is_fsdp") and str(cell(row, "zero_stage")).strip() == "0":
+        row = {**row, "zero_stage": ""}  # its table's FSDP=0: not FSDP, the source's default
     if str(cell(row, "zero_stage") or "").strip().upper() in ZERO_NAMES:
         row = {**row, "zero_stage": ZERO_NAMES[str(cell(row, "zero_stage")).strip().upper()]}
     tuning = finetune_columns(row, defaults, source)

@@ -219,7 +219,11 @@ forty-fourth (same session): the ``recompute_layers`` field (Megatron-Core block
 recomputation; 0, every layer, leaves every stored draw unchanged) and ``validate``'s
 ``BRIDGE_RECOMPUTE_LAYERS`` (Llama-3-8B on H100 in FP8 recomputes 5 layers from 25.11: the 2
 validation rows of that run moved); recalibrated (Hopper constants within 0.6%) and the whole
-snapshot was rewritten. Every other value is as first written.
+snapshot was rewritten. A forty-fifth (session of 2026-11-27, twentieth): MBRIDGE2511's stated
+``zero_stage`` 0 is its table's ``FSDP=0`` and keeps the distributed optimizer
+(``validate.SOURCE_DEFAULTS``, ``zero_stage_is_fsdp``); with the previous parameter file only
+the 4 validation rows of its Llama-3-70B and 405B runs moved; recalibrated (Hopper constants
+within 0.2%) and the whole snapshot was rewritten. Every other value is as first written.
 
 The draws are described by plain field values (API keywords), so the test can replay them
 through the public API whatever the internals become.
