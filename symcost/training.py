@@ -279,7 +279,18 @@ def gemm_peak() -> sp.Expr:
     twice its fp8 peak makes NVFP4 exactly as fast as fp8): its recipe adds work the fp8 one
     does not, random Hadamard transforms on the weight-gradient inputs, 16-element block
     scales in both layouts and stochastic rounding of the gradients (same paper, Sec. 4),
-    which the casts of :func:`fp8_cast_layer` do not count."""
+    which the casts of :func:`fp8_cast_layer` do not count.
+
+    Tried on 2026-11-27 and not kept: fp8/MXFP8 linear layers at a calibrated ``eff_fp8`` of
+    the fp8 peak, as NVFP4's ``eff_fp4`` (Transformer Engine's scaling inside the GEMM, lower
+    sustained clocks at the fp8 rate). Hopper took 0.88 (s.e. 0.03), Blackwell and Blackwell
+    Ultra its upper bound 1 (their only BF16 rows are gpt-oss-120b's, too fast in any dtype);
+    in-sample step-time MAPE 7.84% -> 7.74% (NEMO2407 6.5% -> 3.1%, Hopper 7.1% -> 6.7%), but
+    leave-one-source-out 20.82% -> 22.96%: MPT on Hopper 11.2% -> 16.8% (without it the
+    Megatron BF16 rows set a faster ``eff_gemm`` than llm-foundry reaches) and the Blackwell
+    folds 31.4% -> 33.8% and 18.9% -> 23.8% (Hopper's ``eff_hbm`` and ``eff_attn`` rose with
+    the split), and NeMo 24.07's six H100 FP8 fine-tuning runs (not in the shared data, already
+    predicted too slow) moved 20.2% -> 20.9% mean absolute error."""
     return sp.Piecewise((S.peak_flops_4 * S.eff_fp4, S.fp4 > sp.Rational(1, 2)),
                         (S.peak_flops_8, S.fp8 > sp.Rational(1, 2)), (S.peak_flops_16, True))
 
