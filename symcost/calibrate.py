@@ -96,7 +96,10 @@ __all__ = [
 #: per-tensor ZeRO-3 run) keeps its start value. The
 #: others keep their starting values, documented here because each was tried on the shared
 #: measurements: ``t_layer_overhead`` and ``t_step_overhead`` (fixed times; fitted they took
-#: unphysical values, e.g. 1 ms per layer, and leave-one-source-out error grew),
+#: unphysical values, e.g. 1 ms per layer, and leave-one-source-out error grew; on 2026-11-27
+#: ``t_step_overhead`` fitted took 0.73 s per step on Blackwell, 0.08 s on Hopper and 0 on the
+#: GeForce parts, and kept at 0 instead of 0.1 s it gave in-sample 7.84% -> 8.45%,
+#: leave-one-source-out 20.82% -> 19.76%, the Blackwell folds better and NAR21's above 10%),
 #: ``gemm_m_half`` (the micro-batch size at which dense GEMMs reach half of ``eff_gemm``, kept at
 #: one tile row, 128 tokens: fitted, Hopper took 421 and Blackwell 0, in-sample error fell 0.06
 #: points but leave-one-source-out MLM24 rose from 7.5% to 10.5%; fitted again with ``eff_hbm``
@@ -105,7 +108,10 @@ __all__ = [
 #: tokens per local expert at which grouped GEMMs reach half of ``eff_gemm``, kept at 0 since
 #: 2026-11-26: a half-point in the work per expert GEMM, ``moe_flop_half``, fits the MoE runs
 #: better; see
-#: :func:`symcost.training.grouped_gemm_efficiency`), ``eff_intra`` (NVLink, rarely exposed),
+#: :func:`symcost.training.grouped_gemm_efficiency`), ``eff_intra`` (NVLink, rarely exposed;
+#: fitted on 2026-11-27 it took Hopper's lower bound 0.5, Ampere 0.63, Blackwell Ultra its upper
+#: bound 1: in-sample 7.84% -> 7.67% but leave-one-source-out 20.82% -> 21.73%, and serving,
+#: which shares it for its tensor-parallel all-reduces, 7.6% -> 8.6%),
 #: ``mem_reserved`` (memory only) and the inference-only constants.
 DEFAULT_FIT: tuple[str, ...] = ("eff_gemm", "eff_attn", "eff_inter", "eff_host",
                                  "cpu_adam_rate", "fa2_ratio", "eff_ssm", "eff_fp4",
