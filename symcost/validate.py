@@ -138,7 +138,7 @@ __all__ = [
     "bridge_recipe_default", "container_of", "cuda_graph_default",
     "BRIDGE_ACTIVATION_OFFLOAD", "activation_offload_default", "bridge_recipe_latest",
     "BRIDGE_RECOMPUTE", "recompute_default", "BRIDGE_RECOMPUTE_LAYERS",
-    "recompute_layers_default",
+    "recompute_layers_default", "BRIDGE_LAYOUT_ERRATA", "layout_errata",
     "ep_dedup_default", "ep_overlap_default", "GENERIC_FACTS", "source_fact",
     "load_measurements", "mape", "metric_factor", "nar21_flops",
     "predict_rows", "prepare_rows", "preset_for_name", "source_of", "split_by_params",
@@ -671,6 +671,42 @@ def bridge_recipe_latest(table: Mapping[tuple[int, ...], Mapping[tuple[str, str,
              for (m, h, d), value in runs.items()
              if m == model_name and h in (ANY, hardware) and d in (ANY, dtype)]
     return max(found, key=lambda f: f[0])[1] if found else None
+
+
+#: Layouts a Megatron-Bridge performance page printed wrongly, as the container's recipe ran
+#: them: container -> (``model`` cell, canonical ``hardware``, ``dtype``) -> column -> (as
+#: printed, as run), ``""`` for a blank cell. Exact container only, and applied only while
+#: every listed cell reads as printed (a corrected data file is left alone); the report lists
+#: each correction among the row's assumptions. 26.02.01: the DGX-GB300 Llama-3-70B MXFP8
+#: and NVFP4 rows print MBS 2 and no VP, the NVFP4 one also PP 1 (no FSDP either: about
+#: 540 GiB per GPU, no 288 GB GPU holds it), while that container's recipes
+#: (Megatron-Bridge v0.3.1, ``LLAMA3_70B_PRETRAIN_CONFIG_GB300_FP8_MX_V2`` and ``..._NVFP4_V2``
+#: in ``scripts/performance/configs/llama/llama3_workload_base_configs.py``) run TP1 PP4 VP5
+#: MBS 1, the layout the 26.02 and 26.04 pages print for the same two runs, at 4,596 and 4,742
+#: (MXFP8) and 6,798 and 7,397 (NVFP4) tokens/s/GPU around 26.02.01's 4,798 and 7,002.
+BRIDGE_LAYOUT_ERRATA: dict[tuple[int, ...], dict[tuple[str, str, str],
+                                                 dict[str, tuple[str, str]]]] = {
+    (26, 2, 1): {
+        ("Llama-3-70B", "gb300", "mxfp8"): {"pp": ("4", "4"), "vpp": ("", "5"),
+                                            "micro_batch": ("2", "1"), "dp": ("16", "16")},
+        ("Llama-3-70B", "gb300", "nvfp4"): {"pp": ("1", "4"), "vpp": ("", "5"),
+                                            "micro_batch": ("2", "1"), "dp": ("64", "16")},
+    },
+}
+
+
+def layout_errata(row: Mapping[str, Any], source: str) -> dict[str, tuple[str, str]]:
+    """The corrections of :data:`BRIDGE_LAYOUT_ERRATA` that apply to an MBRIDGE row: column ->
+    (as printed, as run); empty for other sources, other runs, and rows whose cells no longer
+    read as printed."""
+    container = container_of(cell(row, "notes"))
+    if source != "MBRIDGE" or container is None:
+        return {}
+    key = (str(cell(row, "model") or ""), str(cell(row, "hardware") or "").lower(),
+           str(cell(row, "dtype") or "").lower())
+    fix = BRIDGE_LAYOUT_ERRATA.get(container, {}).get(key, {})
+    as_printed = all(str(cell(row, col) or "").strip() == old for col, (old, _) in fix.items())
+    return dict(fix) if as_printed else {}
 
 
 def ep_overlap_default(source: str, notes: object, model_name: str, hardware: str,
@@ -1213,6 +1249,12 @@ def _prepare_one(row: Row, other_metrics: bool = False) -> PreparedRow:
         raise RowError(f"unknown hardware {hw_id!r} (known: {', '.join(list_hardware())})"
                        ) from None
     defaults: dict[str, object] = {}
+    errata = layout_errata(row, source)
+    if errata:
+        row = {**row, **{col: new for col, (_, new) in errata.items()}}
+        defaults.update({col: f"{new} (the page printed {old or 'blank'}; the container's "
+                              "recipe, BRIDGE_LAYOUT_ERRATA)"
+                         for col, (old, new) in errata.items() if old != new})
     n_gpus = cell_int(row, "n_gpus")
     stated = (cell_int(row, "tp"), cell_int(row, "pp"), cell_int(row, "dp"))
     if n_gpus is None and stated[0] is not None and stated[1] is not None \

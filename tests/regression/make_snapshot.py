@@ -223,7 +223,12 @@ snapshot was rewritten. A forty-fifth (session of 2026-11-27, twentieth): MBRIDG
 ``zero_stage`` 0 is its table's ``FSDP=0`` and keeps the distributed optimizer
 (``validate.SOURCE_DEFAULTS``, ``zero_stage_is_fsdp``); with the previous parameter file only
 the 4 validation rows of its Llama-3-70B and 405B runs moved; recalibrated (Hopper constants
-within 0.2%) and the whole snapshot was rewritten. Every other value is as first written.
+within 0.2%) and the whole snapshot was rewritten. A forty-sixth (same session): ``validate``
+reads the two Llama-3-70B GB300 runs that the 26.02.01 Megatron-Bridge page printed with a
+wrong layout in their recipe's layout (``validate.BRIDGE_LAYOUT_ERRATA``); with the previous
+parameter file only their 4 validation rows moved; recalibrated (only Blackwell Ultra
+constants moved, within 4%) and the whole snapshot was rewritten. Every other value is as first
+written.
 
 The draws are described by plain field values (API keywords), so the test can replay them
 through the public API whatever the internals become.
