@@ -754,8 +754,9 @@ def test_bridge_layout_errata(shared):
     """``validate.BRIDGE_LAYOUT_ERRATA``: the 26.02.01 page prints Llama-3-70B on 64 GB300 in
     MXFP8 and NVFP4 with MBS 2 and no VP (NVFP4 also PP 1); the rows run the container's
     recipe layout, TP1 PP4 VP5 MBS1 (dp 16), and then fit (as printed, NVFP4 needs about 540
-    GiB per GPU). The FP8 row of that page, the same runs on the 26.02 page and a row whose
-    cells no longer read as printed are left as they are."""
+    GiB per GPU); its Llama-3.1-405B GB200 NVFP4 run VP 8, not the printed 4. The FP8 row of
+    that page, the same runs on the 26.02 page and a row whose cells no longer read as printed
+    are left as they are."""
     ids = ["MBRIDGE-26.02.01-Llama-3-70B-GB300-64g-MXFP8-gbs256-tpsg",
            "MBRIDGE-26.02.01-Llama-3-70B-GB300-64g-NVFP4-gbs256-tpsg",
            "MBRIDGE-26.02.01-Llama-3-70B-GB300-64g-FP8-gbs256-tpsg",
@@ -777,6 +778,11 @@ def test_bridge_layout_errata(shared):
     fixed = rows.iloc[[1]].assign(pp="4", vpp="5", micro_batch="1", dp="16")
     assert validate_mod.layout_errata(fixed.iloc[0].to_dict(), "MBRIDGE") == {}
     assert validate_mod.layout_errata(rows.iloc[1].to_dict(), "MPT") == {}
+    # Llama-3.1-405B on 256 GB200 in NVFP4: VP 8, as the recipe and the 26.02 and 26.04 pages
+    row = shared[shared["case_id"] == "MBRIDGE-26.02.01-Llama-3p1-405B-GB200-256g-NVFP4-gbs1536-"
+                 "tpsg"].iloc[0].to_dict()
+    assert row["vpp"] == "4"
+    assert validate_mod.layout_errata(row, "MBRIDGE") == {"vpp": ("4", "8")}
 
 
 def test_bridge_activation_offload_from_the_recipes(shared):

@@ -227,8 +227,9 @@ within 0.2%) and the whole snapshot was rewritten. A forty-sixth (same session):
 reads the two Llama-3-70B GB300 runs that the 26.02.01 Megatron-Bridge page printed with a
 wrong layout in their recipe's layout (``validate.BRIDGE_LAYOUT_ERRATA``); with the previous
 parameter file only their 4 validation rows moved; recalibrated (only Blackwell Ultra
-constants moved, within 4%) and the whole snapshot was rewritten. Every other value is as first
-written.
+constants moved, within 4%) and the whole snapshot was rewritten; then the same for that page's
+Llama-3.1-405B GB200 NVFP4 run (VP 8, not 4: 2 rows moved; Blackwell constants within 0.2%).
+Every other value is as first written.
 
 The draws are described by plain field values (API keywords), so the test can replay them
 through the public API whatever the internals become.
