@@ -675,14 +675,14 @@ def bridge_recipe_latest(table: Mapping[tuple[int, ...], Mapping[tuple[str, str,
 
 #: Layouts a Megatron-Bridge performance page printed wrongly, as the container's recipe ran
 #: them: container -> (``model`` cell, canonical ``hardware``, ``dtype``) -> column -> (as
-#: printed, as run), ``""`` for a blank cell. Exact container only, and applied only while
-#: every listed cell reads as printed (a corrected data file is left alone); the report lists
-#: each correction among the row's assumptions. 26.02.01: the DGX-GB300 Llama-3-70B MXFP8
-#: and NVFP4 rows print MBS 2 and no VP, the NVFP4 one also PP 1 (no FSDP either: about
-#: 540 GiB per GPU, no 288 GB GPU holds it), while that container's recipes
+#: printed, as run), ``""`` for a blank cell. Exact container only, and applied only while every
+#: listed cell reads as printed (a corrected data file is left alone); each correction is
+#: recorded in the prepared row's ``defaults`` (``ValidationReport.prepared``). 26.02.01: the
+#: DGX-GB300 Llama-3-70B MXFP8 and NVFP4 rows print MBS 2 and no VP, the NVFP4 one also PP 1 (no
+#: FSDP either: about 540 GiB per GPU, no 288 GB GPU holds it), while that container's recipes
 #: (Megatron-Bridge v0.3.1, ``LLAMA3_70B_PRETRAIN_CONFIG_GB300_FP8_MX_V2`` and ``..._NVFP4_V2``
-#: in ``scripts/performance/configs/llama/llama3_workload_base_configs.py``) run TP1 PP4 VP5
-#: MBS 1, the layout the 26.02 and 26.04 pages print for the same two runs, at 4,596 and 4,742
+#: in ``scripts/performance/configs/llama/llama3_workload_base_configs.py``) run TP1 PP4 VP5 MBS
+#: 1, the layout the 26.02 and 26.04 pages print for the same two runs, at 4,596 and 4,742
 #: (MXFP8) and 6,798 and 7,397 (NVFP4) tokens/s/GPU around 26.02.01's 4,798 and 7,002; and
 #: Llama-3.1-405B on 256 GB200 in NVFP4 with VP 4, where the recipe of the tags v0.3.0 to v0.4.0
 #: (``LLAMA31_405B_PRETRAIN_CONFIG_GB200_NVFP4_V2``) and the 26.02 and 26.04 pages have VP 8
@@ -690,8 +690,8 @@ def bridge_recipe_latest(table: Mapping[tuple[int, ...], Mapping[tuple[str, str,
 #: container's recipe while the pages before and after print the recipe's layout for the same
 #: run. Not listed because a neighbouring page agrees with the printed layout: Qwen3-30B-A3B on
 #: 16 H100 (26.02.01 prints 26.02's PP2 VP12 EP8, v0.3.1 has PP1 EP16 as 26.04 prints),
-#: gpt-oss-120b on B200/B300 (EP8 as 26.04, v0.3.1 has EP64 as 26.02), Qwen3-235B-A22B on
-#: B300 and DeepSeek-V3 on B200/B300 in 26.04.01 (the later pages print the same layouts).
+#: gpt-oss-120b on B200/B300 (EP8 as 26.04, v0.3.1 has EP64 as 26.02), Qwen3-235B-A22B on B300
+#: and DeepSeek-V3 on B200/B300 in 26.04.01 (the later pages print the same layouts).
 BRIDGE_LAYOUT_ERRATA: dict[tuple[int, ...], dict[tuple[str, str, str],
                                                  dict[str, tuple[str, str]]]] = {
     (26, 2, 1): {
