@@ -705,9 +705,16 @@ BRIDGE_LAYOUT_ERRATA: dict[tuple[int, ...], dict[tuple[str, str, str],
 
 
 def layout_errata(row: Mapping[str, Any], source: str) -> dict[str, tuple[str, str]]:
-    """The corrections of :data:`BRIDGE_LAYOUT_ERRATA` that apply to an MBRIDGE row: column ->
-    (as printed, as run); empty for other sources, other runs, and rows whose cells no longer
-    read as printed."""
+    """The corrections of :data:`BRIDGE_LAYOUT_ERRATA` that apply to a measurements row.
+
+    Args:
+        row: the row, column -> cell (the format of ``../shared/validation/``).
+        source: its source id (:func:`source_of` of its ``case_id``).
+
+    Returns:
+        column -> (as printed, as run), both as cell strings; empty for sources other than
+        MBRIDGE, for runs without an entry and for rows whose cells no longer read as printed.
+    """
     container = container_of(cell(row, "notes"))
     if source != "MBRIDGE" or container is None:
         return {}
