@@ -247,7 +247,9 @@ _cost_side = {"type": "object", "properties": {**_keys(_price_keys), "price": _O
               "required": [OUTPUT_KEYS[n] for n in _price_keys]}
 _validate_row = {"type": "object",
                  "properties": {"case_id": _STR, "metric": _STR, "measured": _NUM,
-                                "predicted": _NUM, "error_pct": _NUM},
+                                "predicted": _NUM, "error_pct": _NUM,
+                                "assumed": {"type": "object",
+                                            "additionalProperties": _STR}},
                  "required": ["case_id", "metric", "measured", "predicted", "error_pct"]}
 
 #: command name -> JSON Schema (draft 2020-12) of its ``--json`` output.

@@ -677,13 +677,14 @@ def bridge_recipe_latest(table: Mapping[tuple[int, ...], Mapping[tuple[str, str,
 #: them: container -> (``model`` cell, canonical ``hardware``, ``dtype``) -> column -> (as
 #: printed, as run), ``""`` for a blank cell. Exact container only, and applied only while every
 #: listed cell reads as printed (a corrected data file is left alone); each correction is
-#: recorded in the prepared row's ``defaults`` (``ValidationReport.prepared``). 26.02.01: the
-#: DGX-GB300 Llama-3-70B MXFP8 and NVFP4 rows print MBS 2 and no VP, the NVFP4 one also PP 1 (no
-#: FSDP either: about 540 GiB per GPU, no 288 GB GPU holds it), while that container's recipes
-#: (Megatron-Bridge v0.3.1, ``LLAMA3_70B_PRETRAIN_CONFIG_GB300_FP8_MX_V2`` and ``..._NVFP4_V2``
-#: in ``scripts/performance/configs/llama/llama3_workload_base_configs.py``) run TP1 PP4 VP5 MBS
-#: 1, the layout the 26.02 and 26.04 pages print for the same two runs, at 4,596 and 4,742
-#: (MXFP8) and 6,798 and 7,397 (NVFP4) tokens/s/GPU around 26.02.01's 4,798 and 7,002; and
+#: recorded in the prepared row's ``defaults`` (``symcost validate --json``: ``assumed``).
+#: 26.02.01: the DGX-GB300 Llama-3-70B MXFP8 and NVFP4 rows print MBS 2 and no VP, the NVFP4 one
+#: also PP 1 (no FSDP either: about 540 GiB per GPU, no 288 GB GPU holds it), while that
+#: container's recipes (Megatron-Bridge v0.3.1, ``LLAMA3_70B_PRETRAIN_CONFIG_GB300_FP8_MX_V2``
+#: and ``..._NVFP4_V2`` in
+#: ``scripts/performance/configs/llama/llama3_workload_base_configs.py``) run TP1 PP4 VP5 MBS 1,
+#: the layout the 26.02 and 26.04 pages print for the same two runs, at 4,596 and 4,742 (MXFP8)
+#: and 6,798 and 7,397 (NVFP4) tokens/s/GPU around 26.02.01's 4,798 and 7,002; and
 #: Llama-3.1-405B on 256 GB200 in NVFP4 with VP 4, where the recipe of the tags v0.3.0 to v0.4.0
 #: (``LLAMA31_405B_PRETRAIN_CONFIG_GB200_NVFP4_V2``) and the 26.02 and 26.04 pages have VP 8
 #: (1,076, 1,083 and 1,136 tokens/s/GPU). The rule: a page's layout that contradicts its
@@ -2009,11 +2010,15 @@ class ValidationReport:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: ``{"rows": [{case_id, source, metric, workload, measured, predicted,
-        error_pct, pred_lo, pred_hi}...], "summary": {...}, "skipped": [{case_id, reason}...]}``
-        (NaN becomes null)."""
+        error_pct, pred_lo, pred_hi, assumed}...], "summary": {...}, "skipped": [{case_id,
+        reason}...]}`` (NaN becomes null). ``assumed`` maps each configuration field a training
+        row did not state, or whose stated value ``validate`` corrected
+        (:data:`BRIDGE_LAYOUT_ERRATA`), to the value used and why (empty for serving rows)."""
         keep = ["case_id", "source", "metric", "workload", "measured", "predicted", "error_pct",
                 "pred_lo", "pred_hi"]
-        rows = [{k: _jsonable(v) for k, v in rec.items()}
+        assumed = {r.case_id: {k: str(v) for k, v in r.defaults.items()} for r in self.prepared}
+        rows = [{**{k: _jsonable(v) for k, v in rec.items()},
+                 "assumed": assumed.get(str(rec["case_id"]), {})}
                 for rec in self.rows[keep].to_dict(orient="records")]
         return {"rows": rows, "summary": _jsonable(self.summary),
                 "skipped": [{"case_id": s.case_id, "reason": s.reason} for s in self.skipped]}

@@ -320,6 +320,11 @@ def test_cli_validate_json(tmp_path):
     out = json.loads(res.stdout)
     assert set(out) == {"schema_version", "rows", "summary", "skipped"}
     assert {"case_id", "metric", "measured", "predicted", "error_pct"} <= set(out["rows"][0])
+    # what validate assumed for the row's blank cells, with the value used; stated cells
+    # (tp, pp, micro_batch, recompute) are not listed
+    assumed = out["rows"][0]["assumed"]
+    assert assumed["vpp"] == "1" and assumed["cp"] == "1"
+    assert not {"tp", "pp", "micro_batch", "recompute"} & set(assumed)
     assert out["skipped"] == [{"case_id": "X-bad", "reason": "n_gpus: blank or not positive"}]
     assert out["summary"]["by_source_metric"][0]["metric"] == "iteration_time_s"
     assert math.isfinite(out["summary"]["mape_pct"])

@@ -11,10 +11,12 @@ Examples::
 ``validate`` prints one line per predicted row (measured, predicted, signed error and, with a
 calibrated parameter file, the prediction interval), MAPE per source and metric, and every
 row it did not predict with the reason; ``--json`` prints one object
-``{"rows": [...], "summary": {...}, "skipped": [...]}``. ``calibrate`` fits the efficiency
-parameters per GPU generation (see :mod:`symcost.calibrate`), prints each with its standard
-error, and writes the parameter file only when the fit succeeded (the previous file is left
-untouched otherwise).
+``{"rows": [...], "summary": {...}, "skipped": [...]}``, each row with ``assumed``: the
+configuration fields the row did not state (or whose stated layout ``validate`` corrected)
+and the value used (:meth:`symcost.validate.ValidationReport.to_dict`). ``calibrate`` fits
+the efficiency parameters per GPU generation (see :mod:`symcost.calibrate`), prints each with
+its standard error, and writes the parameter file only when the fit succeeded (the previous
+file is left untouched otherwise).
 """
 
 from __future__ import annotations
