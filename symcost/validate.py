@@ -2016,12 +2016,38 @@ class ValidationReport:
         (:data:`BRIDGE_LAYOUT_ERRATA`), to the value used and why (empty for serving rows)."""
         keep = ["case_id", "source", "metric", "workload", "measured", "predicted", "error_pct",
                 "pred_lo", "pred_hi"]
-        assumed = {r.case_id: {k: str(v) for k, v in r.defaults.items()} for r in self.prepared}
+        assumed = {r.case_id: _assumed(r) for r in self.prepared}
         rows = [{**{k: _jsonable(v) for k, v in rec.items()},
                  "assumed": assumed.get(str(rec["case_id"]), {})}
                 for rec in self.rows[keep].to_dict(orient="records")]
         return {"rows": rows, "summary": _jsonable(self.summary),
                 "skipped": [{"case_id": s.case_id, "reason": s.reason} for s in self.skipped]}
+
+
+    def assumptions(self) -> pd.DataFrame:
+        """What ``validate`` assumed, grouped: one row per configuration field and value used
+        (the same text as each JSON row's ``assumed``), with how many prediction rows used it.
+
+        Returns:
+            DataFrame with columns ``field``, ``value`` (the value used and why, e.g.
+            ``"1 (the page printed 2; the container's recipe, BRIDGE_LAYOUT_ERRATA)"``),
+            ``n_rows`` and ``case_ids`` (list of str, in file order); sorted by field, then by
+            ``n_rows`` descending. Empty (same columns) when nothing was assumed.
+        """
+        groups: dict[tuple[str, str], list[str]] = {}
+        for r in self.prepared:
+            for k, v in _assumed(r).items():
+                groups.setdefault((k, v), []).append(r.case_id)
+        recs = [{"field": k, "value": v, "n_rows": len(ids), "case_ids": ids}
+                for (k, v), ids in groups.items()]
+        df = pd.DataFrame(recs, columns=["field", "value", "n_rows", "case_ids"])
+        return df.sort_values(["field", "n_rows", "value"], ascending=[True, False, True],
+                              ignore_index=True)
+
+
+def _assumed(row: PreparedRow) -> dict[str, str]:
+    """A prepared row's assumed fields as text: field -> value used and why."""
+    return {k: str(v) for k, v in row.defaults.items()}
 
 
 def _jsonable(v: Any) -> Any:

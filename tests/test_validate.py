@@ -341,8 +341,32 @@ def test_cli_validate_table_and_report(tmp_path):
     png = (tmp_path / "out" / "scatter.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     for section in ("## Error by source and metric", "largest errors", "scatter.png",
-                    "## Rows not predicted"):
+                    "## Assumed", "## Rows not predicted"):
         assert section in md
+    # both rows leave vpp blank: one line in the report and in the printed table
+    assert "| vpp | 1 | 2 | X-gpt3-itertime, Y-tflops |" in md
+    assert "Assumed" in res.stdout and "X-gpt3-itertime, Y-tflops" in res.stdout
+
+
+def test_assumptions_group_the_rows_assumed_fields(tmp_path):
+    # hand-known: two rows leave micro_batch blank, one states it; every row leaves vpp and
+    # cp blank; the grouped table must agree with the per-row JSON (second implementation)
+    rows = [{**GPT3_ROW, "case_id": "A", "micro_batch": ""},
+            {**GPT3_ROW, "case_id": "B", "micro_batch": ""},
+            {**GPT3_ROW, "case_id": "C"}]
+    rep = validate_file(write_csv(tmp_path / "m.csv", rows))
+    a = rep.assumptions()
+    assert list(a.columns) == ["field", "value", "n_rows", "case_ids"]
+    mb = a[a["field"] == "micro_batch"]
+    assert mb["value"].tolist() == ["1"] and mb["case_ids"].tolist() == [["A", "B"]]
+    assert a.loc[a["field"] == "vpp", "case_ids"].tolist() == [["A", "B", "C"]]
+    assert list(a["field"]) == sorted(a["field"])
+    per_row: dict[tuple[str, str], list[str]] = {}
+    for r in rep.to_dict()["rows"]:
+        for k, v in r["assumed"].items():
+            per_row.setdefault((k, v), []).append(r["case_id"])
+    assert {(f, v): ids for f, v, _, ids in a.itertuples(index=False)} == per_row
+    assert (a["n_rows"] == a["case_ids"].map(len)).all()
 
 
 def test_report_with_no_predicted_rows(tmp_path):

@@ -3,7 +3,8 @@
 :func:`write_report` writes ``DIR/report.md`` and ``DIR/scatter.png``: the parameters used
 (with their provenance), MAPE by source and metric, interval coverage, the worst rows with
 their step-time breakdown (so a reader sees where the model is wrong and why), optional
-leave-one-source-out results, and every row that was not predicted with its reason.
+leave-one-source-out results, what was assumed for cells the rows left blank, and every row
+that was not predicted with its reason.
 
 The plot uses matplotlib's object API with the Agg canvas (no pyplot, no global backend
 change).
@@ -18,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from ..training import BREAKDOWN
+from .format import case_examples
 
 # matplotlib is imported inside the functions only to keep it out of ``symcost --help``.
 
@@ -165,6 +167,17 @@ def write_report(report, directory: str | os.PathLike, cv: pd.DataFrame | None =
                          "mean error %": float(g["error_pct"].mean()),
                          "interval coverage": float(inside.mean())})
         lines.append(markdown_table(pd.DataFrame(recs)))
+    a = report.assumptions()
+    lines += ["", "## Assumed", "",
+              "Configuration cells the rows left blank, and stated layouts `validate` "
+              "corrected, with the value used and why (per row: `symcost validate --json`, "
+              "`assumed`).", ""]
+    if len(a):
+        lines.append(markdown_table(pd.DataFrame({
+            "field": a["field"], "value used (why)": a["value"], "rows": a["n_rows"],
+            "case_id": a["case_ids"].map(case_examples)})))
+    else:
+        lines.append("Nothing: every row stated every field.")
     lines += ["", "## Rows not predicted", ""]
     if report.skipped:
         sk = pd.DataFrame([{"reason": s.reason, "case_id": s.case_id} for s in report.skipped])

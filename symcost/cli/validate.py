@@ -9,8 +9,10 @@ Examples::
     symcost calibrate measurements.csv -o params.yaml --params start.yaml --cross-validate
 
 ``validate`` prints one line per predicted row (measured, predicted, signed error and, with a
-calibrated parameter file, the prediction interval), MAPE per source and metric, and every
-row it did not predict with the reason; ``--json`` prints one object
+calibrated parameter file, the prediction interval), MAPE per source and metric, what it
+assumed (each blank cell's value, and each stated layout it corrected, grouped by field and
+value: :meth:`symcost.validate.ValidationReport.assumptions`), and every row it did not
+predict with the reason; ``--json`` prints one object
 ``{"rows": [...], "summary": {...}, "skipped": [...]}``, each row with ``assumed``: the
 configuration fields the row did not state (or whose stated layout ``validate`` corrected)
 and the value used (:meth:`symcost.validate.ValidationReport.to_dict`). ``calibrate`` fits
@@ -29,6 +31,7 @@ import typer
 from ..params import PARAM_NAMES
 from .common import (ProgressBar, check_output_path, console, emit_json, load_params_option,
                      warn)
+from .format import case_examples
 
 # Function-local imports below only keep NumPy, pandas, JAX, rich and SymPy cost expressions out
 # of ``symcost --help`` (see symcost.cli.common); none of them avoids an import cycle.
@@ -65,7 +68,8 @@ def _fmt(v: float) -> str:
 
 def validate_tables(report, show_rows: bool = True) -> list:
     """Rich renderables of a :class:`~symcost.validate.ValidationReport`: per-row table,
-    MAPE per source and metric, rows not predicted."""
+    MAPE per source and metric, what was assumed (:meth:`~symcost.validate.ValidationReport.
+    assumptions`), rows not predicted."""
     from rich.table import Table
 
     out: list[Any] = []
@@ -108,6 +112,15 @@ def validate_tables(report, show_rows: bool = True) -> list:
         c = s["coverage"]
         out.append(f"Prediction intervals contain {100 * c['fraction_inside']:.1f}% of "
                    f"{c['n']} measurements.")
+    a = report.assumptions()
+    if len(a):
+        t = Table(title="Assumed (cells the rows left blank, layouts validate corrected)",
+                  title_justify="left")
+        for c in ("field", "value used (why)", "rows", "case_id"):
+            t.add_column(c, justify="right" if c == "rows" else "left")
+        for r in a.itertuples(index=False):
+            t.add_row(r.field, r.value, str(r.n_rows), case_examples(r.case_ids))
+        out.append(t)
     if report.skipped:
         k = Table(title=f"Rows not predicted ({len(report.skipped)})", title_justify="left")
         k.add_column("reason")
