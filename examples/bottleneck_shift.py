@@ -17,10 +17,12 @@ the time into compute, memory and communication:
 
 Prints the speed-up, dominant bound and shares per node and writes
 ``bottleneck_shift.png`` (shares against node for both workloads). Expected: in training the
-compute share falls from almost all of the step at 12 nm to about 40% at 1 nm while the
-fixed network's share rises from nothing to about a third (the searched layouts overlap the
-tensor-parallel collectives with their GEMMs, ``tp_overlap``, so compute stays the largest
-single term); inference moves from
+compute share falls from almost all of the step at 12 nm to below half at 1 nm while the
+fixed network's share rises from nothing to about a quarter (the searched layouts overlap the
+tensor-parallel collectives with their GEMMs, ``tp_overlap``); at 1 nm the layout's GEMMs
+sit at the roofline's ridge against the fixed HBM2e, so whether they count as compute or
+memory turns on a percent of efficiency (compute 29% / memory 27% or 2% / 54% in two
+calibrations of 2026-11-27, the step within 0.6%). Inference moves from
 compute to memory, as the faster logic outruns the fixed memory and network. ``--quick`` uses
 three nodes (12, 5, 1 nm).
 """

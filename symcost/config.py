@@ -60,6 +60,14 @@ class TrainingConfig:
         global_batch: sequences per optimizer step (``B``); ``dp*micro_batch`` when None and
             ``pp == 1``; required when ``pp > 1`` (the bubble depends on it).
         seq_len: tokens per sequence; the model's ``seq_len`` when None.
+        doc_len: packed sequences (fine-tuning sets packed to ``seq_len``): the attention
+            length of the documents in a pack, ``E[l^2]/E[l]`` tokens over their lengths
+            ``l``; FlashAttention runs per document (varlen / THD kernels with ``cu_seqlens``:
+            Dao 2023, FlashAttention-2; Megatron-Core ``PackedSeqParams``; Krell et al. 2021,
+            arXiv:2107.02027), so a micro-batch's attention costs that of ``b*s/doc_len``
+            sequences of ``doc_len`` tokens. At most ``seq_len``; 0: one document per
+            sequence. The GEMMs, and unfused attention (which masks a full ``s x s`` matrix),
+            are unchanged.
         recompute: ``none``, ``selective`` or ``full`` activation recomputation.
         recompute_modules: with ``selective``, the modules recomputed: comma list from
             ``core_attn,layernorm,mla_up_proj,moe_act,mlp,shared_experts``
@@ -150,6 +158,7 @@ class TrainingConfig:
     micro_batch: int = 1
     global_batch: int | None = None
     seq_len: int | None = None
+    doc_len: int = 0
     recompute: str = "none"
     recompute_modules: str = "core_attn"
     recompute_layers: int = 0

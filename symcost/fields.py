@@ -253,6 +253,9 @@ TRAINING_FIELDS: dict[str, Field] = _table(
           "global_batch", minimum=1, maximum=MAX_COUNT),
     Field("seq_len", "int", "tokens", None, "tokens per sequence; the model's when not given",
           "seq_len", minimum=1, maximum=MAX_COUNT),
+    _int("doc_len", "packed sequences: tokens per packed document (mean of l^2 over mean of l); "
+         "attention runs per document (THD, cu_seqlens); 0: one document per sequence", 0,
+         unit="tokens", minimum=0),
     Field("recompute", "enum", "1", "none", "activation recomputation", "recompute",
           choices=RECOMPUTE_MODES),
     Field("recompute_modules", "enum", "1", "core_attn", "modules selective recomputation "

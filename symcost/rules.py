@@ -222,6 +222,12 @@ CP_SEQ = Rule(
     lambda v: f"2*cp = {_i(2 * v['cp'])} does not divide seq_len ({_i(v['seq_len'])}): "
               "load-balanced causal context parallelism splits each sequence into 2*cp chunks "
               "(Megatron-Core context parallelism)")
+DOC_LEN_SEQ = Rule(
+    "doc_len_within_seq_len", "doc_len", ("doc_len", "seq_len"),
+    lambda v, xp: v.get("doc_len", 0.0) <= v["seq_len"],
+    "exceeds seq_len",
+    lambda v: f"{_i(v['doc_len'])} exceeds seq_len ({_i(v['seq_len'])}): the documents are "
+              "packed into sequences of seq_len tokens")
 CP_FLASH = Rule(
     "cp_needs_flash_attention", "cp", ("cp", "flash_attention"),
     lambda v, xp: (v["cp"] < 1.5) | (v["flash_attention"] > 0.5),
@@ -471,9 +477,9 @@ MEMORY_FITS = Rule(
 TRAINING_RULES: tuple[Rule, ...] = (
     HIDDEN_HEADS, HEADS_KV, NUM_GPUS_DIVISIBLE, NUM_GPUS_PRODUCT, GLOBAL_BATCH_DIVISIBLE,
     SEQ_LEN_POSITIONS, TP_HEADS, TP_FFN, TP_KV_HEADS, PP_LAYERS, GLOBAL_BATCH_NEEDED,
-    VPP_NEEDS_PP, VPP_LAYERS, VPP_MICROBATCHES, ZERO_PP, DTYPE_HARDWARE, CP_SEQ, CP_FLASH,
-    CP_A2A_HEADS, EP_DP, EP_EXPERTS, ETP_DP, ETP_FFN, MOE_IMBALANCE, MOE_TP_SP, TP_OVERLAP_SP,
-    TP_OVERLAP_NODE, HSDP_DP, ZERO3_PER_TENSOR, RECOMPUTE_MODULES_SELECTIVE,
+    VPP_NEEDS_PP, VPP_LAYERS, VPP_MICROBATCHES, ZERO_PP, DTYPE_HARDWARE, CP_SEQ, DOC_LEN_SEQ,
+    CP_FLASH, CP_A2A_HEADS, EP_DP, EP_EXPERTS, ETP_DP, ETP_FFN, MOE_IMBALANCE, MOE_TP_SP,
+    TP_OVERLAP_SP, TP_OVERLAP_NODE, HSDP_DP, ZERO3_PER_TENSOR, RECOMPUTE_MODULES_SELECTIVE,
     RECOMPUTE_LAYERS_FULL, BF16_LAYERS
 ) + FINETUNE_RULES + HYBRID_RULES
 

@@ -276,6 +276,10 @@ ep_overlap = _declare("ep_overlap", "parallel", "1",
 bf16_layers = _declare("bf16_layers", "parallel", "1",
                        "layers whose linear layers stay BF16 under fp8/MXFP8/NVFP4 (Megatron-Core "
                        "--num-layers-at-start/end-in-bf16)", integer=True, nonneg=True)
+doc_len = _declare("doc_len", "parallel", "1",
+                   "packed sequences: attention length of the documents packed into one "
+                   "sequence, tokens (E[l^2]/E[l]; 0: one document per sequence)",
+                   integer=True, nonneg=True)
 activation_offload_layers = _declare(
     "activation_offload_layers", "parallel", "1",
     "layers whose saved activations go to host memory in the forward and come back for the "

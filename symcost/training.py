@@ -158,6 +158,27 @@ def swa_layer_fraction() -> sp.Expr:
     return flag(S.sliding_window > sp.Rational(1, 2)) * (S.n_layers - full) / S.n_layers
 
 
+def attention_length() -> sp.Expr:
+    """Tokens one FlashAttention call attends over: ``min(doc_len, seq_len)`` for packed
+    sequences (``doc_len > 0``: each document attends only to itself, the varlen/THD kernels
+    skip the blocks between documents), else ``seq_len``.
+
+    Packing documents of lengths ``l`` into sequences of ``s`` tokens leaves ``s/E[l]`` causal
+    blocks of ``l^2/2`` scores per sequence, the work of ``s/L`` sequences of
+    ``L = E[l^2]/E[l]`` tokens (``doc_len``). Krell et al. 2021, "Efficient Sequence Packing
+    without Cross-contamination", arXiv:2107.02027, Sec. 3 (block-diagonal attention mask);
+    Dao 2023, FlashAttention-2 (``flash_attn_varlen_func``, ``cu_seqlens``); Megatron-Core
+    ``PackedSeqParams`` (THD format).
+
+    Returns:
+        Tokens (SymPy expression in ``doc_len`` and ``seq_len``).
+    """
+    # max(doc_len, 1): the branch a vectorized Piecewise also evaluates at doc_len = 0 stays
+    # finite, so no 0 * inf reaches a gradient
+    return sp.Piecewise((smin(smax(S.doc_len, 1), S.seq_len), S.doc_len > sp.Rational(1, 2)),
+                        (S.seq_len, True))
+
+
 def attention_context_factor(length: sp.Expr | None = None) -> sp.Expr:
     """Attention-core work of the average layer relative to full causal attention, for
     sequences of ``length`` tokens (default the training ``seq_len``).
@@ -604,9 +625,11 @@ def attention_core_forward() -> Cost:
     ``i`` chunks ``i`` and ``2c-1-i``), so the whole-sequence cost is divided by ``c``.
     """
     t, b, s = S.tp, S.micro_batch, S.seq_len
-    d, kv = attention_head_dim(), kv_heads_local()
-    flash = flash_kernel(att.attention_flash(b, s, S.n_heads / t, kv, d, S.peak_flops_16).scale(
-        attention_context_factor()))  # sliding-window layers: FlashAttention skips the blocks
+    d, kv, n = attention_head_dim(), kv_heads_local(), attention_length()
+    # packed documents: b*s/n sequences of n tokens; sliding-window layers: FlashAttention
+    # skips the blocks outside the band
+    flash = flash_kernel(att.attention_flash(b * s / n, n, S.n_heads / t, kv, d,
+                                             S.peak_flops_16).scale(attention_context_factor(n)))
     unfused = att.attention_unfused(b, s, S.n_heads / t, kv, d, S.peak_flops_16, S.has_dropout)
     return select(S.flash_attn > sp.Rational(1, 2), flash, unfused).scale(1 / S.cp)
 
@@ -886,9 +909,10 @@ def layer_backward_compute() -> dict[str, Cost]:
     forward (input and weight gradients), attention per its kernel."""
     fwd = layer_forward_compute()
     t = S.tp
+    n = attention_length()
     flash_b = flash_kernel(att.attention_flash_backward(
-        S.micro_batch, S.seq_len, S.n_heads / t, kv_heads_local(), attention_head_dim(),
-        S.peak_flops_16).scale(attention_context_factor()))
+        S.micro_batch * S.seq_len / n, n, S.n_heads / t, kv_heads_local(), attention_head_dim(),
+        S.peak_flops_16).scale(attention_context_factor(n)))
     out = {k: v.scale(2) for k, v in fwd.items() if k != "attention"}
     # [moe] the permutation's backward is a scatter-add of the same size plus the probability
     # gradients (ops.elementwise.token_permutation_backward), not twice the forward

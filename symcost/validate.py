@@ -47,6 +47,10 @@ recompute          ``none``; for the MBRIDGE rows whose container's recipe recom
                    (:data:`BRIDGE_RECOMPUTE`, :func:`recompute_default`), or whose recipe
                    recomputed the first layers of each pipeline chunk, ``full`` with those
                    ``recompute_layers`` (:data:`BRIDGE_RECOMPUTE_LAYERS`)
+doc_len            the column when stated; :data:`SQUAD_DOC_LEN` when the notes say SQuAD
+                   packed; for the fine-tuning rows of a source whose recipes pack their
+                   dataset (``finetune_doc_len`` of :data:`SOURCE_DEFAULTS`: MBRIDGE, SQuAD
+                   packed to ``seq_len``), that length; else 0 (unpacked)
 offload            the column (optimizer and parameter offload); ``activation_offload_layers``
                    0, except the MBRIDGE rows whose recipe offloaded activations
                    (:data:`BRIDGE_ACTIVATION_OFFLOAD`, :func:`activation_offload_default`:
@@ -130,6 +134,7 @@ __all__ = [
     "memory_reading",
     "device_reading", "device_read", "generation_values",
     "predict_other_rows", "prepare_other_rows",
+    "SQUAD_DOC_LEN", "SQUAD_PACKED_NOTE",
     "FLOPS_CONVENTIONS", "KNOWN_METRICS", "INFERENCE_METRICS", "SOURCE_DEFAULTS", "MeasurementsError", "PreparedRow",
     "SkippedRow", "ValidationReport", "builtin_measurements", "evaluate_rows", "flash_attention_rule",
     "llm_foundry_flops_per_token", "megatron_flops_per_token", "model_flops_per_token",
@@ -218,6 +223,11 @@ INFERENCE_REASON = "inference rows: not predicted by the training model"
 #:   default ``dim``, ``src/megatron/bridge/peft/lora.py``) on the fused QKV projection only
 #:   (``cfg.peft.target_modules = ["linear_qkv"]`` in every ``llama3_70b_peft_*`` recipe of
 #:   ``src/megatron/bridge/perf_recipes/llama/*/llama3.py``, both @067f987).
+#: * MBRIDGE: its SFT and LoRA rows fine-tune on SQuAD packed into sequences of ``seq_len``
+#:   tokens (``packed_sequence_specs.packed_sequence_size = seq_length`` in every
+#:   ``scripts/performance/configs/llama/llama3_llm_finetune.py`` recipe, NVIDIA-NeMo/
+#:   Megatron-Bridge v0.5.0; ``squad_packed`` data, ``scripts/performance/utils/datasets.py``):
+#:   ``finetune_doc_len`` = :data:`SQUAD_DOC_LEN`.
 #: * MPT and ZHANG23: FlashAttention through the flash-attn 2 library
 #:   (``attention_backend = fa2``): llm-foundry's benchmark installs ``.[gpu-flash2]``
 #:   (flash-attn 2.4.2 on H100) and runs ``attn_impl: flash`` (mosaicml/llm-foundry
@@ -245,6 +255,19 @@ INFERENCE_REASON = "inference rows: not predicted by the training model"
 #:   training (llmtoolkit/callbacks.py, ``on_train_end``), so it includes what the CUDA
 #:   context and the caching allocator hold beyond the tensors (``memory_reading = device``:
 #:   predicted by :func:`device_reading`, ``mem_total + mem_reserved`` plus the cached blocks).
+#: attention length ``E[l^2]/E[l]`` (tokens) of SQuAD examples packed for fine-tuning
+#: (:attr:`symcost.config.TrainingConfig.doc_len`), in the Megatron-Bridge/NeMo template
+#: ``"Context: ... Question: ... Answer:"`` plus the answer
+#: (``src/megatron/bridge/data/hf_processors/squad.py``): 156 words and punctuation marks on
+#: 1,407 SQuAD dev examples (Rajpurkar et al. 2016, arXiv:1606.05250), counted 2026-11-27; a
+#: subword tokenizer gives somewhat more. Predictions hardly depend on it: at 128 to 256 tokens
+#: packed attention is bound by its Q/K/V/O traffic (Llama-2-7B SFT on 8 H100 in fp8 at 4,096
+#: tokens: 1.042 s at either, 1.149 s unpacked).
+SQUAD_DOC_LEN = 160
+#: a row whose ``notes`` say it fine-tunes on SQuAD packed into sequences (NeMo's and
+#: Megatron-Bridge's fine-tuning tables: "SQuAD packed to 4096"): ``doc_len`` =
+#: :data:`SQUAD_DOC_LEN` unless the row states it.
+SQUAD_PACKED_NOTE = re.compile(r"squad\b.*\bpack|\bpack\w*\b.*\bsquad", re.IGNORECASE)
 SOURCE_DEFAULTS: dict[str, dict[str, Any]] = {
     "ZHANG23": {"dp_overlap": False, "dp_overlap_zero0": True, "train_framework": "hf",
                 "memory_reading": "device", "attention_backend": "fa2",
@@ -253,7 +276,8 @@ SOURCE_DEFAULTS: dict[str, dict[str, Any]] = {
               "tp_overlap_with_sp": False},
     "MLM22": {"flash_attention": False, "sp_with_tp": False, "tp_overlap_with_sp": False},
     "MBRIDGE": {"sp_with_tp": True, "tp_overlap_with_sp": True, "zero_stage": 1,
-                "flops_counter": "megatron_bridge", "lora_rank": 32, "lora_targets": "q,k,v"},
+                "flops_counter": "megatron_bridge", "lora_rank": 32, "lora_targets": "q,k,v",
+                "finetune_doc_len": SQUAD_DOC_LEN},
     "MBRIDGE2511": {"sp_with_tp": True, "tp_overlap_with_sp": True, "zero_stage": 1,
                     "zero_stage_is_fsdp": True,
                     "flops_counter": "megatron_bridge"},
@@ -328,7 +352,7 @@ _CONFIG_FIELD_TO_COLUMN = {"zero": "zero_stage", "num_gpus": "n_gpus"}
 RUN_COLUMNS = ("model", "n_params_b", "layers", "hidden", "heads", "kv_heads", "ffn_hidden",
                "seq_len", "vocab", "global_batch", "micro_batch", "hardware", "n_gpus", "tp",
                "pp", "vpp", "dp", "cp", "ep", "sp", "recompute", "zero_stage", "dtype", "notes",
-               "offload", "finetune", "lora_rank", "quant", "intra_node_link")
+               "offload", "finetune", "lora_rank", "quant", "intra_node_link", "doc_len")
 
 
 class MeasurementsError(ValueError):
@@ -1448,17 +1472,24 @@ def dp_overlap_default(source: str, zero: int) -> bool:
 #: how a row's ``notes`` name its fine-tuning method when the ``finetune`` cell is blank
 #: (MBRIDGE: ``fine-tuning method=LoRA``; ``SFT`` is full fine-tuning).
 FINETUNE_NOTE = re.compile(r"fine-tuning method=(LoRA|QLoRA)\b", re.IGNORECASE)
+#: a fine-tuning row by its ``notes`` (any method, full SFT included).
+FINETUNE_ANY_NOTE = re.compile(r"fine-tuning method=(SFT|LoRA|QLoRA)\b", re.IGNORECASE)
 
 
 def finetune_columns(row: Row, defaults: dict[str, object], source: str = "") -> dict[str, Any]:
-    """The training fields of the ``offload``, ``finetune``, ``lora_rank``, ``quant`` and
-    ``intra_node_link`` columns (README of the format). ``quant = nf4`` without ``finetune``
+    """The training fields of the ``offload``, ``finetune``, ``lora_rank``, ``quant``,
+    ``intra_node_link`` and (optional) ``doc_len`` columns (README of the format; ``doc_len``
+    is symcost's field, read when a file has the column). ``quant = nf4`` without ``finetune``
     means QLoRA (4-bit base weights cannot be trained; bitsandbytes trains adapters on them);
     a blank ``finetune`` whose ``notes`` state the method (:data:`FINETUNE_NOTE`) takes it.
     A blank ``lora_rank`` is the source's (``lora_rank`` of :data:`SOURCE_DEFAULTS`), else
     :data:`QLORA_DEFAULT_RANK`; the adapter's projections are the source's ``lora_targets``
     when it states them (else every projection). Blank ``offload`` is ``none``, blank
-    ``intra_node_link`` the hardware's usual link.
+    ``intra_node_link`` the hardware's usual link. A blank ``doc_len`` is
+    :data:`SQUAD_DOC_LEN` when the ``notes`` say SQuAD packed (:data:`SQUAD_PACKED_NOTE`); for
+    a fine-tuning row (a ``finetune`` other than full, or ``notes`` naming a method,
+    :data:`FINETUNE_ANY_NOTE`) the source's ``finetune_doc_len`` when it has one (packed
+    data); else 0.
 
     Raises:
         RowError: a value outside the field's choices.
@@ -1490,6 +1521,18 @@ def finetune_columns(row: Row, defaults: dict[str, object], source: str = "") ->
         defaults["lora_targets"] = f"{facts['lora_targets']} (source {source} recipes)"
     if rank is not None:
         out["lora_rank"] = rank
+    doc = cell_int(row, "doc_len")
+    notes = str(cell(row, "notes") or "")
+    tuning = out["finetune"] != "full" or FINETUNE_ANY_NOTE.search(notes)
+    if doc is None and SQUAD_PACKED_NOTE.search(notes):
+        doc = SQUAD_DOC_LEN
+        defaults["doc_len"] = f"{doc} (notes: SQuAD packed; SQUAD_DOC_LEN)"
+    elif doc is None and tuning and "finetune_doc_len" in facts:
+        doc = int(facts["finetune_doc_len"])
+        defaults["doc_len"] = (f"{doc} (source {source}'s fine-tuning recipes pack their "
+                               "dataset into seq_len; finetune_doc_len)")
+    if doc is not None:
+        out["doc_len"] = doc
     return out
 
 

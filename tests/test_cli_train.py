@@ -159,7 +159,7 @@ def test_options_reach_the_config():
     cfg = json.loads(res.stdout)["config"]
     assert cfg == {"num_gpus": 8, "tp": 2, "pp": 1, "cp": 1, "dp": 4, "ep": 1, "etp": 1,
                    "dp_replicate": 1, "sp": True, "vpp": 1, "micro_batch": 2,
-                   "global_batch": 8, "seq_len": 1024, "recompute": "none",
+                   "global_batch": 8, "seq_len": 1024, "doc_len": 0, "recompute": "none",
                    "recompute_modules": "core_attn", "recompute_layers": 0, "zero": 1,
                    "dtype": "fp8", "flash_attention": False, "dp_overlap": False,
                    "zero3_per_tensor": False, "tp_overlap": False, "pp_overlap": True,

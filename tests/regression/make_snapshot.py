@@ -229,6 +229,13 @@ wrong layout in their recipe's layout (``validate.BRIDGE_LAYOUT_ERRATA``); with 
 parameter file only their 4 validation rows moved; recalibrated (only Blackwell Ultra
 constants moved, within 4%) and the whole snapshot was rewritten; then the same for that page's
 Llama-3.1-405B GB200 NVFP4 run (VP 8, not 4: 2 rows moved; Blackwell constants within 0.2%).
+A forty-seventh (session of 2026-11-27, twenty-first): the ``doc_len`` field (packed
+sequences; 0, unpacked, leaves every stored draw unchanged) and ``validate``'s
+``finetune_doc_len`` for MBRIDGE's SFT and LoRA rows (SQuAD packed); with the previous
+parameter file only those 20 validation rows moved; recalibrated (``eff_attn`` of Blackwell
+0.75 -> 0.65 and of Blackwell Ultra 1.0 -> 0.90, whose SFT/LoRA rows had carried unpacked
+attention, and with them Blackwell's ``eff_hbm`` +6% and ``eff_ssm`` -12%; Hopper constants
+within 2%) and the whole snapshot was rewritten.
 Every other value is as first written.
 
 The draws are described by plain field values (API keywords), so the test can replay them
