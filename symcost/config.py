@@ -142,7 +142,9 @@ class TrainingConfig:
         intra_node_link: ``default``, ``nvlink``, ``nvlink-bridge`` or ``pcie``.
         finetune: ``full``, ``lora`` or ``qlora``.
         lora_rank: adapter rank ``r``.
-        lora_targets: comma list from ``q,k,v,o,gate,up,down``.
+        lora_targets: comma list from ``q,k,v,o,gate,up,down``, or the fused ``qkv`` and
+            ``fc1`` (one adapter on Megatron-Core's ``linear_qkv`` / ``linear_fc1``;
+            :data:`symcost.fields.LORA_TARGETS`).
     """
 
     num_gpus: int | None = None

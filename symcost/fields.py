@@ -91,8 +91,13 @@ FINETUNE_MODES: dict[str, int] = {"full": 0, "lora": 1, "qlora": 2}
 #: LightLLM, TGI and TensorRT-LLM).
 SERVING_FRAMEWORKS: dict[str, int] = {"generic": 0, "vllm": 1, "lightllm": 2, "tgi": 3,
                                       "trtllm": 4}
-#: projections a LoRA adapter may target, in canonical order.
-LORA_TARGETS: tuple[str, ...] = ("q", "k", "v", "o", "gate", "up", "down")
+#: projections a LoRA adapter may target, in canonical order: one adapter per projection
+#: (Hugging Face PEFT ``q_proj`` ... ``down_proj``), or one adapter on a fused projection,
+#: ``qkv`` the query/key/value projection (Megatron-Core ``linear_qkv``, NeMo 1.0
+#: ``attention_qkv``: rank ``r`` from ``h`` to ``(a+2k)*d``, its input read once) and ``fc1``
+#: the MLP's gate and up projection (``linear_fc1``: ``h -> (1+g)*f``). A fused target excludes
+#: its separate ones (:data:`symcost.rules.LORA_FUSED_QKV`, ``LORA_FUSED_FC1``).
+LORA_TARGETS: tuple[str, ...] = ("q", "k", "v", "o", "gate", "up", "down", "qkv", "fc1")
 #: [recompute] modules selective recomputation may recompute, in canonical order: Megatron-Core
 #: ``--recompute-modules`` (``TransformerConfig.recompute_modules``; default ``core_attn``,
 #: the Korthikanti et al. 2022 selective recomputation):
@@ -324,7 +329,8 @@ TRAINING_FIELDS: dict[str, Field] = _table(
           "finetune", choices=FINETUNE_MODES),
     _int("lora_rank", "LoRA adapter rank r", 16),
     Field("lora_targets", "enum", "1", "q,k,v,o,gate,up,down", "projections with LoRA "
-          "adapters, comma-separated from q,k,v,o,gate,up,down (code: bit mask)", None,
+          "adapters, comma-separated from q,k,v,o,gate,up,down, or fused qkv and fc1 "
+          "(Megatron linear_qkv, linear_fc1: one adapter each; code: bit mask)", None,
           choices=LORA_TARGET_SETS, sweepable=False),
 )
 

@@ -101,16 +101,19 @@ def linear_params_layer() -> sp.Expr:
 def lora_dims_layer() -> tuple[sp.Expr, sp.Expr]:
     """``(sum of inputs, sum of outputs)`` of the targeted projections of one layer on one TP
     rank (elements): q ``h -> a*d``, k and v ``h -> k*d``, o ``a*d -> h``, gate and up
-    ``h -> f``, down ``f -> h`` (the TP-split side divided by ``t``). The gate target counts
-    only for gated MLPs."""
+    ``h -> f``, down ``f -> h`` (the TP-split side divided by ``t``); the fused adapters read
+    their input once: qkv ``h -> (a+2k)*d``, fc1 ``h -> (1+g)*f`` (Megatron-Core
+    ``linear_qkv``, ``linear_fc1``; Megatron-Bridge ``peft/lora.py`` wraps the fused linear
+    with one ``A: h -> r``, ``B: r -> out``). The gate target counts only for gated MLPs."""
     t, h, f = S.tp, S.hidden, S.ffn_hidden
     d = S.hidden / S.n_heads
     qo, kv = S.n_heads * d / t, S.n_kv_heads * d / t
     gate = S.lora_gate * S.gated_mlp
-    ins = (S.lora_q + S.lora_k + S.lora_v + gate + S.lora_up) * h + S.lora_o * qo \
-        + S.lora_down * f / t
+    ins = (S.lora_q + S.lora_k + S.lora_v + gate + S.lora_up + S.lora_qkv + S.lora_fc1) * h \
+        + S.lora_o * qo + S.lora_down * f / t
     outs = S.lora_q * qo + (S.lora_k + S.lora_v) * kv + S.lora_o * h \
-        + (gate + S.lora_up) * f / t + S.lora_down * h
+        + (gate + S.lora_up) * f / t + S.lora_down * h \
+        + S.lora_qkv * (qo + 2 * kv) + S.lora_fc1 * (1 + S.gated_mlp) * f / t
     return ins, outs
 
 

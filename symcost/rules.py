@@ -32,8 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from .fields import (DTYPE_BYTES, MODEL_PARALLEL, RECOMPUTE_MODULE_SETS, ConfigError,
-                     model_parallel_size)
+from .fields import (DTYPE_BYTES, LORA_TARGETS, MODEL_PARALLEL, RECOMPUTE_MODULE_SETS,
+                     ConfigError, model_parallel_size)
 
 Values = Mapping[str, Any]
 
@@ -400,8 +400,38 @@ BRIDGE_HARDWARE = Rule(
     "nvlink-bridge on hardware without NVLink bridges",
     lambda v: f"{v.get('hw_name', 'this GPU')} has no NVLink bridges in its hardware spec "
               "(host_link.bridge_gbps_per_direction)")
+
+
+def _has_target(xp: Any, code: Any, name: str) -> Any:
+    """True where the ``lora_targets`` bit mask ``code`` holds target ``name``."""
+    bit = 2.0 ** LORA_TARGETS.index(name)
+    return xp.floor(code / bit) - 2 * xp.floor(code / (2 * bit)) > 0.5
+
+
+def _any_target(xp: Any, code: Any, names: tuple[str, ...]) -> Any:
+    """True where the bit mask ``code`` holds any of ``names``."""
+    out = _has_target(xp, code, names[0])
+    for n in names[1:]:
+        out = out | _has_target(xp, code, n)
+    return out
+
+
+def _fused_lora_rule(fused: str, parts: tuple[str, ...], linear: str) -> Rule:
+    """A fused LoRA target excludes separate adapters on the projections it fuses."""
+    return Rule(
+        f"lora_{fused}_excludes_{'_'.join(parts)}", "lora_targets", ("lora_targets",),
+        lambda v, xp: ~(_has_target(xp, v.get("lora_targets", 1.0), fused)
+                        & _any_target(xp, v.get("lora_targets", 1.0), parts)),
+        f"{fused} with {', '.join(parts)}",
+        lambda v: f"{fused} (one adapter on the fused projection, Megatron-Core {linear}) "
+                  f"cannot be combined with separate {'/'.join(parts)} adapters")
+
+
+LORA_FUSED_QKV = _fused_lora_rule("qkv", ("q", "k", "v"), "linear_qkv")
+LORA_FUSED_FC1 = _fused_lora_rule("fc1", ("gate", "up"), "linear_fc1")
 FINETUNE_RULES: tuple[Rule, ...] = (OFFLOAD_NEEDS_ZERO, OFFLOAD_PARAMS_ZERO3, ACT_OFFLOAD_LAYERS,
-                                     ACT_OFFLOAD_PP, ACT_OFFLOAD_RECOMPUTE, BRIDGE_HARDWARE)
+                                     ACT_OFFLOAD_PP, ACT_OFFLOAD_RECOMPUTE, BRIDGE_HARDWARE,
+                                     LORA_FUSED_QKV, LORA_FUSED_FC1)
 # --- end of fine-tuning rules -------------------------------------------------------------
 
 # --- hybrid Mamba-Transformer models (issue 11; symcost.training, symcost.ops.ssm) ---------

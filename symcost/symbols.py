@@ -475,6 +475,12 @@ lora_up = _declare("lora_up", "parallel", "1", "1 when the MLP up projection has
 lora_down = _declare("lora_down", "parallel", "1",
                      "1 when the MLP down projection has a LoRA adapter", integer=True,
                      nonneg=True)
+lora_qkv = _declare("lora_qkv", "parallel", "1",
+                    "1 when the fused query/key/value projection has one LoRA adapter "
+                    "(Megatron-Core linear_qkv)", integer=True, nonneg=True)
+lora_fc1 = _declare("lora_fc1", "parallel", "1",
+                    "1 when the fused MLP gate/up projection has one LoRA adapter "
+                    "(Megatron-Core linear_fc1)", integer=True, nonneg=True)
 #: bytes per NF4 base weight with double quantization: 4-bit values, one 8-bit absmax per block
 #: of 64 and one fp32 constant per 256 blocks (Dettmers et al. 2023, QLoRA, arXiv:2305.14314,
 #: Sec. 3: 0.5 + 8/64/8 + 32/(64*256)/8 bytes = 4.127 bits per parameter).

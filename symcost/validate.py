@@ -222,7 +222,13 @@ INFERENCE_REASON = "inference rows: not predicted by the training model"
 #:   blank) is LoRA fine-tuning with the performance recipes' adapter: rank 32 (the ``LoRA``
 #:   default ``dim``, ``src/megatron/bridge/peft/lora.py``) on the fused QKV projection only
 #:   (``cfg.peft.target_modules = ["linear_qkv"]`` in every ``llama3_70b_peft_*`` recipe of
-#:   ``src/megatron/bridge/perf_recipes/llama/*/llama3.py``, both @067f987).
+#:   ``src/megatron/bridge/perf_recipes/llama/*/llama3.py``, both @067f987): ``lora_targets``
+#:   ``qkv``, one adapter on the fused projection (``q,k,v`` until 2026-11-27: three
+#:   adapters, each reading the layer input).
+#: * NEMO2407 (NeMo 24.07, NeMo 1.0 fine-tuning): a LoRA row's adapter is NeMo 1.0's default,
+#:   ``adapter_dim`` 32 on ``attention_qkv``, the fused QKV projection
+#:   (``examples/nlp/language_modeling/tuning/conf/megatron_gpt_finetuning_config.yaml``,
+#:   ``model.peft.lora_tuning``, NVIDIA/NeMo): ``lora_rank`` 32, ``lora_targets`` ``qkv``.
 #: * MBRIDGE: its SFT and LoRA rows fine-tune on SQuAD packed into sequences of ``seq_len``
 #:   tokens (``packed_sequence_specs.packed_sequence_size = seq_length`` in every
 #:   ``scripts/performance/configs/llama/llama3_llm_finetune.py`` recipe, NVIDIA-NeMo/
@@ -276,13 +282,13 @@ SOURCE_DEFAULTS: dict[str, dict[str, Any]] = {
               "tp_overlap_with_sp": False},
     "MLM22": {"flash_attention": False, "sp_with_tp": False, "tp_overlap_with_sp": False},
     "MBRIDGE": {"sp_with_tp": True, "tp_overlap_with_sp": True, "zero_stage": 1,
-                "flops_counter": "megatron_bridge", "lora_rank": 32, "lora_targets": "q,k,v",
+                "flops_counter": "megatron_bridge", "lora_rank": 32, "lora_targets": "qkv",
                 "finetune_doc_len": SQUAD_DOC_LEN},
     "MBRIDGE2511": {"sp_with_tp": True, "tp_overlap_with_sp": True, "zero_stage": 1,
                     "zero_stage_is_fsdp": True,
                     "flops_counter": "megatron_bridge"},
     "NEMO2407": {"sp_with_tp": True, "tp_overlap_with_sp": True, "zero_stage": 1,
-                 "flops_counter": "megatron"},
+                 "flops_counter": "megatron", "lora_rank": 32, "lora_targets": "qkv"},
     "MLM24": {"sp_with_tp": True, "tp_overlap_with_sp": True, "zero_stage": 1,
               "flops_counter": "megatron"},
     "MPT": {"flash_attention": True, "arch": {"position": "learned", "bias": True},

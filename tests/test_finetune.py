@@ -45,6 +45,37 @@ def test_lora_trainable_parameters_match_peft_counts() -> None:
     assert _eval(ft.trainable_params(sp.Integer(123), S.n_layers), vf) == 123
 
 
+def test_fused_lora_targets_read_their_input_once() -> None:
+    """Megatron's fused adapters by hand, Llama-3-8B (h 4096, 32 heads of 128, 8 KV heads, f
+    14336), r = 32, TP 2: ``qkv`` is one adapter h -> (32+16)*128/2 = 3072 outputs per rank:
+    r*(4096 + 3072) = 229,376 weights per layer and rank; separate q,k,v adapters have
+    r*(3*4096 + 2048 + 2*512) = 491,520. ``fc1`` is h -> 2*14336/2: r*(4096 + 14336)."""
+    def per_layer(targets: str) -> float:
+        cfg = TrainingConfig(tp=2, finetune="lora", lora_rank=32, lora_targets=targets)
+        v = training_inputs("llama3-8b", "h100-sxm5-80gb", cfg)
+        return _eval(ft.trainable_params(sp.Integer(0), sp.Integer(1)), v)
+
+    assert per_layer("qkv") == 32 * (4096 + 3072)
+    assert per_layer("q,k,v") == 32 * (3 * 4096 + 2048 + 2 * 512)
+    assert per_layer("fc1") == 32 * (4096 + 14336)
+    assert per_layer("qkv,o,fc1,down") == per_layer("qkv") + per_layer("o") \
+        + per_layer("fc1") + per_layer("down")
+    # the fused adapter's forward reads the layer input once: less time than three adapters
+    m = get_model("llama2-7b")
+    kw = dict(num_gpus=8, global_batch=32, seq_len=4096, finetune="lora", lora_rank=32)
+    assert predict_training(m, "h100-sxm5-80gb", lora_targets="qkv", **kw).step_time < \
+        predict_training(m, "h100-sxm5-80gb", lora_targets="q,k,v", **kw).step_time
+
+
+@pytest.mark.parametrize("targets", ["q,qkv", "k,v,qkv,o", "up,fc1", "gate,fc1"])
+def test_fused_lora_target_excludes_its_parts(targets: str) -> None:
+    m = get_model("llama2-7b")
+    with pytest.raises(ConfigError, match=r"^lora_targets: (qkv|fc1) \(one adapter on the "
+                                          r"fused projection"):
+        predict_training(m, "h100-sxm5-80gb", num_gpus=8, global_batch=8, finetune="lora",
+                         lora_targets=targets)
+
+
 def test_qlora_weight_memory_by_hand() -> None:
     r = predict_training("llama-2-7b", "rtx-4090", TrainingConfig(finetune="qlora",
                                                                   lora_rank=16))

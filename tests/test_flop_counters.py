@@ -265,7 +265,7 @@ def test_bridge_lora_rows_are_lora_and_reproduce_their_count():
     checked = 0
     for r in lora:
         assert (r.config.finetune, r.config.lora_rank, r.config.lora_targets) == (
-            "lora", 32, "q,k,v"), r.case_id
+            "lora", 32, "qkv"), r.case_id
         assert r.flops_counter == "megatron_bridge_lora"
         twin = by_id.get(r.case_id.rsplit("-", 1)[0] + "-tpsg")
         if r.metric != "model_tflops_per_gpu" or twin is None:

@@ -235,7 +235,12 @@ sequences; 0, unpacked, leaves every stored draw unchanged) and ``validate``'s
 parameter file only those 20 validation rows moved; recalibrated (``eff_attn`` of Blackwell
 0.75 -> 0.65 and of Blackwell Ultra 1.0 -> 0.90, whose SFT/LoRA rows had carried unpacked
 attention, and with them Blackwell's ``eff_hbm`` +6% and ``eff_ssm`` -12%; Hopper constants
-within 2%) and the whole snapshot was rewritten.
+within 2%) and the whole snapshot was rewritten. A forty-eighth (same session): the fused LoRA
+targets ``qkv`` and ``fc1`` (one adapter on Megatron-Core's ``linear_qkv``/``linear_fc1``;
+every stored draw's targets are separate projections and unchanged), MBRIDGE's and NEMO2407's
+LoRA adapter on ``qkv`` (``validate.SOURCE_DEFAULTS``); with the previous parameter file only
+the 10 MBRIDGE LoRA validation rows moved; recalibrated (every constant within 3%) and the
+whole snapshot was rewritten.
 Every other value is as first written.
 
 The draws are described by plain field values (API keywords), so the test can replay them
