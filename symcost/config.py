@@ -67,7 +67,7 @@ class TrainingConfig:
             arXiv:2107.02027), so a micro-batch's attention costs that of ``b*s/doc_len``
             sequences of ``doc_len`` tokens. At most ``seq_len``; 0: one document per
             sequence. The GEMMs, and unfused attention (which masks a full ``s x s`` matrix),
-            are unchanged.
+            are unchanged; model FLOPs (MFU) count the attention within documents.
         recompute: ``none``, ``selective`` or ``full`` activation recomputation.
         recompute_modules: with ``selective``, the modules recomputed: comma list from
             ``core_attn,layernorm,mla_up_proj,moe_act,mlp,shared_experts``

@@ -1758,7 +1758,10 @@ def training_expressions() -> dict[str, sp.Expr]:
     H, P, G, N = S.mamba_heads, S.mamba_head_dim, S.mamba_groups, S.mamba_state
     mamba_linear = fmb * (ssm.in_proj_width(H, P, G, N) + H * P) * h
     layer_matmul = 2 * s * (fa * attention_linear_params() + mlp_active + mamba_linear)
-    layer_attn = fa * 4 * s**2 * a * attention_head_dim() * attention_context_factor()
+    # packed documents (doc_len): only the attention within each document is the model's
+    # work, as only the window's is for sliding-window layers
+    n_attn = attention_length()
+    layer_attn = fa * 4 * s * n_attn * a * attention_head_dim() * attention_context_factor(n_attn)
     layer_ssd = fmb * ssm.ssd_scan(s, H, P, G, N, S.peak_flops_16).flops
     head_flops = 2 * s * h * S.vocab
     B = S.global_batch

@@ -60,8 +60,9 @@ def test_packing_shortens_only_the_attention():
     """End to end on Llama-2-7B SFT (8 H100, fp8): a 4,096-token micro-batch packed with
     256-token documents takes exactly the step of micro-batches of 16 sequences of 256 tokens
     (same tokens through the GEMMs, same attention); doc_len = seq_len is the unpacked step;
-    packing is faster; unfused attention (a full masked s x s matrix) ignores it. The FLOP
-    counters follow the unpacked convention (Megatron counts full sequences)."""
+    packing is faster; unfused attention (a full masked s x s matrix) ignores it. Model FLOPs
+    count the attention within documents, as they count a sliding window's: the packed run's
+    are the short-sequence run's exactly."""
     m, hw = get_model("llama2-7b"), "h100-sxm5-80gb"
     cfg = dict(num_gpus=8, global_batch=32, seq_len=4096, dtype="fp8")
     base = predict_training(m, hw, **cfg)
@@ -75,7 +76,12 @@ def test_packing_shortens_only_the_attention():
     assert predict_training(m, hw, doc_len=4096, **cfg).step_time == pytest.approx(
         base.step_time, rel=1e-12)
     assert packed.step_time < 0.95 * base.step_time
-    assert packed.values["flops_model"] == base.values["flops_model"]
+    assert packed.values["flops_model"] == pytest.approx(short.values["flops_model"], rel=1e-12)
+    assert packed.values["flops_hardware"] == pytest.approx(short.values["flops_hardware"],
+                                                            rel=1e-12)
+    B, L, s, a, d = 32, 32, 4096, 32, 128  # the attention FLOP the documents do not need
+    assert base.values["flops_model"] - packed.values["flops_model"] == pytest.approx(
+        3 * B * L * 4 * s * (s - 256) * a * d, rel=1e-9)
     off = dict(cfg, flash_attention=False, global_batch=8, micro_batch=1)
     assert predict_training(m, hw, doc_len=160, **off).step_time == pytest.approx(
         predict_training(m, hw, **off).step_time, rel=1e-12)

@@ -33,6 +33,7 @@ GPT_SUBS = {S.n_kv_heads: S.n_heads, S.ffn_hidden: 4 * S.hidden, S.gated_mlp: 0,
             S.has_dropout: 1, S.norm_bias: 1, S.has_bias: 1, **DENSE,
             S.train_framework: 0,  # Megatron's memory layout (Korthikanti et al. 2022)
             S.sliding_window: 0, S.mtp_layers: 0,  # GPT: full attention, no MTP module
+            S.doc_len: 0,  # one document per sequence (the papers' pretraining)
             # selective recomputation of the core attention only (Table 2; the default)
             **{S.lookup(k): x for k, x in subset_bindings("recompute_modules",
                                                           "core_attn").items()}}

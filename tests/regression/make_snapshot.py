@@ -240,7 +240,9 @@ targets ``qkv`` and ``fc1`` (one adapter on Megatron-Core's ``linear_qkv``/``lin
 every stored draw's targets are separate projections and unchanged), MBRIDGE's and NEMO2407's
 LoRA adapter on ``qkv`` (``validate.SOURCE_DEFAULTS``); with the previous parameter file only
 the 10 MBRIDGE LoRA validation rows moved; recalibrated (every constant within 3%) and the
-whole snapshot was rewritten.
+whole snapshot was rewritten. A forty-ninth (same session): the model FLOPs (``mfu``) of a
+packed run count the attention within its documents, as they count a sliding window's; only
+the ``mfu`` of the 20 packed validation rows moved (their predictions did not).
 Every other value is as first written.
 
 The draws are described by plain field values (API keywords), so the test can replay them
