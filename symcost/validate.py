@@ -1475,11 +1475,9 @@ def dp_overlap_default(source: str, zero: int) -> bool:
     return bool(facts.get("dp_overlap", True))
 
 
-#: how a row's ``notes`` name its fine-tuning method when the ``finetune`` cell is blank
-#: (MBRIDGE: ``fine-tuning method=LoRA``; ``SFT`` is full fine-tuning).
-FINETUNE_NOTE = re.compile(r"fine-tuning method=(LoRA|QLoRA)\b", re.IGNORECASE)
-#: a fine-tuning row by its ``notes`` (any method, full SFT included).
-FINETUNE_ANY_NOTE = re.compile(r"fine-tuning method=(SFT|LoRA|QLoRA)\b", re.IGNORECASE)
+#: how a row's ``notes`` name its fine-tuning method (MBRIDGE: ``fine-tuning method=LoRA``):
+#: ``LoRA`` or ``QLoRA`` sets a blank ``finetune`` cell; ``SFT`` is full fine-tuning.
+FINETUNE_NOTE = re.compile(r"fine-tuning method=(SFT|LoRA|QLoRA)\b", re.IGNORECASE)
 
 
 def finetune_columns(row: Row, defaults: dict[str, object], source: str = "") -> dict[str, Any]:
@@ -1494,7 +1492,7 @@ def finetune_columns(row: Row, defaults: dict[str, object], source: str = "") ->
     ``intra_node_link`` the hardware's usual link. A blank ``doc_len`` is
     :data:`SQUAD_DOC_LEN` when the ``notes`` say SQuAD packed (:data:`SQUAD_PACKED_NOTE`); for
     a fine-tuning row (a ``finetune`` other than full, or ``notes`` naming a method,
-    :data:`FINETUNE_ANY_NOTE`) the source's ``finetune_doc_len`` when it has one (packed
+    :data:`FINETUNE_NOTE`) the source's ``finetune_doc_len`` when it has one (packed
     data); else 0.
 
     Raises:
@@ -1513,8 +1511,9 @@ def finetune_columns(row: Row, defaults: dict[str, object], source: str = "") ->
         defaults["finetune"] = "qlora (quant = nf4)"
     if tune is None and rank is not None:
         tune = "lora"
-    stated = FINETUNE_NOTE.search(str(cell(row, "notes") or ""))
-    if tune is None and stated:
+    notes = str(cell(row, "notes") or "")
+    stated = FINETUNE_NOTE.search(notes)
+    if tune is None and stated and stated[1].lower() != "sft":
         tune = stated[1].lower()
         defaults["finetune"] = f"{tune} (notes: {stated[0]})"
     out["finetune"] = str(tune).lower() if tune is not None else "full"
@@ -1528,8 +1527,7 @@ def finetune_columns(row: Row, defaults: dict[str, object], source: str = "") ->
     if rank is not None:
         out["lora_rank"] = rank
     doc = cell_int(row, "doc_len")
-    notes = str(cell(row, "notes") or "")
-    tuning = out["finetune"] != "full" or FINETUNE_ANY_NOTE.search(notes)
+    tuning = out["finetune"] != "full" or stated is not None
     if doc is None and SQUAD_PACKED_NOTE.search(notes):
         doc = SQUAD_DOC_LEN
         defaults["doc_len"] = f"{doc} (notes: SQuAD packed; SQUAD_DOC_LEN)"
