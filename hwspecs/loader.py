@@ -25,6 +25,8 @@ loader (and only the loader) converts to SI base units::
       latency_us: 4.0               # microseconds, per step/hop
     host_memory_gb: 2048            # optional: the node's CPU (system) memory, GB as
                                     # marketed, read as GiB; shared by its GPUs
+    exp_tera_per_s: 3.865           # optional: 32-bit exponentials (special function
+                                    # units, MUFU.EX2) per second, in 1e12/s
     sources:                        # citation for every numeric field group
       peak_tflops: ...
       hbm_capacity_gb: ...
@@ -48,6 +50,7 @@ Unit conversions
 * ``latency_us`` x 1e-6 -> seconds.
 * ``host_memory_gb`` x 2**30 -> bytes (the node's system memory, read as GiB like HBM: DGX
   systems are sold with 2 TB of DIMMs, a binary size).
+* ``exp_tera_per_s`` x 1e12 -> exponentials/s (``HardwareSpec.peak_exp``).
 
 Validation rules (each violation raises :class:`HardwareSpecError` with a
 one-line message naming the file, the field and the rule): the document is a
@@ -99,6 +102,7 @@ _TOP_LEVEL_KEYS = (
     "sources",
     "host_link",
     "host_memory_gb",
+    "exp_tera_per_s",
 )
 _INTRA_NODE_KEYS = ("technology", "gbps_per_direction", "latency_us")
 _NETWORK_KEYS = ("technology", "nics_per_node", "nic_gbit_per_s", "latency_us")
@@ -108,7 +112,7 @@ _HOST_LINK_KEYS = ("technology", "gbps_per_direction", "peer_to_peer",
                    "bridge_gbps_per_direction")
 _HOST_LINK_REQUIRED = ("technology", "gbps_per_direction")
 #: optional field groups: cited in ``sources`` only when present.
-_OPTIONAL_GROUPS = ("host_link", "host_memory_gb")
+_OPTIONAL_GROUPS = ("host_link", "host_memory_gb", "exp_tera_per_s")
 #: Numeric field groups that need a citation in ``sources``, and the
 #: HardwareSpec fields each one backs.
 _SOURCE_GROUPS: dict[str, tuple[str, ...]] = {
@@ -120,6 +124,7 @@ _SOURCE_GROUPS: dict[str, tuple[str, ...]] = {
     "network": ("inter_node_bandwidth", "inter_node_latency"),
     "host_link": ("host_link_bandwidth", "peer_to_peer", "bridge_bandwidth"),
     "host_memory_gb": ("host_memory",),
+    "exp_tera_per_s": ("peak_exp",),
 }
 
 
@@ -296,6 +301,9 @@ def _spec_from_document(doc: Any, where: str) -> HardwareSpec:
     host_memory = (c.positive(doc["host_memory_gb"], "host_memory_gb") * GIB
                    if "host_memory_gb" in doc else None)
 
+    peak_exp = (c.positive(doc["exp_tera_per_s"], "exp_tera_per_s") * 1e12
+                if "exp_tera_per_s" in doc else None)
+
     srcs = c.mapping(doc["sources"], "sources")
     for key in srcs:
         if key not in _SOURCE_GROUPS:
@@ -332,6 +340,7 @@ def _spec_from_document(doc: Any, where: str) -> HardwareSpec:
         peer_to_peer=p2p,
         bridge_bandwidth=bridge_bw,
         host_memory=host_memory,
+        peak_exp=peak_exp,
     )
 
 

@@ -124,6 +124,10 @@ class HardwareSpec:
         host_memory: The node's CPU (system) memory in bytes, shared by its
             :attr:`gpus_per_node` GPUs: where offloaded optimizer states,
             parameters and activations live (None: not stated, not checked).
+        peak_exp: Peak rate of 32-bit exponentials of the special function
+            units (``MUFU.EX2``: SMs x exponentials per SM per clock x clock),
+            in 1/s; FlashAttention's softmax takes one per score element
+            (None: not stated, never the bound).
 
     Raises:
         HardwareSpecError: On construction, if a number is not finite and
@@ -148,6 +152,7 @@ class HardwareSpec:
     peer_to_peer: bool = True
     bridge_bandwidth: float | None = None
     host_memory: float | None = None
+    peak_exp: float | None = None
 
     def __post_init__(self) -> None:
         name = self.name
@@ -180,7 +185,7 @@ class HardwareSpec:
             "inter_node_latency",
         ):
             object.__setattr__(self, fname, _positive_float(name, fname, getattr(self, fname)))
-        for fname in ("host_link_bandwidth", "bridge_bandwidth", "host_memory"):
+        for fname in ("host_link_bandwidth", "bridge_bandwidth", "host_memory", "peak_exp"):
             if getattr(self, fname) is not None:
                 object.__setattr__(self, fname, _positive_float(name, fname, getattr(self, fname)))
         if not isinstance(self.peer_to_peer, bool):

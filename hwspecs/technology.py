@@ -546,6 +546,8 @@ def derive_accelerator(node: int | str, memory: str, link: str, network: str, *,
     base = load_hardware(ref.name)
 
     peaks = {d: v * ps.scale for d, v in base.peak_flops.items()}
+    # the special function units scale with the SMs and clock, as the tensor cores do
+    peak_exp = base.peak_exp * ps.scale if base.peak_exp else None
     hbm_bw = stacks * mem.stack_bandwidth
     hbm_cap = stacks * stack_gb * GIB
     intra_bw = lk.gbps_per_direction * 1e9
@@ -567,6 +569,9 @@ def derive_accelerator(node: int | str, memory: str, link: str, network: str, *,
     }
     for f in ("intra_node_latency", "inter_node_latency", "gpus_per_node"):
         sources[f] = f"from the reference {ref.name}: {base.sources.get(f, '')}"
+    if peak_exp:
+        sources["peak_exp"] = (f"DERIVED (hwspecs.technology): x{ps.scale:.3f} of {ref.name}, as "
+                               f"the peaks. Reference: {base.sources.get('peak_exp', '')}")
     name = f"{n.name}nm-{mem.name}-{lk.name}-{net.name}"
     description = (f"Derived accelerator ({ref.name} architecture) on the {n.name} nm node "
                    f"({n.foundry_process}), {die_area_mm2:g} mm^2, {power_w:g} W, "
@@ -576,4 +581,4 @@ def derive_accelerator(node: int | str, memory: str, link: str, network: str, *,
         hbm_capacity=hbm_cap, hbm_bandwidth=hbm_bw, intra_node_bandwidth=intra_bw,
         intra_node_latency=base.intra_node_latency, inter_node_bandwidth=inter_bw,
         inter_node_latency=base.inter_node_latency, gpus_per_node=base.gpus_per_node,
-        sources=sources)
+        sources=sources, peak_exp=peak_exp)

@@ -1,7 +1,8 @@
 """Hardware co-design: the GPU parameters and parallel configuration that minimise step time
 under a cost budget, and the Pareto front of step time against cost.
 
-Continuous variables: dense 16-bit peak FLOP/s (the fp8 peak scales with it), HBM bandwidth,
+Continuous variables: dense 16-bit peak FLOP/s (the fp8 and fp4 peaks and the exponential
+rate of the special function units scale with it, :data:`COMPUTE_TIED`), HBM bandwidth,
 HBM capacity, intra-node and inter-node bandwidth per GPU, each within multiplicative bounds
 around a reference GPU (latencies, GPUs per node and efficiencies stay the reference's).
 Discrete variables: the parallel configuration (:mod:`optimizers.space`). Cost: the linear
@@ -53,6 +54,10 @@ from .space import (FIELDS, Columns, FloatArray, SearchError, Space, columns_fra
 # SciPy and JAX are imported inside the functions that use them (differential evolution,
 # SLSQP, gradients): importing this module must not pay for them.
 
+#: hardware symbols that move with the ``peak_flops_16`` variable at the reference's ratio: the
+#: other tensor-core peaks and the special function units' exponential rate (all per SM per
+#: clock, so a chip with more SMs or a faster clock scales them together).
+COMPUTE_TIED: tuple[str, ...] = ("peak_flops_8", "peak_flops_4", "peak_exp")
 #: default multiplicative bounds of every hardware variable around the reference GPU.
 DEFAULT_BOUNDS = (0.25, 4.0)
 #: relative weight of cost in the gradient refinement (breaks ties between equally fast designs)
@@ -86,11 +91,12 @@ def _hw_inputs(base: Mapping[str, float], ref: FloatArray, mult: FloatArray) -> 
     out: dict[str, Any] = dict(base)
     for name, v in zip(HW_VARIABLES, vals):
         out[name] = v
-    out["peak_flops_8"] = vals[0] * (base["peak_flops_8"] / base["peak_flops_16"])
+    for name in COMPUTE_TIED:
+        out[name] = vals[0] * (base[name] / base["peak_flops_16"])
     return out
 
 
-#: ``(x, args, ref, ratio8) -> (step time, d step time / d x)`` (JAX arrays).
+#: ``(x, args, ref, tied) -> (step time, d step time / d x)`` (JAX arrays).
 ValueAndGrad = Callable[..., tuple[Any, Any]]
 
 
@@ -100,8 +106,9 @@ def _step_time_value_and_grad() -> tuple[tuple[str, ...], ValueAndGrad]:
 
     Returns:
         ``(input names of the float64 training model, f)`` where ``f(logm, args, ref,
-        ratio8)`` takes the log multipliers ``(5,)``, every model input in ``names`` order,
-        the reference hardware ``(5,)`` and the fp8/16-bit peak ratio.
+        tied)`` takes the log multipliers ``(5,)``, every model input in ``names`` order,
+        the reference hardware ``(5,)`` and the ratios of :data:`COMPUTE_TIED` to the 16-bit
+        peak ``(3,)``.
     """
     import jax   # lazy: see the note at the top of the module
     import jax.numpy as jnp
@@ -110,14 +117,15 @@ def _step_time_value_and_grad() -> tuple[tuple[str, ...], ValueAndGrad]:
     names = cm.input_names
     idx = cm.outputs.index("step_time")
     pos = [names.index(n) for n in HW_VARIABLES]
-    p8 = names.index("peak_flops_8")
+    tied_pos = [names.index(n) for n in COMPUTE_TIED]
 
-    def f(logm: Any, args: Any, ref: Any, ratio8: Any) -> Any:
+    def f(logm: Any, args: Any, ref: Any, tied: Any) -> Any:
         vals = ref * jnp.exp(logm)
         a = [args[i] for i in range(len(names))]
         for j, p in enumerate(pos):
             a[p] = vals[j]
-        a[p8] = vals[0] * ratio8
+        for j, p in enumerate(tied_pos):
+            a[p] = vals[0] * tied[j]
         return cm.call_jax(*a)[idx]
 
     return names, jax.jit(jax.value_and_grad(f))
@@ -157,7 +165,7 @@ def _refine_hardware(base: Mapping[str, float], ref: FloatArray, cfg_cols: Colum
     names, vg = _step_time_value_and_grad()
     inputs = candidate_inputs(base, cfg_cols)
     args = np.array([float(np.asarray(inputs[n]).reshape(-1)[0]) for n in names])
-    ratio8 = base["peak_flops_8"] / base["peak_flops_16"]
+    tied = np.array([base[n] / base["peak_flops_16"] for n in COMPUTE_TIED])
     coef = cost_model.coefficients * ref
     cap_i = HW_VARIABLES.index("hbm_cap")
     lb, ub = np.log(lo), np.log(hi)
@@ -170,7 +178,7 @@ def _refine_hardware(base: Mapping[str, float], ref: FloatArray, cfg_cols: Colum
 
     def step(x: FloatArray) -> tuple[float, FloatArray]:
         with jax.enable_x64(True):
-            v, g = vg(x, args, ref, ratio8)
+            v, g = vg(x, args, ref, tied)
         v, g = float(v), np.asarray(g, dtype=np.float64)
         if not (math.isfinite(v) and np.all(np.isfinite(g))):
             raise _NonFinite(x)

@@ -318,10 +318,14 @@ HOST_MEMORY_UNSTATED = 2.0 ** 60
 
 def hardware_bindings(hw: "HardwareSpec", dtype: str = "bf16") -> dict[str, float]:
     """Values of the ``hardware`` symbols for ``hw``; the 16-bit peak is that of ``dtype``
-    when it is 16-bit (else bf16), the fp8 peak falls back to it where fp8 is absent."""
+    when it is 16-bit (else bf16), the fp8 peak falls back to it where fp8 is absent. A spec
+    without an exponential rate (``exp_tera_per_s``) binds ``peak_exp`` to the 16-bit peak,
+    one exponential per FLOP, so the softmax's exponentials never bound a kernel there (a
+    FlashAttention kernel does ``4*d`` FLOP per exponential)."""
     p16 = hw.peak(dtype) if dtype in ("bf16", "fp16") else hw.peak("bf16")
     return {
         S.peak_flops_16.name: p16,
+        S.peak_exp.name: hw.peak_exp or p16,
         S.peak_flops_8.name: hw.peak_flops.get("fp8", p16),
         S.peak_flops_4.name: hw.peak_flops.get("fp4", hw.peak_flops.get("fp8", p16)),
         S.hbm_bw.name: hw.hbm_bandwidth, S.hbm_cap.name: hw.hbm_capacity,

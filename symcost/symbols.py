@@ -68,6 +68,9 @@ peak_flops_8 = _declare("peak_flops_8", "hardware", "FLOP/s",
 peak_flops_4 = _declare("peak_flops_4", "hardware", "FLOP/s",
                         "dense peak of fp4 (NVFP4) tensor-core math per GPU (= peak_flops_8 where "
                         "fp4 is absent)")
+peak_exp = _declare("peak_exp", "hardware", "1/s",
+                    "peak rate of 32-bit exponentials (special function units, MUFU.EX2) per GPU:"
+                    " the softmax of a FlashAttention kernel, one per score element")
 hbm_bw = _declare("hbm_bw", "hardware", "bytes/s", "HBM bandwidth per GPU")
 hbm_cap = _declare("hbm_cap", "hardware", "bytes", "HBM capacity per GPU")
 intra_bw = _declare("intra_bw", "hardware", "bytes/s",

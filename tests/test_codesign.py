@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from hwspecs import load_hardware
-from optimizers.codesign import (_hw_inputs, _pareto, _refine_hardware,
+from optimizers.codesign import (COMPUTE_TIED, _hw_inputs, _pareto, _refine_hardware,
                                  _step_time_value_and_grad, codesign)
 from optimizers.cost_model import HW_VARIABLES, CostModel, hardware_values
 from optimizers.evaluate import base_inputs, candidate_inputs, evaluate_float64
@@ -58,7 +58,7 @@ def test_step_time_gradient_matches_finite_differences():
     space = enumerate_space(model, hw, 64, 256)
     base = base_inputs(model, hw, "bf16", 2048, 256, True)
     ref = np.array([base[n] for n in HW_VARIABLES])
-    ratio8 = base["peak_flops_8"] / base["peak_flops_16"]
+    tied = np.array([base[n] / base["peak_flops_16"] for n in COMPUTE_TIED])
     names, vg = _step_time_value_and_grad()
     rng = np.random.default_rng(0)
     for i in rng.choice(len(space), 4, replace=False):
@@ -67,7 +67,7 @@ def test_step_time_gradient_matches_finite_differences():
         args = np.array([float(np.asarray(inp[n]).reshape(-1)[0]) for n in names])
         x = rng.uniform(-0.5, 0.5, len(ref))
         with jax.enable_x64(True):
-            v, g = vg(x, args, ref, ratio8)
+            v, g = vg(x, args, ref, tied)
         # value agrees with the numpy float64 evaluation at the same hardware
         direct = evaluate_float64(candidate_inputs(_hw_inputs(base, ref, np.exp(x)), cfg),
                                   ("step_time",))["step_time"][0]

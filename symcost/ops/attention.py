@@ -17,7 +17,7 @@ from __future__ import annotations
 import sympy as sp
 
 from .. import symbols as S
-from ..functions import flag, smin
+from ..functions import flag, smax, smin
 from .cost import Cost, time_memory_bound, time_roofline
 from .elementwise import BYTES_MASK
 from .gemm import gemm
@@ -51,6 +51,33 @@ FLASH_BWD_RATIO = sp.Rational(5, 2)
 def flops_attention(b: sp.Expr, s: sp.Expr, heads: sp.Expr, d: sp.Expr) -> sp.Expr:
     """Forward FLOPs of QK^T and AV: ``4*b*s^2*heads*d`` FLOP (heads on this GPU)."""
     return 4 * b * s**2 * heads * d
+
+
+def exponentials_attention(b: sp.Expr, s: sp.Expr, heads: sp.Expr) -> sp.Expr:
+    """Exponentials of the softmax over the full score matrix: ``b*s^2*heads``, one per score
+    element (heads on this GPU); a FlashAttention forward takes them once and its backward
+    once more, recomputing ``P = exp(S - LSE)`` (Dao 2023, FlashAttention-2, Algorithms 1
+    and 2). The per-row rescaling exponentials of the online softmax, one per row and key
+    tile (``1/FLASH_TILE`` of these), are not counted."""
+    return b * s**2 * heads
+
+
+def exp_equivalent_flops(n_exp: sp.Expr, peak: sp.Expr) -> sp.Expr:
+    """``n_exp`` exponentials as tensor-core FLOP of equal time at peak: ``n_exp * peak /
+    peak_exp`` (FLOP; ``peak`` FLOP/s, ``peak_exp`` exponentials/s).
+
+    A FlashAttention kernel's matmuls and softmax run on different units (tensor cores and the
+    special function units' ``MUFU.EX2``) and overlap across warps or warpgroups, so the
+    kernel takes the longer of the two: its compute time is ``max(matmul FLOP, this) /
+    (peak * eff_attn)``. Matmuls do ``4*d`` FLOP (forward; ``10*d`` backward) per exponential,
+    and ``peak/peak_exp`` is 128 on A100, 256 on H100 and Blackwell Ultra, 512 on B200: on
+    B200 a head dimension of 64 makes the forward bound by its exponentials, at 128 the two
+    are equal. References: Shah et al. 2024, FlashAttention-3 (arXiv:2407.08608), Sec. 3.2
+    (H100: 989 TFLOPS of matmul, 3.9 T special-function operations per second; softmax
+    overlapped with the GEMMs of another warpgroup); NVIDIA Technical Blog, "Making Softmax
+    More Efficient with NVIDIA Blackwell Ultra" (2026: twice Blackwell's ``MUFU.EX2`` rate).
+    """
+    return n_exp * peak / S.peak_exp
 
 
 def gqa_expand(b: sp.Expr, s: sp.Expr, heads: sp.Expr, kv_heads: sp.Expr,
@@ -124,24 +151,31 @@ def attention_flash(b: sp.Expr, s: sp.Expr, heads: sp.Expr, kv_heads: sp.Expr, d
 
     Returns:
         :class:`Cost`; FLOP counted in the full-matrix convention, time from the executed
-        fraction ``CAUSAL_FRACTION`` at ``eff_attn`` of peak, or the Q/K/V/O traffic if slower.
+        fraction ``CAUSAL_FRACTION`` at ``eff_attn`` of peak, or from its softmax
+        exponentials at ``eff_attn`` of ``peak_exp`` (:func:`exp_equivalent_flops`), or the
+        Q/K/V/O traffic, whichever is slowest.
 
     References:
         Dao et al. 2022, "FlashAttention" (arXiv:2205.14135); Dao 2023, "FlashAttention-2"
-        (arXiv:2307.08691).
+        (arXiv:2307.08691); Shah et al. 2024, "FlashAttention-3" (arXiv:2407.08608).
     """
     f = flops_attention(b, s, heads, d)
     nbytes = _flash_bytes(b, s, heads, kv_heads, d)
-    t = time_roofline(f * causal_fraction(s), nbytes, peak, S.eff_attn, S.hbm_bw, S.eff_hbm)
+    work = smax(f, exp_equivalent_flops(exponentials_attention(b, s, heads), peak))
+    t = time_roofline(work * causal_fraction(s), nbytes, peak, S.eff_attn, S.hbm_bw, S.eff_hbm)
     return Cost(f, nbytes, t)
 
 
 def attention_flash_backward(b: sp.Expr, s: sp.Expr, heads: sp.Expr, kv_heads: sp.Expr,
                              d: sp.Expr, peak: sp.Expr) -> Cost:
     """FlashAttention backward: ``2x`` forward FLOP by convention; executes
-    ``FLASH_BWD_RATIO`` x the forward math and reads/writes Q, K, V, O, dO, dQ, dK, dV."""
+    ``FLASH_BWD_RATIO`` x the forward math, or (if slower) recomputes the softmax's
+    exponentials (:func:`exp_equivalent_flops`), and reads/writes Q, K, V, O, dO, dQ, dK,
+    dV."""
     f = 2 * flops_attention(b, s, heads, d)
     nbytes = 2 * _flash_bytes(b, s, heads, kv_heads, d)
-    executed = FLASH_BWD_RATIO * flops_attention(b, s, heads, d) * causal_fraction(s)
-    t = time_roofline(executed, nbytes, peak, S.eff_attn, S.hbm_bw, S.eff_hbm)
+    work = smax(FLASH_BWD_RATIO * flops_attention(b, s, heads, d),
+                exp_equivalent_flops(exponentials_attention(b, s, heads), peak))
+    t = time_roofline(work * causal_fraction(s), nbytes, peak, S.eff_attn, S.hbm_bw,
+                      S.eff_hbm)
     return Cost(f, nbytes, t)

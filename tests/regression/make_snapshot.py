@@ -242,7 +242,15 @@ LoRA adapter on ``qkv`` (``validate.SOURCE_DEFAULTS``); with the previous parame
 the 10 MBRIDGE LoRA validation rows moved; recalibrated (every constant within 3%) and the
 whole snapshot was rewritten. A forty-ninth (same session): the model FLOPs (``mfu``) of a
 packed run count the attention within its documents, as they count a sliding window's; only
-the ``mfu`` of the 20 packed validation rows moved (their predictions did not).
+the ``mfu`` of the 20 packed validation rows moved (their predictions did not). A fiftieth
+(session of 2026-11-28, twenty-second): FlashAttention kernels take the longer of their
+matmuls and their softmax exponentials on the special function units (``peak_exp``, each
+hardware file's ``exp_tera_per_s``); with the previous parameter file only the draws and rows
+with fewer than 128 FLOP of matmul per exponential below the 16-bit peak's ratio moved: 4
+training draws (GPT-1.7B, head dim 96, on B200) and the 34 gpt-oss-120b (head dim 64)
+validation rows on B200/GB200 (B300/GB300 tie); recalibrated (Blackwell ``eff_attn`` 0.66 ->
+0.61, ``eff_hbm`` +4%, ``eff_ssm`` -8%; no other generation moved) and the whole snapshot
+was rewritten.
 Every other value is as first written.
 
 The draws are described by plain field values (API keywords), so the test can replay them
