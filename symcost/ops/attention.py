@@ -63,8 +63,7 @@ def exponentials_attention(b: sp.Expr, s: sp.Expr, heads: sp.Expr) -> sp.Expr:
 
 
 def exp_equivalent_flops(n_exp: sp.Expr, peak: sp.Expr) -> sp.Expr:
-    """``n_exp`` exponentials as tensor-core FLOP of equal time at peak: ``n_exp * peak /
-    peak_exp`` (FLOP; ``peak`` FLOP/s, ``peak_exp`` exponentials/s).
+    """``n_exp`` exponentials as the tensor-core FLOP that take as long at ``peak``.
 
     A FlashAttention kernel's matmuls and softmax run on different units (tensor cores and the
     special function units' ``MUFU.EX2``) and overlap across warps or warpgroups, so the
@@ -72,10 +71,21 @@ def exp_equivalent_flops(n_exp: sp.Expr, peak: sp.Expr) -> sp.Expr:
     (peak * eff_attn)``. Matmuls do ``4*d`` FLOP (forward; ``10*d`` backward) per exponential,
     and ``peak/peak_exp`` is 128 on A100, 256 on H100 and Blackwell Ultra, 512 on B200: on
     B200 a head dimension of 64 makes the forward bound by its exponentials, at 128 the two
-    are equal. References: Shah et al. 2024, FlashAttention-3 (arXiv:2407.08608), Sec. 3.2
-    (H100: 989 TFLOPS of matmul, 3.9 T special-function operations per second; softmax
-    overlapped with the GEMMs of another warpgroup); NVIDIA Technical Blog, "Making Softmax
-    More Efficient with NVIDIA Blackwell Ultra" (2026: twice Blackwell's ``MUFU.EX2`` rate).
+    are equal. A bound, not a kernel model: a kernel that computes part of its exponentials
+    on the FMA units instead (a polynomial ``exp2``, as FlashAttention-4 does on Blackwell)
+    can beat it, which the calibrated ``eff_attn`` of that generation absorbs.
+
+    Args:
+        n_exp: exponentials (count); peak: tensor-core peak, FLOP/s.
+
+    Returns:
+        ``n_exp * peak / peak_exp``, FLOP (``peak_exp``: exponentials/s).
+
+    References:
+        Shah et al. 2024, FlashAttention-3 (arXiv:2407.08608), Sec. 3.2 (H100: 989 TFLOPS of
+        matmul, 3.9 T special-function operations per second; softmax overlapped with the
+        GEMMs of another warpgroup); NVIDIA Technical Blog, "Making Softmax More Efficient
+        with NVIDIA Blackwell Ultra" (2026: twice Blackwell's ``MUFU.EX2`` rate).
     """
     return n_exp * peak / S.peak_exp
 
