@@ -15,7 +15,9 @@ Conventions:
 * The backward phase includes recomputation. LoRA/QLoRA: frozen projections have no weight
   gradient, adapters and NF4 dequantization are added to their projection.
 * FlashAttention fuses QK^T, softmax and attention·V into one kernel: its time is split
-  between QK^T and attention·V by their FLOPs (half each) and softmax gets none.
+  between QK^T and attention·V by their FLOPs (half each) and softmax gets none, but for the
+  merges of ring context parallelism's per-step partial outputs and gradients (the online
+  softmax's rescaling across ring steps, :func:`symcost.training.cp_ring_merge`).
 * ``RoPE`` (rotary position embedding, not in the step-time model) is the memory-bound
   rotation of Q and K: read and write ``(a + k) * d`` 16-bit elements per token per rank
   (Su et al. 2021, RoFormer, Sec. 3.4.2). It is reported here only, not added to the step,
@@ -47,7 +49,7 @@ from .params import Params
 from .ops import attention as att
 from .ops.cost import Cost, time_memory_bound
 from .ops.gemm import gemm
-from .functions import replace_symbols, xreplace_shared
+from .functions import replace_symbols, smax, xreplace_shared
 
 __all__ = ["inference_modules", "training_modules", "MODULES", "TRAIN_PHASES", "INFER_PHASES", "evaluate_terms", "rope_cost",
            "training_module_terms", "inference_module_terms"]
@@ -108,13 +110,17 @@ def training_module_terms() -> dict[str, dict[str, sp.Expr]]:
             True: tr.layer_backward_compute()["attention"].time}
 
     fa = tr.attention_layer_fraction()  # [hybrid] attention blocks per layer
+    # [cp] the ring's per-step merges inside the attention time (zero without a ring)
+    merge = {False: fa * tr.cp_ring_merge().time,
+             True: fa * tr.cp_ring_merge(backward=True).time}
 
-    def share(part: str) -> sp.Expr:
-        fused = 0 if part == "softmax" else HALF
+    def share(part: str, backward: bool = False) -> sp.Expr:
+        ring = merge[backward] / smax(core[backward], sp.Float(1e-30))
+        fused = ring if part == "softmax" else (1 - ring) * HALF
         return sp.Piecewise((fused, flash), (unf[part] / unf_total, True))
 
     def attn(part: str, backward: bool) -> sp.Expr:
-        return core[backward] * share(part)
+        return core[backward] * share(part, backward)
 
     adapters = ft.adapter_compute_layer(n, peak).time
     deq = ft.dequant_time_layer()

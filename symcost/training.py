@@ -616,13 +616,58 @@ def params_gpu_replicated() -> sp.Expr:
 
 
 # ----------------------------------------------------------------------------- layer costs
+def cp_ring_merge_bytes() -> tuple[sp.Expr, sp.Expr]:
+    """[cp] HBM traffic (bytes, forward and backward, one layer and micro-batch on one GPU)
+    that ring attention's ``c`` per-step kernels cost beyond one kernel over the whole local
+    sequence; zero without context parallelism or with another ``cp_comm_type``.
+
+    Each of the ``c - 1`` later ring steps runs its own FlashAttention kernel on the
+    local queries and the received key/value chunk. Forward, the step re-reads ``Q`` and
+    writes a partial output that is merged into the accumulated one by its log-sum-exp
+    (read the partial, read and write the accumulator): ``Q + 4*O`` 16-bit elements per
+    step. Backward, the step kernel re-reads ``Q``, ``O`` and ``dO`` and writes partial
+    ``dQ`` and ``dK, dV`` that are added to their accumulators (written, read, accumulator
+    read and written): ``Q + 2*O + 4*dQ + 4*dKV``. With causal load balancing half the later
+    steps of a rank cover half its queries or half the received keys, so a step averages
+    ``3/4`` of a full one: with ``q = o`` the local ``n*a_t*d`` query/output elements and
+    ``kv = n*k_t*(d_qk + d)``,
+
+        forward  = (c-1) * 3/4 * 2 bytes * (q + 4*o)
+        backward = (c-1) * 3/4 * 2 bytes * (5*q + 2*o + 4*kv)
+
+    Memory-bound at ``eff_hbm`` (PyTorch-fused elementwise kernels). The all-gather and
+    all-to-all variants run one kernel per local chunk over whole keys: no merge.
+
+    References:
+        NVIDIA Transformer Engine ``context_parallel.py`` (``AttnFuncWithCPAndKVP2P``:
+        ``out_per_step``, ``flash_attn_fwd_out_correction``, ``dq.add_(dq_)`` and the
+        ``dkv`` correction per step); Liu et al. 2023, Ring Attention (arXiv:2310.01889),
+        Sec. 3 (blockwise softmax merging).
+    """
+    n, a_t = tokens_micro(), S.n_heads / S.tp
+    q = n * a_t * qk_head_dim()
+    o = n * a_t * head_dim()
+    kv = n * kv_heads_local() * (qk_head_dim() + head_dim())
+    steps = IS_CP * CP_P2P * (S.cp - 1) * sp.Rational(3, 4)
+    return (steps * S.BYTES_ACT * (q + 4 * o),
+            steps * S.BYTES_ACT * (5 * q + 2 * o + 4 * kv))
+
+
+def cp_ring_merge(backward: bool = False) -> Cost:
+    """[cp] The ring steps' extra traffic (:func:`cp_ring_merge_bytes`) as a memory-bound
+    cost of the FlashAttention kernel (no FLOP counted)."""
+    nbytes = cp_ring_merge_bytes()[1 if backward else 0]
+    return Cost(sp.Integer(0), nbytes, nbytes / (S.hbm_bw * S.eff_hbm))
+
+
 def attention_core_forward() -> Cost:
     """Attention core (scores, softmax, ``PV``) of one layer and micro-batch on one GPU.
 
     FlashAttention or the unfused kernels (:mod:`symcost.ops.attention`) over the local heads;
     with context parallelism each GPU computes ``1/c`` of the causal score matrix (load-balanced
     chunks: Megatron-Core/Transformer Engine split each sequence into ``2c`` chunks and give GPU
-    ``i`` chunks ``i`` and ``2c-1-i``), so the whole-sequence cost is divided by ``c``.
+    ``i`` chunks ``i`` and ``2c-1-i``), so the whole-sequence cost is divided by ``c``; ring
+    attention adds its per-step merges (:func:`cp_ring_merge`).
     """
     t, b, s = S.tp, S.micro_batch, S.seq_len
     d, kv, n = attention_head_dim(), kv_heads_local(), attention_length()
@@ -631,7 +676,8 @@ def attention_core_forward() -> Cost:
     flash = flash_kernel(att.attention_flash(b * s / n, n, S.n_heads / t, kv, d,
                                              S.peak_flops_16).scale(attention_context_factor(n)))
     unfused = att.attention_unfused(b, s, S.n_heads / t, kv, d, S.peak_flops_16, S.has_dropout)
-    return select(S.flash_attn > sp.Rational(1, 2), flash, unfused).scale(1 / S.cp)
+    return select(S.flash_attn > sp.Rational(1, 2), flash.scale(1 / S.cp) + cp_ring_merge(),
+                  unfused.scale(1 / S.cp))
 
 
 def qkv_projection(n: sp.Expr, peak: sp.Expr, **gemm_kw: Any) -> Cost:
@@ -919,9 +965,9 @@ def layer_backward_compute() -> dict[str, Cost]:
     out["moe_permute"] = ew.token_permutation_backward(tokens_micro() / t, S.top_k,
                                                        expert_width()).scale(moe_layer_fraction())
     out["attention"] = select(S.flash_attn > sp.Rational(1, 2),
-                              flash_b.scale(attention_layer_fraction()),
-                              att.attention_unfused_backward(unfused_attention_forward())
-                              ).scale(1 / S.cp)
+                              (flash_b.scale(1 / S.cp) + cp_ring_merge(backward=True)
+                               ).scale(attention_layer_fraction()),
+                              att.attention_unfused_backward(unfused_attention_forward()))
     # [hybrid] the SSD scan's backward kernels (ops.ssm.ssd_scan_backward)
     out["mamba_scan"] = ssm.ssd_scan_backward(
         tokens_micro(), S.mamba_heads / t, S.mamba_head_dim, S.mamba_groups / t,

@@ -48,19 +48,39 @@ def test_allgather_and_a2a_by_hand():
     assert run().breakdown["cp_comm"] == 0.0
 
 
-def test_only_the_exchange_differs():
-    """Compute, memory and every other term are those of the ring; the step grows by exactly
-    the exposed exchange."""
+def test_only_the_exchange_and_the_ring_merges_differ():
+    """Memory and every other term are those of the ring but the exchange and the ring's
+    per-step merges (:func:`symcost.training.cp_ring_merge_bytes`), by hand: per layer and
+    micro-batch q = o = 2,048 tokens x 16 heads x 128 = 4,194,304 elements, kv = 2,048 x 4 KV
+    heads x 256 = 2,097,152; (c-1) x 3/4 = 2.25 steps of 16-bit traffic, forward ``q + 4*o``,
+    backward ``5*q + 2*o + 4*kv``, at ``eff_hbm`` of the HBM bandwidth; 32 layers x 4
+    micro-batches."""
+    q = o = 2048 * 16 * 128
+    kv = 2048 * 4 * 256
+    fwd, bwd = 2.25 * 2 * (q + 4 * o), 2.25 * 2 * (5 * q + 2 * o + 4 * kv)
+    assert (fwd, bwd) == (94_371_840, 169_869_312)
     p2p = run()
+    hbm = p2p.inputs["hbm_bw"] * p2p.inputs["eff_hbm"]
     for kind in ("allgather", "a2a"):
         r = run(cp_comm_type=kind)
         for k in BREAKDOWN:
-            if k != "time_cp_comm":
+            if k == "time_forward":
+                assert p2p.values[k] - r.values[k] == pytest.approx(32 * 4 * fwd / hbm,
+                                                                    rel=1e-9)
+            elif k == "time_backward":
+                assert p2p.values[k] - r.values[k] == pytest.approx(32 * 4 * bwd / hbm,
+                                                                    rel=1e-9)
+            elif k != "time_cp_comm":
                 assert r.values[k] == pytest.approx(p2p.values[k], rel=1e-12), (kind, k)
         assert r.values["mem_total"] == p2p.values["mem_total"]
+        merges = 32 * 4 * (fwd + bwd) / hbm
         assert r.step_time - p2p.step_time == pytest.approx(
-            r.breakdown["cp_comm"] - p2p.breakdown["cp_comm"], rel=1e-9)
+            r.breakdown["cp_comm"] - p2p.breakdown["cp_comm"] - merges, rel=1e-9)
         assert r.breakdown["cp_comm"] > 0
+    # without context parallelism there is no ring and nothing to merge
+    one = run(cp=1, num_gpus=2)
+    assert one.values["time_forward"] == pytest.approx(
+        run(cp=1, num_gpus=2, cp_comm_type="a2a").values["time_forward"], rel=1e-12)
 
 
 @settings(max_examples=20, deadline=None)

@@ -198,6 +198,9 @@ def test_module_breakdown_attention_is_the_training_models(model: str, seq: int)
         for part in ("qk_t", "attn_v"):
             assert out[2][phase][part] == pytest.approx(out[1][phase][part] / 2, rel=1e-9)
         assert out[1][phase]["qk_t"] > 0
+        # the ring's per-step merges (the online softmax across ring steps) are softmax's
+        assert out[1][phase]["softmax"] == 0
+        assert out[2][phase]["softmax"] > 0
 
 
 def test_serving_breakdown_prefill_attention_skips_the_window() -> None:
