@@ -629,8 +629,8 @@ def cp_ring_merge_bytes() -> tuple[sp.Expr, sp.Expr]:
     ``dQ`` and ``dK, dV`` that are added to their accumulators (written, read, accumulator
     read and written): ``Q + 2*O + 4*dQ + 4*dKV``. With causal load balancing half the later
     steps of a rank cover half its queries or half the received keys, so a step averages
-    ``3/4`` of a full one: with ``q = o`` the local ``n*a_t*d`` query/output elements and
-    ``kv = n*k_t*(d_qk + d)``,
+    ``3/4`` of a full one: with the local query elements ``q = n*a_t*d_qk``, output
+    elements ``o = n*a_t*d`` (``q = o`` but for MLA) and ``kv = n*k_t*(d_qk + d)``,
 
         forward  = (c-1) * 3/4 * 2 bytes * (q + 4*o)
         backward = (c-1) * 3/4 * 2 bytes * (5*q + 2*o + 4*kv)
