@@ -122,7 +122,7 @@ def test_gradient_in_the_exponential_rate_matches_finite_differences() -> None:
     assert float(el["peak_exp"][0]) < -1e-4
 
 
-def test_a_file_without_a_rate_never_binds(tmp_path: Path) -> None:
+def test_a_file_without_a_rate_never_binds() -> None:
     """``exp_tera_per_s`` is optional; without it ``peak_exp`` is bound to the 16-bit peak (one
     exponential per FLOP), so attention times are the matmul's."""
     b200 = load_hardware("b200")
