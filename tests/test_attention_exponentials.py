@@ -22,12 +22,13 @@ from symcost import symbols as S
 from symcost.api import predict_training, training_inputs
 from symcost.config import TrainingConfig, hardware_bindings
 from symcost.ops import attention as att
+from symcost.ops.cost import Cost
 from symcost.sensitivity import elasticities
 
 EFF = {"eff_attn": 0.5, "eff_hbm": 0.8}
 
 
-def _time(cost: att.Cost, hw: str) -> float:
+def _time(cost: Cost, hw: str) -> float:
     """The cost's time (s) on ``hw`` at :data:`EFF`, 16-bit activations."""
     vals = {**hardware_bindings(load_hardware(hw)), **EFF, "BYTES_ACT": 2.0}
     return float(cost.time.xreplace({s: sp.Float(vals[s.name])
