@@ -723,8 +723,33 @@ def bridge_recipe_latest(table: Mapping[tuple[int, ...], Mapping[tuple[str, str,
 #: 16 H100 (26.02.01 prints 26.02's PP2 VP12 EP8, v0.3.1 has PP1 EP16 as 26.04 prints),
 #: gpt-oss-120b on B200/B300 (EP8 as 26.04, v0.3.1 has EP64 as 26.02), Qwen3-235B-A22B on B300
 #: and DeepSeek-V3 on B200/B300 in 26.04.01 (the later pages print the same layouts).
+#: A second rule, for runs that no other page prints: a printed layout that the page's own GA column
+#: (``ga=`` in the notes: GBS = DP x MBS x GA) or the GPU's memory rules out is corrected to the
+#: recipe's layout. 25.09: the DGX-GB200 Llama-3-70B FP8 row prints its second configuration in
+#: parentheses (FSDP 0, TP 2, PP 4, VP 5, GA 16) next to the first one's MBS 2, which the second
+#: cannot have had (8 x 2 x 16 = 256, not the GBS 128; 213 GiB per GPU in symcost, of 184 usable);
+#: MBS 1, the value of the next tag's (v0.2.0) MXFP8 recipe ``LLAMA3_70B_GB200_FP8_MX_BASE_CONFIG``,
+#: gives 128 and 130 GiB. 25.11: gpt-oss-120b on 64 H100 prints MBS 4 with GA 2 (16 x 4 x 2 = 128,
+#: not the GBS 512; 123 GiB on an 80 GB GPU), and the recipe of the tags v0.2.0 to v0.4.1 has MBS 1
+#: (``GPT_OSS_120B_H100_BF16_BASE_CONFIG``, later ``..._PRETRAIN_CONFIG_H100_BF16_V1``, in
+#: ``scripts/performance/configs/gpt_oss/``), as the 26.02 to 26.04.01 pages print for its GBS-1280
+#: sibling (59 GiB; the page's GA fits neither MBS). Also corrected, on the recipe's evidence:
+#: gpt-oss-120b on 64 B200 at GBS 512, printed with EP8 (GA consistent; 180 GiB of 178 in symcost),
+#: where those tags' recipe (``GPT_OSS_120B_B200_BF16_BASE_CONFIG``, later ``..._V1``) has EP64 (134
+#: GiB) and its 8,213 tokens/s/GPU is that of the EP64 run on the 26.02 page (8,047), not of the EP8
+#: run on 26.04 (13,045). Not corrected: Qwen3-235B-A22B on 256 GB300 in 25.11 BF16 (PP4 VP12 MBS 2
+#: GA 32 gives 4,096, not the GBS 8,192), a layout no tag's recipe has: MBS and GA are equally
+#: suspect.
 BRIDGE_LAYOUT_ERRATA: dict[tuple[int, ...], dict[tuple[str, str, str],
                                                  dict[str, tuple[str, str]]]] = {
+    (25, 9): {
+        ("Llama-3-70B", "gb200", "fp8"): {"tp": ("2", "2"), "pp": ("4", "4"),
+                                          "vpp": ("5", "5"), "micro_batch": ("2", "1")},
+    },
+    (25, 11): {
+        ("gpt-oss-120b", "h100-sxm5-80gb", "bf16"): {"micro_batch": ("4", "1")},
+        ("gpt-oss-120b", "b200", "bf16"): {"ep": ("8", "64")},
+    },
     (26, 2, 1): {
         ("Llama-3-70B", "gb300", "mxfp8"): {"pp": ("4", "4"), "vpp": ("", "5"),
                                             "micro_batch": ("2", "1"), "dp": ("16", "16")},

@@ -744,7 +744,7 @@ def test_cli_validate_without_a_file_scores_the_builtin_set():
 
 def test_published_layouts_are_predicted_to_fit(shared):
     """Every run with a published step time ran, so the memory model should say it fits. On
-    2026-11-27 632 of 646 such runs do (97.8%; the others: 13 Megatron-Bridge runs, e.g.
+    2026-11-28 635 of 646 such runs do (98.3%; the others: 10 Megatron-Bridge runs, e.g.
     recipes that recompute or offload what their rows do not record; NAR21's DeepSpeed ZeRO-3
     530B on 640 GPUs). Tolerance: at least 90%, and of the NAR21 and MLM24 runs (tables of
     layouts that ran) all but one."""
@@ -812,6 +812,44 @@ def test_bridge_layout_errata(shared):
                  "tpsg"].iloc[0].to_dict()
     assert row["vpp"] == "4"
     assert validate_mod.layout_errata(row, "MBRIDGE") == {"vpp": ("4", "8")}
+
+
+def test_bridge_layout_errata_against_the_pages_ga_and_memory(shared):
+    """The second rule of ``validate.BRIDGE_LAYOUT_ERRATA``: the 25.09 GB200 Llama-3-70B FP8 row
+    of the parenthesized TP2 PP4 VP5 GA16 configuration ran MBS 1 (8 x 2 x 16 would be 256, not
+    its GBS 128), the 25.11 gpt-oss-120b H100 row MBS 1 and its B200 row EP64 (the recipe of tags
+    v0.2.0 to v0.4.1). As printed none fits the GPU's memory; as run all do. The first
+    configuration of the 25.09 row (FSDP, TP1, MBS 2, GA 1: 64 x 2 x 1 = 128) is left alone."""
+    ids = ["MBRIDGE-25.09-Llama-3-70B-GB200-64g-FP8altquan-gbs128-alt-tpsg",
+           "MBRIDGE-25.11-gpt-oss-120b-H100-64g-BF16-gbs512-tpsg",
+           "MBRIDGE-25.11-gpt-oss-120b-B200-64g-BF16-gbs512-tpsg",
+           "MBRIDGE-25.09-Llama-3-70B-GB200-64g-FP8notstat-gbs128-tpsg"]
+    rows = shared[shared["case_id"].isin(ids)].set_index("case_id").loc[ids].reset_index()
+    # as printed: the page's GBS = DP x MBS x GA fails for the first two (GA from the notes)
+    ga = rows["notes"].str.extract(r"\bga=(\d+)")[0].astype(int)
+    dp = rows["n_gpus"].astype(int) // (rows["tp"].astype(int) * rows["pp"].astype(int))
+    printed = dp * rows["micro_batch"].astype(int) * ga
+    assert list(printed != rows["global_batch"].astype(int)) == [True, True, False, False]
+    prepared, skipped = prepare_rows(rows)
+    assert not skipped
+    got = {r.case_id: r for r in prepared}
+    layout = [(got[i].config.tp, got[i].config.pp, got[i].config.dp, got[i].config.ep,
+               got[i].config.micro_batch) for i in ids]
+    assert layout == [(2, 4, 8, 1, 1), (1, 4, 16, 8, 1), (1, 1, 64, 64, 4), (1, 1, 64, 1, 2)]
+    assert "BRIDGE_LAYOUT_ERRATA" in str(got[ids[0]].defaults["micro_batch"])
+    assert "BRIDGE_LAYOUT_ERRATA" in str(got[ids[2]].defaults["ep"])
+    assert not any("ERRATA" in str(v) for v in got[ids[3]].defaults.values())
+    # as run, the page's GBS holds for the Llama row: 8 x 1 x 16 = 128
+    assert got[ids[0]].config.dp * got[ids[0]].config.micro_batch * int(ga[0]) == 128
+    df = predict_rows([got[i] for i in ids[:3]], intervals=False)
+    assert df["fits"].all()
+    as_printed = [dataclasses.replace(got[ids[0]], config=dataclasses.replace(
+                      got[ids[0]].config, micro_batch=2)),
+                  dataclasses.replace(got[ids[1]], config=dataclasses.replace(
+                      got[ids[1]].config, micro_batch=4)),
+                  dataclasses.replace(got[ids[2]], config=dataclasses.replace(
+                      got[ids[2]].config, ep=8))]
+    assert not predict_rows(as_printed, intervals=False)["fits"].any()
 
 
 def test_bridge_activation_offload_from_the_recipes(shared):

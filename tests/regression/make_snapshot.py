@@ -254,7 +254,12 @@ was rewritten. A fifty-first (same session): ring attention's per-step kernels r
 queries and merge partial outputs and gradients (``training.cp_ring_merge_bytes``); with the
 previous parameter file only the 40 validation rows of the 20 runs with ring context
 parallelism moved (0.5-2.2% slower; no stored draw has ``cp > 1`` with the ring);
-recalibrated (every constant within 1.1%) and the whole snapshot was rewritten.
+recalibrated (every constant within 1.1%) and the whole snapshot was rewritten. A fifty-second
+(2026-11-28, the next session): ``validate.BRIDGE_LAYOUT_ERRATA`` corrects three more printed
+layouts (25.09 GB200 Llama-3-70B FP8, second configuration, MBS 2 -> 1; 25.11 gpt-oss-120b on
+H100 MBS 4 -> 1 and on B200 EP8 -> 64); with the previous parameter file only their 6 validation
+rows moved (no draw); recalibrated (Blackwell ``eff_inter`` +5.6%, every other constant within
+2.1%) and the whole snapshot was rewritten.
 Every other value is as first written.
 
 The draws are described by plain field values (API keywords), so the test can replay them
