@@ -737,9 +737,9 @@ def bridge_recipe_latest(table: Mapping[tuple[int, ...], Mapping[tuple[str, str,
 #: gpt-oss-120b on 64 B200 at GBS 512, printed with EP8 (GA consistent; 180 GiB of 178 in symcost),
 #: where those tags' recipe (``GPT_OSS_120B_B200_BF16_BASE_CONFIG``, later ``..._V1``) has EP64 (134
 #: GiB) and its 8,213 tokens/s/GPU is that of the EP64 run on the 26.02 page (8,047), not of the EP8
-#: run on 26.04 (13,045). Not corrected: Qwen3-235B-A22B on 256 GB300 in 25.11 BF16 (PP4 VP12 MBS 2
-#: GA 32 gives 4,096, not the GBS 8,192), a layout no tag's recipe has: MBS and GA are equally
-#: suspect.
+#: run on 26.04 (13,045). Not corrected: Qwen3-235B-A22B on 256 GB300 in 25.11 BF16 prints PP4 VP12
+#: EP16 MBS 2 with GA 32 (4,096, not the GBS 8,192), but the recipe has that layout (v0.3.0
+#: ``QWEN3_235B_A22B_PRETRAIN_CONFIG_GB300_BF16_V2``): the GA is the misprint.
 BRIDGE_LAYOUT_ERRATA: dict[tuple[int, ...], dict[tuple[str, str, str],
                                                  dict[str, tuple[str, str]]]] = {
     (25, 9): {
