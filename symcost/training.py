@@ -1044,9 +1044,10 @@ def tp_comm_layer_forward() -> Cost:
         blocks_per_layer())
 
 
-def _tp_exposure() -> tuple[sp.Expr, sp.Expr, sp.Expr]:
-    """``(whole, exposed_f, exposed_b)`` of :func:`tp_comm_layer_exposed`: one forward pass's
-    collectives, and with overlap their exposed parts in a forward and in a backward pass."""
+def _tp_exposure() -> tuple[sp.Expr, sp.Expr, sp.Expr, sp.Expr]:
+    """``(whole, exposed_f, exposed_b, exposed_b_async)`` of :func:`tp_comm_layer_exposed`: one
+    forward pass's collectives, with overlap their exposed parts in a forward and in a backward
+    pass, and without it a backward pass's exposed part under sequence parallelism."""
     t = S.tp
     whole = tp_comm_layer_forward().time
     # one all-gather or reduce-scatter: half an all-reduce
@@ -1065,14 +1066,18 @@ def _tp_exposure() -> tuple[sp.Expr, sp.Expr, sp.Expr]:
                     fwd["mamba_out_proj"].time / smax(fmb, tiny))))
     exposed_f = sp.Add(*(w * smax(one - g * chunks, 0) for w, gs in pairs for g in gs))
     exposed_b = sp.Add(*(w * smax(one - 2 * g * chunks, 0) for w, gs in pairs for g in gs))
-    return whole, exposed_f, exposed_b
+    # without userbuffers, backward with SP: the row-parallel GEMM's output-gradient all-gather
+    # precedes its GEMMs (exposed); the column-parallel GEMM's input-gradient reduce-scatter is
+    # asynchronous behind its weight-gradient GEMM (about its forward time)
+    exposed_b_async = sp.Add(*(w * (one + smax(one - gs[0], 0)) for w, gs in pairs))
+    return whole, exposed_f, exposed_b, exposed_b_async
 
 
 def tp_comm_forward_exposed() -> sp.Expr:
     """Exposed tensor-parallel communication of one layer's forward pass, s: the forward share
     of :func:`tp_comm_layer_exposed` (all four collectives without overlap, their exposed
     parts with it)."""
-    whole, exposed_f, _ = _tp_exposure()
+    whole, exposed_f, _, _ = _tp_exposure()
     return (1 - S.tp_overlap) * whole + S.tp_overlap * exposed_f
 
 
@@ -1081,8 +1086,17 @@ def tp_comm_layer_exposed(passes: sp.Expr) -> sp.Expr:
 
     Without overlap (``tp_overlap = 0``) the four collectives of each pass (all-gather before
     the QKV and MLP-up GEMMs, reduce-scatter after the output and MLP-down GEMMs, each half an
-    all-reduce of :func:`tp_comm_layer_forward`) are exposed, in the forward, the backward and
-    ``passes - 2`` recomputed forwards. With overlap (Megatron-Core/Transformer Engine
+    all-reduce of :func:`tp_comm_layer_forward`) are exposed in the forward and ``passes - 2``
+    recomputed forwards. In the backward with sequence parallelism (Transformer Engine's
+    ``Linear`` without userbuffers) the output-gradient all-gather of each row-parallel GEMM
+    (output projection, MLP down) precedes its GEMMs and is exposed, while each column-parallel
+    GEMM (QKV, MLP up) reduce-scatters its input gradient asynchronously behind its
+    weight-gradient GEMM, about its forward time ``G``: exposed ``C + max(C - G, 0)`` per GEMM
+    pair (the input all-gather its weight gradient needs again runs behind the
+    data-gradient GEMM and is not counted, as with overlap). Without sequence parallelism all
+    four stay exposed in the backward too (Megatron-LM as Narayanan et al. 2021 measured it;
+    Transformer Engine's asynchronous all-reduce behind the weight gradient is not modelled
+    there). With overlap (Megatron-Core/Transformer Engine
     ``tp_comm_overlap``: userbuffers split each GEMM into ``t`` chunks pipelined with the ring
     exchange of the next chunk) a collective is hidden behind the GEMM it feeds or drains
     except for the chunk that cannot overlap: exposed ``max(C - G*(t-1)/t, 0)`` per pair, with
@@ -1096,11 +1110,15 @@ def tp_comm_layer_exposed(passes: sp.Expr) -> sp.Expr:
     References:
         Wang et al. 2022, "Overlap communication with dependent computation via decomposition
         in large deep learning models" (ASPLOS'23), Sec. 3; NVIDIA Transformer Engine
-        userbuffers / Megatron-Core ``--tp-comm-overlap`` (requires sequence parallelism).
+        userbuffers / Megatron-Core ``--tp-comm-overlap`` (requires sequence parallelism);
+        Transformer Engine ``transformer_engine/pytorch/module/linear.py``, ``_Linear.backward``
+        (the column-parallel ``reduce_scatter_along_first_dim(dgrad, ..., async_op=True)``
+        before the weight-gradient GEMM).
     """
-    whole, exposed_f, exposed_b = _tp_exposure()
+    whole, exposed_f, exposed_b, exposed_b_async = _tp_exposure()
     overlapped = exposed_f * (passes - 1) + exposed_b
-    return (1 - S.tp_overlap) * whole * passes + S.tp_overlap * overlapped
+    backward = S.sp_on * exposed_b_async + (1 - S.sp_on) * whole
+    return (1 - S.tp_overlap) * (whole * (passes - 1) + backward) + S.tp_overlap * overlapped
 
 
 def cp_kv_bytes() -> sp.Expr:

@@ -31,7 +31,8 @@ zero_stage         0; 1 for MLM24 and for the full-parameter rows of MBRIDGE, MB
                    NEMO2407 (:data:`SOURCE_DEFAULTS`; MBRIDGE2511's stated 0 is its table's
                    ``FSDP=0``, not FSDP, and takes that default too)
 tp_overlap         on with sp (:data:`GENERIC_FACTS`); off for NAR21, MLM22, MPT and
-                   ZHANG23
+                   ZHANG23, and for the MBRIDGE rows whose container's recipe did not overlap
+                   (:data:`BRIDGE_TP_OVERLAP_OFF`, :func:`tp_overlap_off_default`)
 ep_overlap         off; on for the MBRIDGE MoE rows whose container's recipe overlapped the
                    all-to-all (:data:`BRIDGE_EP_OVERLAP`, :func:`ep_overlap_default`)
 ep_dedup           off; on for the MBRIDGE MoE rows whose container's recipe used a
@@ -145,6 +146,7 @@ __all__ = [
     "BRIDGE_RECOMPUTE", "recompute_default", "BRIDGE_RECOMPUTE_LAYERS",
     "recompute_layers_default", "BRIDGE_LAYOUT_ERRATA", "layout_errata",
     "ep_dedup_default", "ep_overlap_default", "GENERIC_FACTS", "source_fact",
+    "BRIDGE_TP_OVERLAP_OFF", "tp_overlap_off_default",
     "load_measurements", "mape", "metric_factor", "nar21_flops",
     "predict_rows", "prepare_rows", "preset_for_name", "source_of", "split_by_params",
     "unmodelled_reason", "REGRESSION_NOTE", "replicate_floor", "replicate_groups",
@@ -674,6 +676,29 @@ BRIDGE_EP_DEDUP: dict[tuple[int, ...], frozenset[tuple[str, str, str]]] = {
     (26, 4, 1): frozenset({("DeepSeek-V3-671B", "b200", "mxfp8")}),
 }
 
+#: Megatron-Bridge recipes that run their tensor-parallel collectives without Transformer
+#: Engine's communication overlap although the row uses sequence parallelism (``tp_overlap``
+#: off; every other MBRIDGE row with ``sp`` has it on, :data:`SOURCE_DEFAULTS`), in the form of
+#: :data:`BRIDGE_EP_OVERLAP`. Llama 3 and 3.1 in NVFP4: ``cfg.comm_overlap.tp_comm_overlap =
+#: False if precision == "nvfp4"`` in every ``llama3*_pretrain_config_*`` of
+#: ``scripts/performance/configs/llama3``/``llama31`` (v0.2.0 = container 25.11) and
+#: ``configs/llama`` (v0.3.0 to v0.5.1), ``tp_comm_overlap = False`` in the NVFP4 functions of
+#: ``src/megatron/bridge/perf_recipes/llama`` (v0.6.0). Qwen3-235B-A22B on H100 (TP2):
+#: ``CommOverlapConfig(tp_comm_overlap=False)`` in ``qwen3_235b_a22b_*_h100`` at every tag
+#: from v0.2.0 to v0.6.0 (``perf_recipes/qwen/h100/qwen3_moe.py``). Nemotron 3 Super and Ultra
+#: (TP2 on GB200, Super's NVFP4 on B200): no communication-overlap configuration at all
+#: (``ConfigContainer.comm_overlap`` None: Megatron-Core's ``tp_comm_overlap`` default, off) in
+#: ``src/megatron/bridge/recipes/nemotronh/nemotron_3_super.py`` and ``nemotron_3_ultra.py``
+#: and their ``perf_recipes/nemotronh/*`` presets (v0.4.0 = 26.04, their first container, to
+#: v0.6.0 = 26.08), while Nemotron 3 Nano's recipes set it (at TP1, where it does nothing). The
+#: 25.09 rows (no tagged release) keep the default.
+BRIDGE_TP_OVERLAP_OFF: dict[tuple[int, ...], frozenset[tuple[str, str, str]]] = {
+    (25, 11): frozenset({("Llama-3-70B", ANY, "nvfp4"), ("Llama-3.1-405B", ANY, "nvfp4"),
+                         ("Qwen3-235B-A22B", "h100-sxm5-80gb", ANY)}),
+    (26, 4): frozenset({("Nemotron-3-Super-120B-A12B", ANY, ANY)}),
+    (26, 8): frozenset({("Nemotron-3-Ultra", ANY, ANY)}),
+}
+
 
 def bridge_recipe_default(table: Mapping[tuple[int, ...], frozenset[tuple[str, str, str]]],
                           source: str, notes: object, model_name: str, hardware: str,
@@ -801,6 +826,14 @@ def ep_dedup_default(source: str, notes: object, model_name: str, hardware: str,
     """Whether an MBRIDGE row dispatched its tokens node-deduplicated
     (:data:`BRIDGE_EP_DEDUP`, read by :func:`bridge_recipe_default`)."""
     return bridge_recipe_default(BRIDGE_EP_DEDUP, source, notes, model_name, hardware, dtype)
+
+
+def tp_overlap_off_default(source: str, notes: object, model_name: str, hardware: str,
+                           dtype: str) -> bool:
+    """Whether an MBRIDGE row's recipe ran its tensor-parallel collectives without overlap
+    (:data:`BRIDGE_TP_OVERLAP_OFF`, read by :func:`bridge_recipe_default`)."""
+    return bridge_recipe_default(BRIDGE_TP_OVERLAP_OFF, source, notes, model_name, hardware,
+                                 dtype)
 
 
 #: Megatron-Bridge recipes that offload activations to host memory
@@ -1403,7 +1436,10 @@ def _prepare_one(row: Row, other_metrics: bool = False) -> PreparedRow:
     if sp_on not in (0, 1):
         raise RowError(f"sp: must be 0 or 1 (got {sp_on})")
     tp_overlap = bool(source_fact(source, "tp_overlap_with_sp")) and sp_on == 1
-    if tp_overlap:
+    if tp_overlap and tp_overlap_off_default(source, notes, model_cell, hw_key, dtype):
+        tp_overlap = False
+        defaults["tp_overlap"] = "off (the row's Megatron-Bridge recipe, BRIDGE_TP_OVERLAP_OFF)"
+    elif tp_overlap:
         defaults["tp_overlap"] = f"on (default for source {source} with sp)"
     ep_overlap = ep_overlap_default(source, notes, model_cell, hw_key, dtype)
     if ep_overlap:

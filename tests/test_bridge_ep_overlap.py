@@ -1,6 +1,8 @@
 """Megatron-Bridge MoE runs with the all-to-all overlapped (``ep_overlap``): which rows
 ``validate`` flags (:data:`symcost.validate.BRIDGE_EP_OVERLAP`, from the performance recipes
-at each container's tag) and what the flag does to a row's prediction.
+at each container's tag) and what the flag does to a row's prediction; likewise the recipes
+with a node-deduplicating dispatcher (``ep_dedup``) and those without tensor-parallel
+communication overlap (``tp_overlap`` off, :data:`symcost.validate.BRIDGE_TP_OVERLAP_OFF`).
 
 Expected sets are written out by hand from the recipes (Megatron-Bridge v0.5.0 = container
 26.06, v0.5.1 = 26.06.01, v0.6.0 = 26.08); the measured speed-up is the published one
@@ -15,7 +17,8 @@ import numpy as np
 import pytest
 
 from symcost.params import load_params
-from symcost.validate import container_of, ep_dedup_default, ep_overlap_default, predict_rows
+from symcost.validate import (container_of, ep_dedup_default, ep_overlap_default, predict_rows,
+                              tp_overlap_off_default)
 
 
 @pytest.mark.parametrize("notes, expected", [
@@ -143,3 +146,41 @@ def test_published_speedup_of_the_overlapped_recipe(bridge_rows: list) -> None:
     p = predict_rows([before, after], load_params(), intervals=False)
     ratio = p.predicted.iloc[1] / p.predicted.iloc[0]
     assert 1.2 <= ratio <= after.measured / before.measured
+
+
+@pytest.mark.parametrize("container, model, hardware, dtype, expected", [
+    ("26.04", "Llama-3.1-405B", "gb200", "nvfp4", True),       # NVFP4: no userbuffers
+    ("25.11", "Llama-3-70B", "gb300", "nvfp4", True),
+    ("26.04", "Llama-3.1-405B", "gb200", "mxfp8", False),      # MXFP8 overlaps
+    ("25.09", "Llama-3.1-405B", "gb200", "nvfp4", False),      # before the tagged recipes
+    ("26.02", "Qwen3-235B-A22B", "h100-sxm5-80gb", "fp8", True),
+    ("26.02", "Qwen3-235B-A22B", "gb200", "mxfp8", False),     # Blackwell recipes overlap
+    ("26.04", "Nemotron-3-Super-120B-A12B", "gb200", "mxfp8", True),
+    ("26.08", "Nemotron-3-Ultra", "gb200", "mxfp8", True),
+    ("26.06", "Nemotron-3-Nano", "gb200", "mxfp8", False),     # its recipes set the overlap
+])
+def test_tp_overlap_off_follows_the_recipes(container: str, model: str, hardware: str,
+                                            dtype: str, expected: bool) -> None:
+    notes = f"container=NeMo {container}; Megatron-Bridge performance recipes"
+    assert tp_overlap_off_default("MBRIDGE", notes, model, hardware, dtype) is expected
+    assert tp_overlap_off_default("MBRIDGE2511", notes, model, hardware, dtype) is False
+
+
+def test_validate_runs_those_rows_without_tp_overlap(bridge_rows: list) -> None:
+    """Every MBRIDGE row with TP > 1 and sequence parallelism has ``tp_overlap`` on except
+    the recipes of :data:`~symcost.validate.BRIDGE_TP_OVERLAP_OFF`: 32 runs (Llama 3/3.1 in
+    NVFP4, Qwen3-235B-A22B on H100 from 25.11, Nemotron 3 Super and Ultra), whose exposed
+    tensor-parallel time is then larger than with the overlap."""
+    tp = [r for r in bridge_rows if r.config.tp > 1 and r.config.sp]
+    off = [r for r in tp if not r.config.tp_overlap]
+    assert len({r.run for r in off}) == 32
+    assert {(r.model.name.split("-")[0], r.config.dtype) for r in off} == {
+        ("Llama", "nvfp4"), ("Qwen3", "fp8"), ("Nemotron", "mxfp8"), ("Nemotron", "nvfp4")}
+    assert all(r.config.tp_overlap for r in tp if r not in off)
+    rows = [r for r in off if r.metric == "tokens_per_s_per_gpu"][:4]
+    on = [dataclasses.replace(r, config=dataclasses.replace(r.config, tp_overlap=True))
+          for r in rows]
+    params = load_params()
+    a = predict_rows(rows, params, intervals=False)
+    b = predict_rows(on, params, intervals=False)
+    assert (a["time_tp_comm"].to_numpy() > b["time_tp_comm"].to_numpy()).all()

@@ -259,7 +259,17 @@ recalibrated (every constant within 1.1%) and the whole snapshot was rewritten. 
 layouts (25.09 GB200 Llama-3-70B FP8, second configuration, MBS 2 -> 1; 25.11 gpt-oss-120b on
 H100 MBS 4 -> 1 and on B200 EP8 -> 64); with the previous parameter file only their 6 validation
 rows moved (no draw); recalibrated (Blackwell ``eff_inter`` +5.6%, every other constant within
-2.1%) and the whole snapshot was rewritten.
+2.1%) and the whole snapshot was rewritten. A fifty-third (same session): without
+userbuffers the backward's tensor-parallel collectives under sequence parallelism are partly
+hidden (``training.tp_comm_layer_exposed``: each row-parallel GEMM's output-gradient all-gather
+exposed, each column-parallel GEMM's input-gradient reduce-scatter behind its weight-gradient
+GEMM, as Transformer Engine's ``Linear`` runs them), and ``validate.BRIDGE_TP_OVERLAP_OFF``
+turns ``tp_overlap`` off for the 32 Megatron-Bridge runs whose recipes do not overlap (Llama 3
+in NVFP4, Qwen3-235B-A22B on H100, Nemotron 3 Super and Ultra); with the previous parameter file
+206 of the 526 valid training draws (``sp`` on, ``tp`` > 1, no ``tp_overlap``) got 0.2-9.3%
+faster and only those 64 validation rows moved (1-13% slower); recalibrated (NVFP4's
+``eff_fp4`` +15% on Blackwell, +17% on Blackwell Ultra, Blackwell Ultra's ``eff_attn`` -6%,
+``eff_ssm`` +5% on Blackwell) and the whole snapshot was rewritten.
 Every other value is as first written.
 
 The draws are described by plain field values (API keywords), so the test can replay them
