@@ -52,7 +52,7 @@ from .ops import collectives as coll
 from .ops import elementwise as ew
 from .ops import embedding as emb
 from .ops import ssm
-from .ops.cost import Cost, select, sum_time
+from .ops.cost import Cost, select, sum_time, time_memory_bound
 from .ops.gemm import gemm, size_efficiency
 from .ops.optimizer import adam_step
 
@@ -657,7 +657,7 @@ def cp_ring_merge(backward: bool = False) -> Cost:
     """[cp] The ring steps' extra traffic (:func:`cp_ring_merge_bytes`) as a memory-bound
     cost of the FlashAttention kernel (no FLOP counted)."""
     nbytes = cp_ring_merge_bytes()[1 if backward else 0]
-    return Cost(sp.Integer(0), nbytes, nbytes / (S.hbm_bw * S.eff_hbm))
+    return Cost(sp.Integer(0), nbytes, time_memory_bound(nbytes, S.hbm_bw, S.eff_hbm))
 
 
 def attention_core_forward() -> Cost:
@@ -920,7 +920,7 @@ def fp8_cast_layer() -> Cost:
     activations = n * (attention_layer_fraction() * (h + S.n_heads / t * head_dim()) + mlp
                        + mamba)
     nbytes = (S.fp8 + S.fp4) * 3 * activations
-    return Cost(sp.Integer(0), nbytes, nbytes / (S.hbm_bw * S.eff_hbm))
+    return Cost(sp.Integer(0), nbytes, time_memory_bound(nbytes, S.hbm_bw, S.eff_hbm))
 
 
 def fp8_weight_cast_bytes_layer() -> sp.Expr:
@@ -946,8 +946,8 @@ def fp8_weight_cast_time() -> sp.Expr:
     """[fp8] Time per optimizer step (s) of the stage's weight casts
     (:func:`fp8_weight_cast_bytes_layer` over the ``ceil(L/p)`` layers, [fp8] blended over
     the 16-bit ``bf16_layers``), memory-bound at ``eff_hbm``; in ``time_forward``."""
-    return (layers_per_stage() * bf16_layer_blend(fp8_weight_cast_bytes_layer())
-            / (S.hbm_bw * S.eff_hbm))
+    return time_memory_bound(layers_per_stage() * bf16_layer_blend(fp8_weight_cast_bytes_layer()),
+                             S.hbm_bw, S.eff_hbm)
 
 
 def layer_backward_compute() -> dict[str, Cost]:
