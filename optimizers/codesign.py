@@ -1,10 +1,11 @@
 """Hardware co-design: the GPU parameters and parallel configuration that minimise step time
 under a cost budget, and the Pareto front of step time against cost.
 
-Continuous variables: dense 16-bit peak FLOP/s (the fp8 and fp4 peaks and the exponential
-rate of the special function units scale with it, :data:`COMPUTE_TIED`), HBM bandwidth,
-HBM capacity, intra-node and inter-node bandwidth per GPU, each within multiplicative bounds
-around a reference GPU (latencies, GPUs per node and efficiencies stay the reference's).
+Continuous variables: dense 16-bit peak FLOP/s (the fp8 and fp4 peaks, the exponential rate
+of the special function units and the FP32 peak scale with it, :data:`COMPUTE_TIED`), HBM
+bandwidth, HBM capacity, intra-node and inter-node bandwidth per GPU, each within
+multiplicative bounds around a reference GPU (latencies, GPUs per node and efficiencies stay
+the reference's).
 Discrete variables: the parallel configuration (:mod:`optimizers.space`). Cost: the linear
 per-GPU model of :mod:`optimizers.cost_model`.
 
@@ -55,9 +56,10 @@ from .space import (FIELDS, Columns, FloatArray, SearchError, Space, columns_fra
 # SLSQP, gradients): importing this module must not pay for them.
 
 #: hardware symbols that move with the ``peak_flops_16`` variable at the reference's ratio: the
-#: other tensor-core peaks and the special function units' exponential rate (all per SM per
-#: clock, so a chip with more SMs or a faster clock scales them together).
-COMPUTE_TIED: tuple[str, ...] = ("peak_flops_8", "peak_flops_4", "peak_exp")
+#: other tensor-core peaks, the special function units' exponential rate and the CUDA cores'
+#: FP32 peak (all per SM per clock, so a chip with more SMs or a faster clock scales them
+#: together).
+COMPUTE_TIED: tuple[str, ...] = ("peak_flops_8", "peak_flops_4", "peak_exp", "peak_flops_fp32")
 #: default multiplicative bounds of every hardware variable around the reference GPU.
 DEFAULT_BOUNDS = (0.25, 4.0)
 #: relative weight of cost in the gradient refinement (breaks ties between equally fast designs)

@@ -66,7 +66,8 @@ from .space import SearchError
 
 #: factors in report order -> HardwareSpec fields they swap (``dtype``: the workload dtype;
 #: ``generation``: the calibrated efficiency constants). ``compute`` is the SM array: its
-#: 16-bit tensor peak and its special function units' exponential rate.
+#: 16-bit tensor peak (with the other non-low-precision peaks, FP32 among them) and its special
+#: function units' exponential rate.
 FACTORS: dict[str, tuple[str, ...]] = {
     "compute": ("peak_flops:16", "peak_exp"),
     "precision": ("dtype", "peak_flops:8"),
@@ -78,7 +79,7 @@ FACTORS: dict[str, tuple[str, ...]] = {
 }
 #: model symbols each factor moves (integrated gradients group their attributions this way).
 FACTOR_SYMBOLS: dict[str, tuple[str, ...]] = {
-    "compute": ("peak_flops_16", "peak_exp"),
+    "compute": ("peak_flops_16", "peak_exp", "peak_flops_fp32"),
     "precision": ("peak_flops_8",),
     "hbm_bandwidth": ("hbm_bw",),
     "hbm_capacity": ("hbm_cap",),

@@ -321,11 +321,13 @@ def hardware_bindings(hw: "HardwareSpec", dtype: str = "bf16") -> dict[str, floa
     when it is 16-bit (else bf16), the fp8 peak falls back to it where fp8 is absent. A spec
     without an exponential rate (``exp_tera_per_s``) binds ``peak_exp`` to the 16-bit peak,
     one exponential per FLOP, so the softmax's exponentials never bound a kernel there (a
-    FlashAttention kernel does ``4*d`` FLOP per exponential)."""
+    FlashAttention kernel does ``4*d`` FLOP per exponential); one without a non-tensor FP32
+    peak (``fp32``) binds ``peak_flops_fp32`` to it likewise."""
     p16 = hw.peak(dtype) if dtype in ("bf16", "fp16") else hw.peak("bf16")
     return {
         S.peak_flops_16.name: p16,
         S.peak_exp.name: hw.peak_exp or p16,
+        S.peak_flops_fp32.name: hw.peak_flops.get("fp32", p16),
         S.peak_flops_8.name: hw.peak_flops.get("fp8", p16),
         S.peak_flops_4.name: hw.peak_flops.get("fp4", hw.peak_flops.get("fp8", p16)),
         S.hbm_bw.name: hw.hbm_bandwidth, S.hbm_cap.name: hw.hbm_capacity,

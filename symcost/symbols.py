@@ -71,6 +71,9 @@ peak_flops_4 = _declare("peak_flops_4", "hardware", "FLOP/s",
 peak_exp = _declare("peak_exp", "hardware", "1/s",
                     "peak rate of 32-bit exponentials (special function units, MUFU.EX2) per GPU:"
                     " the softmax of a FlashAttention kernel, one per score element")
+peak_flops_fp32 = _declare("peak_flops_fp32", "hardware", "FLOP/s",
+                           "dense peak of non-tensor FP32 math (CUDA cores) per GPU, an FMA "
+                           "counted as two FLOP (= peak_flops_16 where not stated)")
 hbm_bw = _declare("hbm_bw", "hardware", "bytes/s", "HBM bandwidth per GPU")
 hbm_cap = _declare("hbm_cap", "hardware", "bytes", "HBM capacity per GPU")
 intra_bw = _declare("intra_bw", "hardware", "bytes/s",

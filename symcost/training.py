@@ -207,7 +207,10 @@ def flash_kernel(c: Cost) -> Cost:
     uses neither the warpgroup MMA nor the TMA of the FlashAttention-3 / cuDNN kernels, the
     compute efficiency ``eff_attn`` becomes ``eff_attn * fa2_ratio`` (a memory-bound kernel is
     unaffected). Shah et al. 2024, "FlashAttention-3", arXiv:2407.08608, Sec. 1: FA2 reaches
-    35% of H100 peak, FA3 75%."""
+    35% of H100 peak, FA3 75%. The callers also pass ``attention_backend`` as the kernels'
+    ``serial`` argument: FlashAttention-2's warps run the softmax between the matmuls, so its
+    exponentials and FP32 FLOP add to the matmul time (:func:`symcost.ops.attention.
+    flash_work`) on every GPU, Ampere included, where ``fa2_ratio`` is 1."""
     rate = 1 - S.attention_backend + S.attention_backend * S.fa2_ratio
     return Cost(c.flops, c.bytes, c.time.xreplace({S.eff_attn: S.eff_attn * rate}))
 
@@ -673,8 +676,9 @@ def attention_core_forward() -> Cost:
     d, kv, n = attention_head_dim(), kv_heads_local(), attention_length()
     # packed documents: b*s/n sequences of n tokens; sliding-window layers: FlashAttention
     # skips the blocks outside the band
-    flash = flash_kernel(att.attention_flash(b * s / n, n, S.n_heads / t, kv, d,
-                                             S.peak_flops_16).scale(attention_context_factor(n)))
+    flash = flash_kernel(att.attention_flash(b * s / n, n, S.n_heads / t, kv, d, S.peak_flops_16,
+                                             S.attention_backend)
+                         .scale(attention_context_factor(n)))
     unfused = att.attention_unfused(b, s, S.n_heads / t, kv, d, S.peak_flops_16, S.has_dropout)
     return select(S.flash_attn > sp.Rational(1, 2), flash.scale(1 / S.cp) + cp_ring_merge(),
                   unfused.scale(1 / S.cp))
@@ -958,7 +962,7 @@ def layer_backward_compute() -> dict[str, Cost]:
     n = attention_length()
     flash_b = flash_kernel(att.attention_flash_backward(
         S.micro_batch * S.seq_len / n, n, S.n_heads / t, kv_heads_local(), attention_head_dim(),
-        S.peak_flops_16).scale(attention_context_factor(n)))
+        S.peak_flops_16, S.attention_backend).scale(attention_context_factor(n)))
     out = {k: v.scale(2) for k, v in fwd.items() if k != "attention"}
     # [moe] the permutation's backward is a scatter-add of the same size plus the probability
     # gradients (ops.elementwise.token_permutation_backward), not twice the forward

@@ -236,10 +236,14 @@ INFERENCE_REASON = "inference rows: not predicted by the training model"
 #:   ``scripts/performance/configs/llama/llama3_llm_finetune.py`` recipe, NVIDIA-NeMo/
 #:   Megatron-Bridge v0.5.0; ``squad_packed`` data, ``scripts/performance/utils/datasets.py``):
 #:   ``finetune_doc_len`` = :data:`SQUAD_DOC_LEN`.
-#: * MPT and ZHANG23: FlashAttention through the flash-attn 2 library
-#:   (``attention_backend = fa2``): llm-foundry's benchmark installs ``.[gpu-flash2]``
-#:   (flash-attn 2.4.2 on H100) and runs ``attn_impl: flash`` (mosaicml/llm-foundry
-#:   ``scripts/train/benchmarking/submit_benchmarks.py``); the paper's llm-toolkit passes
+#: * MPT and ZHANG23: FlashAttention kernels whose warps run the softmax between the matmuls
+#:   (``attention_backend = fa2``). llm-foundry's tables of October 2023 (A100 40 and 80 GB,
+#:   H100 BF16 and FP8 at up to 64 GPUs; commit b2a43a14) ran ``submit_benchmarks.py``'s
+#:   default ``attn_impl: triton`` (its Triton FlashAttention kernel; flash-attn 1.0.9
+#:   installed by ``.[gpu]``, ``sweep.sh`` passes no ``--attn_impl``); its large-scale H100
+#:   table (January 2024, commit 5e85bd62, ``sweep.py``) ran ``attn_impl: flash`` (flash-attn
+#:   2.3.2 from ``.[gpu-flash2]``) for 1b, 3b, 7b and 70b and ``triton`` for 13b and 30b
+#:   (mosaicml/llm-foundry ``scripts/train/benchmarking/``). The paper's llm-toolkit passes
 #:   ``--flash_attn True`` to Hugging Face's ``flash_attention_2``. The Megatron sources use
 #:   Transformer Engine's cuDNN fused attention (native).
 #: * ZHANG23 (DeepSpeed data parallelism through the Hugging Face Trainer): gradient

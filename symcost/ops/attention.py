@@ -46,6 +46,15 @@ def causal_fraction(s: sp.Expr) -> sp.Expr:
 
 #: FlashAttention backward math relative to its forward (5 matmuls vs 2).
 FLASH_BWD_RATIO = sp.Rational(5, 2)
+#: non-matmul FLOP per score element of a FlashAttention forward besides its exponential,
+#: done on the CUDA cores in FP32: the ``1/sqrt(d)`` scale, the running row maximum, the
+#: subtraction of it and the running row sum (Dao 2023, FlashAttention-2, Algorithm 1, lines
+#: 8-10; Sec. 3.1, "non-matmul FLOPs").
+FLASH_NONMATMUL_FWD = sp.Integer(4)
+#: the same for its backward: the scale and the subtraction of the log-sum-exp for the
+#: recomputed ``P = exp(S - L)``, ``dP - D`` and the product with ``P`` for ``dS`` (Dao 2023,
+#: FlashAttention-2, Algorithm 2, lines 11-14).
+FLASH_NONMATMUL_BWD = sp.Integer(4)
 
 
 def flops_attention(b: sp.Expr, s: sp.Expr, heads: sp.Expr, d: sp.Expr) -> sp.Expr:
@@ -88,6 +97,52 @@ def exp_equivalent_flops(n_exp: sp.Expr, peak: sp.Expr) -> sp.Expr:
         with NVIDIA Blackwell Ultra" (2026: twice Blackwell's ``MUFU.EX2`` rate).
     """
     return n_exp * peak / S.peak_exp
+
+
+def fp32_equivalent_flops(n_flop: sp.Expr, peak: sp.Expr) -> sp.Expr:
+    """``n_flop`` non-matmul FP32 FLOP on the CUDA cores as the tensor-core FLOP that take as
+    long at ``peak``: ``n_flop * peak / peak_flops_fp32``. FlashAttention-2 cut these because
+    each costs 16 matmul FLOP on A100 (312 vs 19.5 TFLOP/s); a hardware file without an FP32
+    peak binds it to the 16-bit peak, where they are negligible.
+
+    Args:
+        n_flop: FP32 FLOP (count); peak: tensor-core peak, FLOP/s.
+
+    Returns:
+        FLOP.
+
+    References:
+        Dao 2023, FlashAttention-2 (arXiv:2307.08691), Sec. 3.1 ("Reducing non-matmul
+        FLOPs").
+    """
+    return n_flop * peak / S.peak_flops_fp32
+
+
+def flash_work(matmul: sp.Expr, n_elem: sp.Expr, nonmatmul: sp.Expr, peak: sp.Expr,
+               serial: sp.Expr) -> sp.Expr:
+    """Tensor-core-equivalent work of a FlashAttention pass over ``n_elem`` score elements:
+    its ``matmul`` FLOP, one exponential per element on the special function units
+    (:func:`exp_equivalent_flops`) and ``nonmatmul`` FP32 FLOP per element on the CUDA cores
+    (:func:`fp32_equivalent_flops`). Kernels that overlap the softmax of one
+    warpgroup with the matmuls of another (FlashAttention-3, cuDNN; ``serial = 0``) take the
+    longest of the three; FlashAttention-2, whose warps each run a tile's matmul, softmax and
+    next matmul in sequence (``serial = 1``), takes their sum.
+
+    Args:
+        matmul: matmul FLOP executed; n_elem: score elements (count); nonmatmul: FP32 FLOP
+            per element; peak: tensor-core peak, FLOP/s; serial: 0 or 1.
+
+    Returns:
+        FLOP at ``peak`` (divide by ``peak * eff_attn`` for time).
+
+    References:
+        Shah et al. 2024, FlashAttention-3 (arXiv:2407.08608), Sec. 3.1-3.2 (warp
+        specialization, pingpong scheduling and intra-warpgroup overlap of softmax and GEMMs,
+        which FlashAttention-2 does not have); Dao 2023, FlashAttention-2, Sec. 3.1.
+    """
+    e = exp_equivalent_flops(n_elem, peak)
+    v = fp32_equivalent_flops(n_elem * nonmatmul, peak)
+    return (1 - serial) * smax(matmul, e, v) + serial * (matmul + e + v)
 
 
 def gqa_expand(b: sp.Expr, s: sp.Expr, heads: sp.Expr, kv_heads: sp.Expr,
@@ -156,14 +211,20 @@ def _flash_bytes(b: sp.Expr, s: sp.Expr, heads: sp.Expr, kv_heads: sp.Expr,
 
 
 def attention_flash(b: sp.Expr, s: sp.Expr, heads: sp.Expr, kv_heads: sp.Expr, d: sp.Expr,
-                    peak: sp.Expr) -> Cost:
+                    peak: sp.Expr, serial: sp.Expr = sp.Integer(0)) -> Cost:
     """FlashAttention forward: tiled, fused, causal-block skipping, no ``s x s`` HBM traffic.
+
+    Args:
+        b, s, heads, kv_heads, d: sequences, tokens, query and key/value heads on this GPU,
+            head dimension; peak: tensor-core peak, FLOP/s; serial: 1 for a kernel that runs
+            softmax and matmuls in sequence (FlashAttention-2), 0 for one that overlaps them
+            (:func:`flash_work`).
 
     Returns:
         :class:`Cost`; FLOP counted in the full-matrix convention, time from the executed
-        fraction ``CAUSAL_FRACTION`` at ``eff_attn`` of peak, or from its softmax
-        exponentials at ``eff_attn`` of ``peak_exp`` (:func:`exp_equivalent_flops`), or the
-        Q/K/V/O traffic, whichever is slowest.
+        fraction (:func:`causal_fraction`) of the matmuls and of the softmax's exponentials
+        and FP32 FLOP (:data:`FLASH_NONMATMUL_FWD`), combined by :func:`flash_work`,
+        at ``eff_attn`` of peak, or the Q/K/V/O traffic, whichever is slower.
 
     References:
         Dao et al. 2022, "FlashAttention" (arXiv:2205.14135); Dao 2023, "FlashAttention-2"
@@ -171,21 +232,24 @@ def attention_flash(b: sp.Expr, s: sp.Expr, heads: sp.Expr, kv_heads: sp.Expr, d
     """
     f = flops_attention(b, s, heads, d)
     nbytes = _flash_bytes(b, s, heads, kv_heads, d)
-    work = smax(f, exp_equivalent_flops(exponentials_attention(b, s, heads), peak))
+    work = flash_work(f, exponentials_attention(b, s, heads), FLASH_NONMATMUL_FWD, peak,
+                      serial)
     t = time_roofline(work * causal_fraction(s), nbytes, peak, S.eff_attn, S.hbm_bw, S.eff_hbm)
     return Cost(f, nbytes, t)
 
 
 def attention_flash_backward(b: sp.Expr, s: sp.Expr, heads: sp.Expr, kv_heads: sp.Expr,
-                             d: sp.Expr, peak: sp.Expr) -> Cost:
+                             d: sp.Expr, peak: sp.Expr, serial: sp.Expr = sp.Integer(0)
+                             ) -> Cost:
     """FlashAttention backward: ``2x`` forward FLOP by convention; executes
-    ``FLASH_BWD_RATIO`` x the forward math, or (if slower) recomputes the softmax's
-    exponentials (:func:`exp_equivalent_flops`), and reads/writes Q, K, V, O, dO, dQ, dK,
-    dV."""
+    ``FLASH_BWD_RATIO`` x the forward math, recomputes the softmax's exponentials and does
+    :data:`FLASH_NONMATMUL_BWD` FP32 FLOP per element, combined by
+    :func:`flash_work` (``serial`` as in :func:`attention_flash`), and reads/writes Q, K, V,
+    O, dO, dQ, dK, dV."""
     f = 2 * flops_attention(b, s, heads, d)
     nbytes = 2 * _flash_bytes(b, s, heads, kv_heads, d)
-    work = smax(FLASH_BWD_RATIO * flops_attention(b, s, heads, d),
-                exp_equivalent_flops(exponentials_attention(b, s, heads), peak))
+    work = flash_work(FLASH_BWD_RATIO * flops_attention(b, s, heads, d),
+                      exponentials_attention(b, s, heads), FLASH_NONMATMUL_BWD, peak, serial)
     t = time_roofline(work * causal_fraction(s), nbytes, peak, S.eff_attn, S.hbm_bw,
                       S.eff_hbm)
     return Cost(f, nbytes, t)

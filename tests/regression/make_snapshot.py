@@ -269,7 +269,14 @@ in NVFP4, Qwen3-235B-A22B on H100, Nemotron 3 Super and Ultra); with the previou
 206 of the 526 valid training draws (``sp`` on, ``tp`` > 1, no ``tp_overlap``) got 0.2-9.3%
 faster and only those 64 validation rows moved (1-13% slower); recalibrated (NVFP4's
 ``eff_fp4`` +15% on Blackwell, +17% on Blackwell Ultra, Blackwell Ultra's ``eff_attn`` -6%,
-``eff_ssm`` +5% on Blackwell) and the whole snapshot was rewritten.
+``eff_ssm`` +5% on Blackwell) and the whole snapshot was rewritten. A fifty-fourth
+(2026-11-28, the next session): FlashAttention-2 kernels (``attention_backend = fa2``) add their
+softmax's exponentials and FP32 FLOP to the matmul time instead of overlapping them
+(``ops.attention.flash_work``; new hardware symbol ``peak_flops_fp32``, the files' ``fp32``
+peak); with the previous parameter file only the 476 validation rows of the two ``fa2`` sources
+moved (432 MPT, 44 ZHANG23; no draw uses ``fa2``, and no native kernel is bound by its FP32
+FLOP); recalibrated (Ampere ``eff_attn`` 0.31 -> 0.42, ``eff_hbm`` +8%; Hopper ``eff_attn``
++11%, ``fa2_ratio`` 0.39 -> 0.49) and the whole snapshot was rewritten.
 Every other value is as first written.
 
 The draws are described by plain field values (API keywords), so the test can replay them

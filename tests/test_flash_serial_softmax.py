@@ -1,0 +1,130 @@
+"""FlashAttention-2's softmax between its matmuls (``attention_backend = fa2``).
+
+A FlashAttention-2 warp computes a tile's scores, its softmax and the next matmul in sequence,
+so the softmax's exponentials (special function units) and its FP32 FLOP (CUDA cores) add to
+the matmul time; FlashAttention-3 and cuDNN overlap them with another warpgroup's matmuls and
+take the longest of the three (:func:`symcost.ops.attention.flash_work`). Checked against
+hand-computed kernel times on A100, end to end against the step-time difference of the two
+backends, and the sensitivity's autodiff gradient in the FP32 peak against a finite
+difference.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import sympy as sp
+
+from hwspecs import load_hardware
+from symcost import symbols as S
+from symcost.api import predict_training, training_inputs
+from symcost.config import TrainingConfig, hardware_bindings
+from symcost.ops import attention as att
+from symcost.ops.cost import Cost
+from symcost.sensitivity import elasticities
+
+EFF = {"eff_attn": 0.5, "eff_hbm": 0.8}
+A100 = "a100-sxm4-80gb"
+
+
+def _time(cost: Cost, hw: str) -> float:
+    """The cost's time (s) on ``hw`` at :data:`EFF`, 16-bit activations."""
+    vals = {**hardware_bindings(load_hardware(hw)), **EFF, "BYTES_ACT": 2.0}
+    return float(cost.time.xreplace({s: sp.Float(vals[s.name])
+                                     for s in cost.time.free_symbols}))
+
+
+def test_a100_forward_adds_the_softmax_to_the_matmuls() -> None:
+    """A100: 312 TFLOP/s of BF16 matmul, 2.436 T exponentials/s, 19.5 TFLOP/s of FP32. Per
+    score element a forward does 4*d FLOP of matmul, one exponential (128.08 FLOP of matmul
+    time) and 4 FP32 FLOP (64 FLOP of matmul time): at d = 128 FlashAttention-2 takes
+    (512 + 128.08 + 64) / 512 = 1.375x the matmul time, at d = 64 1.75x; the overlapping
+    kernels take the matmul time (the largest of the three)."""
+    b, s, a, k = 2, 4096, 16, 8
+    cf = 0.5 + 64 / s
+    peak, exp_rate, fp32 = 312e12, 2.436e12, 19.5e12
+    for d in (64, 128):
+        mma = 4 * b * s**2 * a * d * cf / (0.5 * peak)
+        soft = b * s**2 * a * cf * (1 / exp_rate + 4 / fp32) / 0.5
+        serial = _time(att.attention_flash(b, s, a, k, d, S.peak_flops_16, sp.Integer(1)), A100)
+        overlapped = _time(att.attention_flash(b, s, a, k, d, S.peak_flops_16), A100)
+        assert serial == pytest.approx(mma + soft, rel=1e-12), d
+        assert overlapped == pytest.approx(mma, rel=1e-12), d
+    assert 1 + (312 / 2.436 + 64) / 512 == pytest.approx(1.3751, abs=1e-4)
+
+
+def test_a100_backward_adds_the_recomputed_softmax() -> None:
+    """The backward's 10*d FLOP of matmul per element, plus the recomputed exponential and
+    its 4 FP32 FLOP: at d = 128, (1280 + 192.08) / 1280 = 1.15x."""
+    b, s, a, k, d = 1, 2048, 8, 8, 128
+    cf = 0.5 + 64 / s
+    t = _time(att.attention_flash_backward(b, s, a, k, d, S.peak_flops_16, sp.Integer(1)), A100)
+    mma = 10 * b * s**2 * a * d * cf / (0.5 * 312e12)
+    soft = b * s**2 * a * cf * (1 / 2.436e12 + 4 / 19.5e12) / 0.5
+    assert t == pytest.approx(mma + soft, rel=1e-12)
+    assert t / mma == pytest.approx(1.15, abs=1e-3)
+
+
+def test_overlapped_kernels_are_bound_by_the_fp32_units_only_when_they_are_slowest() -> None:
+    """With an FP32 peak 1/64 of the tensor peak, 4 FP32 FLOP per element take 256 FLOP of
+    matmul time: more than a d = 32 forward's 128, so such a kernel is FP32-bound."""
+    hw = load_hardware(A100)
+    slow = dataclasses.replace(hw, peak_flops={**hw.peak_flops, "fp32": 312e12 / 64},
+                               peak_exp=1e30)
+    vals = {**hardware_bindings(slow), **EFF, "BYTES_ACT": 2.0}
+    b, s, a, k = 1, 4096, 8, 8
+    cf = 0.5 + 64 / s
+    for d, bound in ((32, 256), (128, 512)):
+        c = att.attention_flash(b, s, a, k, d, S.peak_flops_16)
+        t = float(c.time.xreplace({x: sp.Float(vals[x.name]) for x in c.time.free_symbols}))
+        assert t == pytest.approx(bound * b * s**2 * a * cf / (0.5 * 312e12), rel=1e-12), d
+
+
+CFG = dict(num_gpus=1, micro_batch=8, global_batch=8, seq_len=2048)
+
+
+def test_step_time_of_fa2_is_native_plus_the_softmax_on_ampere() -> None:
+    """MPT-125m (12 layers, 12 heads of 64) on one A100, 8 sequences of 2,048 tokens: on
+    Ampere ``fa2_ratio`` is 1, so the two backends differ by the softmax alone, in each of the
+    forward and the backward by 12 layers x (1/2.436e12 + 4/19.5e12) s x the executed score
+    elements at ``eff_attn``; with unbounded exponential and FP32 rates they are equal."""
+    fa2 = predict_training("mpt-125m", A100, attention_backend="fa2", **CFG)
+    native = predict_training("mpt-125m", A100, **CFG)
+    assert fa2.inputs["fa2_ratio"] == 1.0
+    elements = 8 * 2048**2 * 12 * (0.5 + 64 / 2048)
+    per_layer = elements * (1 / 2.436e12 + 4 / 19.5e12) / fa2.inputs["eff_attn"]
+    for part in ("forward", "backward"):
+        assert fa2.breakdown[part] - native.breakdown[part] == pytest.approx(
+            12 * per_layer, rel=1e-9), part
+    hw = load_hardware(A100)
+    unbounded = dataclasses.replace(hw, peak_exp=1e30,
+                                    peak_flops={**hw.peak_flops, "fp32": 1e30})
+    assert (predict_training("mpt-125m", unbounded, attention_backend="fa2", **CFG).step_time
+            == pytest.approx(predict_training("mpt-125m", unbounded, **CFG).step_time,
+                             rel=1e-12))
+
+
+def test_a_file_without_an_fp32_peak_binds_it_to_the_16_bit_peak() -> None:
+    gb200 = load_hardware("gb200")
+    assert "fp32" not in gb200.peak_flops
+    assert hardware_bindings(gb200)["peak_flops_fp32"] == gb200.peak("bf16")
+    assert hardware_bindings(load_hardware(A100))["peak_flops_fp32"] == 19.5e12
+
+
+def test_gradient_in_the_fp32_peak_matches_finite_differences() -> None:
+    inputs = training_inputs("mpt-125m", A100, TrainingConfig(attention_backend="fa2", **CFG))
+    name = "peak_flops_fp32"
+
+    def value_and_elasticity(x: dict[str, float]) -> tuple[float, float]:
+        el = elasticities(x, wrt=[name], outputs=["step_time"])["step_time"]
+        return float(el["value"][0]), float(el[name][0])
+
+    t0, e0 = value_and_elasticity(inputs)
+    h = 1e-4
+    tu, _ = value_and_elasticity(dict(inputs, **{name: inputs[name] * (1 + h)}))
+    td, _ = value_and_elasticity(dict(inputs, **{name: inputs[name] * (1 - h)}))
+    assert e0 == pytest.approx((tu - td) / (2 * h) / t0, rel=1e-3)
+    assert e0 < -1e-3
+    native = training_inputs("mpt-125m", A100, TrainingConfig(**CFG))
+    assert value_and_elasticity(native)[1] == pytest.approx(0.0, abs=1e-12)
