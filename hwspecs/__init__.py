@@ -13,10 +13,11 @@ Example:
 
 from .errors import HardwareSpecError
 from .loader import list_hardware, load_hardware
-from .spec import DTYPES, GENERATIONS, HardwareSpec
+from .spec import ASYNC_MMA_GENERATIONS, DTYPES, GENERATIONS, HardwareSpec
 from .units import GIB, format_bytes
 
 __all__ = [
+    "ASYNC_MMA_GENERATIONS",
     "DTYPES",
     "GENERATIONS",
     "GIB",

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 from .errors import HardwareSpecError
 
-__all__ = ["DTYPES", "GENERATIONS", "HardwareSpec"]
+__all__ = ["ASYNC_MMA_GENERATIONS", "DTYPES", "GENERATIONS", "HardwareSpec"]
 
 #: Data types a peak throughput may be given for. ``int8`` is in integer
 #: operations per second; the others are floating-point operations per second.
@@ -26,6 +26,16 @@ DTYPES: frozenset[str] = frozenset({"fp32", "tf32", "bf16", "fp16", "fp8", "int8
 #: kernels reach different fractions of the same peaks).
 GENERATIONS: frozenset[str] = frozenset({"ampere", "ampere_ga10x", "ada", "hopper",
                                          "blackwell", "blackwell_ultra", "cdna3"})
+
+#: Generations with asynchronous warpgroup matrix multiplies (Hopper's ``wgmma`` with the
+#: Tensor Memory Accelerator, Blackwell's ``tcgen05``), on which attention kernels overlap one
+#: warpgroup's softmax with another's matmuls (FlashAttention-3, cuDNN fused attention).
+#: Ampere and Ada issue synchronous ``mma.sync`` from each warp, so their FlashAttention is
+#: FlashAttention-2, softmax between the matmuls; CDNA3's MFMA is likewise issued per
+#: wavefront. Sources: NVIDIA H100 Tensor Core GPU Architecture whitepaper (2022), "Hopper
+#: SM" (asynchronous execution, TMA); Shah et al. 2024, FlashAttention-3 (arXiv:2407.08608),
+#: Sec. 2.2 and 3.1; PTX ISA 8.x, ``wgmma.mma_async`` (sm_90a), ``tcgen05.mma`` (sm_100a).
+ASYNC_MMA_GENERATIONS: frozenset[str] = frozenset({"hopper", "blackwell", "blackwell_ultra"})
 
 _V = TypeVar("_V")
 
@@ -198,6 +208,12 @@ class HardwareSpec:
         ):
             raise _fail(name, "field 'sources' must be a mapping of str field name -> str citation")
         object.__setattr__(self, "sources", FrozenMapping(self.sources))
+
+    @property
+    def async_mma(self) -> bool:
+        """Whether this GPU's attention kernels can overlap softmax and matmuls (its generation
+        is in :data:`ASYNC_MMA_GENERATIONS`)."""
+        return self.generation in ASYNC_MMA_GENERATIONS
 
     def peak(self, dtype: str) -> float:
         """Dense peak throughput for ``dtype``.

@@ -69,13 +69,14 @@ OFFLOAD_MODES: dict[str, int] = {"none": 0, "optimizer": 1, "optimizer+params": 
 #: modeling code and Trainer: ZeRO-0 is PyTorch DDP with torch AdamW on the 16-bit weights,
 #: ZeRO 1-3 DeepSpeed's partitioned fp32 optimizer; eager attention and fp32 upcasts).
 TRAIN_FRAMEWORKS: dict[str, int] = {"megatron": 0, "hf": 1}
-#: attention kernel libraries -> code of the ``attention_backend`` symbol: ``native`` (kernels
-#: that overlap one warpgroup's softmax with another's matmuls: cuDNN fused attention through
-#: Transformer Engine, FlashAttention-3; Hopper and later) and ``fa2`` (the flash-attn 2
-#: library or llm-foundry's Triton kernel, whose warps run the softmax between the matmuls,
-#: :func:`symcost.ops.attention.flash_work`; written for Ampere, where it is the FlashAttention
-#: there is; on Hopper it reaches about 35% of peak against 75% for FlashAttention-3, Shah et
-#: al. 2024, arXiv:2407.08608, Sec. 1 and 4.1).
+#: attention kernel libraries -> code of the ``attention_backend`` symbol: ``native`` (the
+#: generation's own fused kernels: cuDNN fused attention through Transformer Engine,
+#: FlashAttention-3, which overlap one warpgroup's softmax with another's matmuls on Hopper and
+#: Blackwell; FlashAttention-2 on Ampere and Ada, which have no asynchronous warpgroup MMA,
+#: ``hwspecs.ASYNC_MMA_GENERATIONS``) and ``fa2`` (the flash-attn 2 library or llm-foundry's
+#: Triton kernel, whose warps run the softmax between the matmuls on every GPU,
+#: :func:`symcost.training.flash_serial`; on Hopper it reaches about 35% of peak against 75%
+#: for FlashAttention-3, Shah et al. 2024, arXiv:2407.08608, Sec. 1 and 4.1).
 ATTENTION_BACKENDS: dict[str, int] = {"native": 0, "fa2": 1}
 #: context-parallel exchanges (Megatron-Core ``--cp-comm-type``) -> code of the
 #: ``cp_comm_type`` symbol: ``p2p`` (ring attention: K/V blocks passed around the ring,
@@ -294,9 +295,10 @@ TRAINING_FIELDS: dict[str, Field] = _table(
           "16-bit AdamW at ZeRO-0, DeepSpeed at ZeRO 1-3, eager modeling code)",
           "train_framework", choices=TRAIN_FRAMEWORKS),
     Field("attention_backend", "enum", "1", "native", "attention kernels with FlashAttention:"
-          " native (cuDNN/Transformer Engine, FlashAttention-3 on Hopper: softmax overlapped "
-          "with the matmuls) or fa2 (the flash-attn 2 library or Triton kernels: Hugging Face, "
-          "llm-foundry; softmax after each matmul, at fa2_ratio of native speed)",
+          " native (cuDNN/Transformer Engine, FlashAttention-3: softmax overlapped with the "
+          "matmuls on Hopper and Blackwell, FlashAttention-2 before) or fa2 (the flash-attn 2 "
+          "library or Triton kernels: Hugging Face, llm-foundry; softmax after each matmul, at "
+          "fa2_ratio of native speed)",
           "attention_backend", choices=ATTENTION_BACKENDS),
     Field("cp_comm_type", "enum", "1", "p2p", "context-parallel exchange (Megatron-Core "
           "--cp-comm-type): p2p (ring attention, overlapped), allgather (K/V all-gathered, "

@@ -318,7 +318,9 @@ def attention_prefill(seqs: sp.Expr, length: sp.Expr) -> Cost:
     """Causal self-attention of ``seqs`` prompts of ``length`` tokens (no earlier context) on
     one GPU: FlashAttention when ``flash_attn`` is 1 (sliding-window layers compute only the
     band, :func:`symcost.training.attention_context_factor`), else the unfused kernel with the
-    ``s x s`` scores in HBM (:mod:`symcost.ops.attention`), at the 16-bit peak. Multi-head
+    ``s x s`` scores in HBM (:mod:`symcost.ops.attention`), at the 16-bit peak; the
+    FlashAttention kernel runs its softmax between its matmuls on GPUs without asynchronous
+    warpgroup MMA (``async_mma`` 0, :func:`symcost.ops.attention.flash_work`). Multi-head
     latent attention prefills in the up-projected form (vLLM, FlashMLA: absorption pays off
     only in decode)."""
     a_l = heads_local()
@@ -326,7 +328,10 @@ def attention_prefill(seqs: sp.Expr, length: sp.Expr) -> Cost:
     # values of width d (attention_head_dim averages the two), one K/V head per query head
     d = attention_head_dim()
     k_l = IS_MLA * a_l + (1 - IS_MLA) * kv_heads_local()
-    flash = att.attention_flash(seqs, length, a_l, k_l, d, S.peak_flops_16).scale(
+    # serving kernels overlap the softmax with the matmuls where the GPU has asynchronous
+    # warpgroup MMA (FlashAttention-3, TensorRT-LLM's Hopper kernels), not before (FA2-style)
+    flash = att.attention_flash(seqs, length, a_l, k_l, d, S.peak_flops_16,
+                                1 - S.async_mma).scale(
         attention_context_factor(length))  # sliding-window layers: banded blocks only
     unfused = att.attention_unfused(seqs, length, a_l, k_l, d, S.peak_flops_16, sp.Integer(0))
     return select(IS_FLASH, flash, unfused)

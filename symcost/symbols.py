@@ -74,6 +74,10 @@ peak_exp = _declare("peak_exp", "hardware", "1/s",
 peak_flops_fp32 = _declare("peak_flops_fp32", "hardware", "FLOP/s",
                            "dense peak of non-tensor FP32 math (CUDA cores) per GPU, an FMA "
                            "counted as two FLOP (= peak_flops_16 where not stated)")
+async_mma = _declare("async_mma", "hardware", "1",
+                     "1 when the GPU has asynchronous warpgroup matrix multiplies (Hopper, "
+                     "Blackwell), so attention kernels can overlap the softmax with the matmuls;"
+                     " 0 before (hwspecs.ASYNC_MMA_GENERATIONS)", integer=True, nonneg=True)
 hbm_bw = _declare("hbm_bw", "hardware", "bytes/s", "HBM bandwidth per GPU")
 hbm_cap = _declare("hbm_cap", "hardware", "bytes", "HBM capacity per GPU")
 intra_bw = _declare("intra_bw", "hardware", "bytes/s",

@@ -201,13 +201,23 @@ def attention_context_factor(length: sp.Expr | None = None) -> sp.Expr:
     return 1 - swa_layer_fraction() * (1 - banded)
 
 
+def flash_serial() -> sp.Expr:
+    """1 when the FlashAttention kernels run each tile's softmax between its matmuls, 0 when
+    they overlap it with another warpgroup's matmuls (:func:`symcost.ops.attention.
+    flash_work`): serial for the flash-attn 2 library (``attention_backend = fa2``) and, on GPUs
+    without asynchronous warpgroup matrix multiplies (``async_mma`` 0: Ampere, Ada, CDNA3), for
+    the native kernels too, which are FlashAttention-2 kernels there:
+    ``1 - (1 - attention_backend) * async_mma``."""
+    return 1 - (1 - S.attention_backend) * S.async_mma
+
+
 def flash_kernel(c: Cost) -> Cost:
     """A FlashAttention cost with the kernel library's speed: unchanged for the native kernels
     (``attention_backend = native``); for the flash-attn 2 library (``fa2``), which on Hopper
     uses neither the warpgroup MMA nor the TMA of the FlashAttention-3 / cuDNN kernels, the
     compute efficiency ``eff_attn`` becomes ``eff_attn * fa2_ratio`` (a memory-bound kernel is
     unaffected). Shah et al. 2024, "FlashAttention-3", arXiv:2407.08608, Sec. 1: FA2 reaches
-    35% of H100 peak, FA3 75%. The callers also pass ``attention_backend`` as the kernels'
+    35% of H100 peak, FA3 75%. The callers also pass :func:`flash_serial` as the kernels'
     ``serial`` argument: FlashAttention-2's warps run the softmax between the matmuls, so its
     exponentials and FP32 FLOP add to the matmul time (:func:`symcost.ops.attention.
     flash_work`) on every GPU, Ampere included, where ``fa2_ratio`` is 1."""
@@ -677,7 +687,7 @@ def attention_core_forward() -> Cost:
     # packed documents: b*s/n sequences of n tokens; sliding-window layers: FlashAttention
     # skips the blocks outside the band
     flash = flash_kernel(att.attention_flash(b * s / n, n, S.n_heads / t, kv, d, S.peak_flops_16,
-                                             S.attention_backend)
+                                             flash_serial())
                          .scale(attention_context_factor(n)))
     unfused = att.attention_unfused(b, s, S.n_heads / t, kv, d, S.peak_flops_16, S.has_dropout)
     return select(S.flash_attn > sp.Rational(1, 2), flash.scale(1 / S.cp) + cp_ring_merge(),
@@ -962,7 +972,7 @@ def layer_backward_compute() -> dict[str, Cost]:
     n = attention_length()
     flash_b = flash_kernel(att.attention_flash_backward(
         S.micro_batch * S.seq_len / n, n, S.n_heads / t, kv_heads_local(), attention_head_dim(),
-        S.peak_flops_16, S.attention_backend).scale(attention_context_factor(n)))
+        S.peak_flops_16, flash_serial()).scale(attention_context_factor(n)))
     out = {k: v.scale(2) for k, v in fwd.items() if k != "attention"}
     # [moe] the permutation's backward is a scatter-add of the same size plus the probability
     # gradients (ops.elementwise.token_permutation_backward), not twice the forward

@@ -1,12 +1,13 @@
-"""FlashAttention-2's softmax between its matmuls (``attention_backend = fa2``).
+"""FlashAttention-2's softmax between its matmuls (``attention_backend = fa2``, and every
+FlashAttention kernel of a GPU without asynchronous warpgroup MMA, ``async_mma`` 0).
 
 A FlashAttention-2 warp computes a tile's scores, its softmax and the next matmul in sequence,
 so the softmax's exponentials (special function units) and its FP32 FLOP (CUDA cores) add to
-the matmul time; FlashAttention-3 and cuDNN overlap them with another warpgroup's matmuls and
-take the longest of the three (:func:`symcost.ops.attention.flash_work`). Checked against
-hand-computed kernel times on A100, end to end against the step-time difference of the two
-backends, and the sensitivity's autodiff gradient in the FP32 peak against a finite
-difference.
+the matmul time; FlashAttention-3 and cuDNN on Hopper and Blackwell overlap them with another
+warpgroup's matmuls and take the longest of the three (:func:`symcost.ops.attention.
+flash_work`, :func:`symcost.training.flash_serial`). Checked against hand-computed kernel times
+on A100, end to end against the step-time difference with unbounded softmax rates, and the
+sensitivity's autodiff gradient in the FP32 peak against a finite difference.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import sympy as sp
 
 from hwspecs import load_hardware
 from symcost import symbols as S
+from symcost import training as T
 from symcost.api import predict_training, training_inputs
 from symcost.config import TrainingConfig, hardware_bindings
 from symcost.ops import attention as att
@@ -84,25 +86,50 @@ def test_overlapped_kernels_are_bound_by_the_fp32_units_only_when_they_are_slowe
 CFG = dict(num_gpus=1, micro_batch=8, global_batch=8, seq_len=2048)
 
 
-def test_step_time_of_fa2_is_native_plus_the_softmax_on_ampere() -> None:
-    """MPT-125m (12 layers, 12 heads of 64) on one A100, 8 sequences of 2,048 tokens: on
-    Ampere ``fa2_ratio`` is 1, so the two backends differ by the softmax alone, in each of the
-    forward and the backward by 12 layers x (1/2.436e12 + 4/19.5e12) s x the executed score
-    elements at ``eff_attn``; with unbounded exponential and FP32 rates they are equal."""
+def _bind(expr: sp.Expr, values: dict[str, float]) -> float:
+    return float(sp.sympify(expr).xreplace({S.lookup(k): v for k, v in values.items()}))
+
+
+def test_without_async_mma_the_native_kernels_are_serial_too() -> None:
+    """MPT-125m (12 layers, 12 heads of 64) on one A100, 8 sequences of 2,048 tokens. A100 has
+    no asynchronous warpgroup MMA, so its native kernels are FlashAttention-2's and the two
+    backends give the same step (``fa2_ratio`` is 1 on Ampere). Where the GPU could overlap
+    (``async_mma`` 1), the native kernel's forward and backward attention each lose the
+    softmax: ``(1/2.436e12 + 4/19.5e12) s`` per executed score element at ``eff_attn``."""
     fa2 = predict_training("mpt-125m", A100, attention_backend="fa2", **CFG)
     native = predict_training("mpt-125m", A100, **CFG)
-    assert fa2.inputs["fa2_ratio"] == 1.0
+    assert native.inputs["async_mma"] == 0.0 and fa2.inputs["fa2_ratio"] == 1.0
+    assert fa2.step_time == pytest.approx(native.step_time, rel=1e-12)
     elements = 8 * 2048**2 * 12 * (0.5 + 64 / 2048)
-    per_layer = elements * (1 / 2.436e12 + 4 / 19.5e12) / fa2.inputs["eff_attn"]
-    for part in ("forward", "backward"):
-        assert fa2.breakdown[part] - native.breakdown[part] == pytest.approx(
-            12 * per_layer, rel=1e-9), part
+    softmax = elements * (1 / 2.436e12 + 4 / 19.5e12) / native.inputs["eff_attn"]
+    fwd = T.attention_core_forward()
+    bwd = T.layer_backward_compute()["attention"]
+    for cost in (fwd, bwd):
+        serial = _bind(cost.time, native.inputs)
+        overlapped = _bind(cost.time, {**native.inputs, "async_mma": 1.0})
+        assert serial - overlapped == pytest.approx(softmax, rel=1e-9)
     hw = load_hardware(A100)
     unbounded = dataclasses.replace(hw, peak_exp=1e30,
                                     peak_flops={**hw.peak_flops, "fp32": 1e30})
-    assert (predict_training("mpt-125m", unbounded, attention_backend="fa2", **CFG).step_time
-            == pytest.approx(predict_training("mpt-125m", unbounded, **CFG).step_time,
-                             rel=1e-12))
+    free = predict_training("mpt-125m", unbounded, **CFG).step_time
+    assert native.step_time - free == pytest.approx(12 * 2 * softmax, rel=1e-6)
+
+
+@pytest.mark.parametrize("hw_id, flag", [("a100-sxm4-80gb", 0.0), ("rtx-4090", 0.0),
+                                         ("mi300x", 0.0), ("h100-sxm5-80gb", 1.0),
+                                         ("b200", 1.0), ("gb300", 1.0)])
+def test_async_mma_by_generation(hw_id: str, flag: float) -> None:
+    assert hardware_bindings(load_hardware(hw_id))["async_mma"] == flag
+
+
+def test_hopper_native_kernels_overlap_fa2_does_not() -> None:
+    """On H100 the native kernel's forward at head dimension 64 (256 FLOP of matmul per
+    element) hides its exponential (256 FLOP at H100's ratio) and FP32 FLOP; fa2 pays them."""
+    kw = dict(CFG, num_gpus=8, global_batch=64)
+    native = predict_training("mpt-125m", "h100-sxm5-80gb", **kw)
+    fa2 = predict_training("mpt-125m", "h100-sxm5-80gb", attention_backend="fa2", **kw)
+    assert native.inputs["async_mma"] == 1.0
+    assert fa2.step_time > native.step_time * 1.01
 
 
 def test_a_file_without_an_fp32_peak_binds_it_to_the_16_bit_peak() -> None:
@@ -126,5 +153,5 @@ def test_gradient_in_the_fp32_peak_matches_finite_differences() -> None:
     td, _ = value_and_elasticity(dict(inputs, **{name: inputs[name] * (1 - h)}))
     assert e0 == pytest.approx((tu - td) / (2 * h) / t0, rel=1e-3)
     assert e0 < -1e-3
-    native = training_inputs("mpt-125m", A100, TrainingConfig(**CFG))
+    native = training_inputs("mpt-125m", "h100-sxm5-80gb", TrainingConfig(**CFG))
     assert value_and_elasticity(native)[1] == pytest.approx(0.0, abs=1e-12)
