@@ -31,10 +31,12 @@ GENERATIONS: frozenset[str] = frozenset({"ampere", "ampere_ga10x", "ada", "hoppe
 #: Tensor Memory Accelerator, Blackwell's ``tcgen05``), on which attention kernels overlap one
 #: warpgroup's softmax with another's matmuls (FlashAttention-3, cuDNN fused attention).
 #: Ampere and Ada issue synchronous ``mma.sync`` from each warp, so their FlashAttention is
-#: FlashAttention-2, softmax between the matmuls; CDNA3's MFMA is likewise issued per
-#: wavefront. Sources: NVIDIA H100 Tensor Core GPU Architecture whitepaper (2022), "Hopper
-#: SM" (asynchronous execution, TMA); Shah et al. 2024, FlashAttention-3 (arXiv:2407.08608),
-#: Sec. 2.2 and 3.1; PTX ISA 8.x, ``wgmma.mma_async`` (sm_90a), ``tcgen05.mma`` (sm_100a).
+#: FlashAttention-2, softmax between the matmuls. CDNA3 is counted with them as a judgement,
+#: not a measurement: its MFMA instructions run beside the vector units, but symcost has no
+#: MI300X training run to tell whether its attention kernels overlap the softmax. Sources:
+#: NVIDIA H100 Tensor Core GPU Architecture whitepaper (2022), "Hopper SM" (asynchronous
+#: execution, TMA); Shah et al. 2024, FlashAttention-3 (arXiv:2407.08608), Sec. 2.2 and 3.1;
+#: PTX ISA 8.x, ``wgmma.mma_async`` (sm_90a), ``tcgen05.mma`` (sm_100a).
 ASYNC_MMA_GENERATIONS: frozenset[str] = frozenset({"hopper", "blackwell", "blackwell_ultra"})
 
 _V = TypeVar("_V")
