@@ -13,7 +13,8 @@ Example:
 
 from .errors import HardwareSpecError
 from .loader import list_hardware, load_hardware
-from .spec import ASYNC_MMA_GENERATIONS, DTYPES, GENERATIONS, HardwareSpec
+from .spec import (ASYNC_MMA_GENERATIONS, DTYPES, GENERATIONS, MATMUL_CEILING_UNMEASURED,
+                   HardwareSpec)
 from .units import GIB, format_bytes
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "GIB",
     "HardwareSpec",
     "HardwareSpecError",
+    "MATMUL_CEILING_UNMEASURED",
     "format_bytes",
     "list_hardware",
     "load_hardware",

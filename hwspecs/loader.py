@@ -27,6 +27,8 @@ loader (and only the loader) converts to SI base units::
                                     # marketed, read as GiB; shared by its GPUs
     exp_tera_per_s: 3.865           # optional: 32-bit exponentials (special function
                                     # units, MUFU.EX2) per second, in 1e12/s
+    matmul_tflops_measured: 794.5   # optional: the highest bf16 matmul rate measured on
+                                    # the GPU (TFLOP/s), at most peak_tflops.bf16
     sources:                        # citation for every numeric field group
       peak_tflops: ...
       hbm_capacity_gb: ...
@@ -51,6 +53,7 @@ Unit conversions
 * ``host_memory_gb`` x 2**30 -> bytes (the node's system memory, read as GiB like HBM: DGX
   systems are sold with 2 TB of DIMMs, a binary size).
 * ``exp_tera_per_s`` x 1e12 -> exponentials/s (``HardwareSpec.peak_exp``).
+* ``matmul_tflops_measured`` x 1e12 -> FLOP/s (``HardwareSpec.matmul_measured``).
 
 Validation rules (each violation raises :class:`HardwareSpecError` with a
 one-line message naming the file, the field and the rule): the document is a
@@ -58,6 +61,7 @@ mapping without duplicate keys; no unknown keys at any level (typo protection);
 every required field is present; every number is finite and > 0 (booleans and
 strings are rejected); ``gpus_per_node`` and ``nics_per_node`` are positive
 integers; ``generation`` is known; every ``peak_tflops`` key is a known dtype;
+``matmul_tflops_measured`` needs a ``peak_tflops.bf16`` and does not exceed it;
 ``sources`` has a non-empty citation string for every numeric field group and
 no other keys.
 """
@@ -103,6 +107,7 @@ _TOP_LEVEL_KEYS = (
     "host_link",
     "host_memory_gb",
     "exp_tera_per_s",
+    "matmul_tflops_measured",
 )
 _INTRA_NODE_KEYS = ("technology", "gbps_per_direction", "latency_us")
 _NETWORK_KEYS = ("technology", "nics_per_node", "nic_gbit_per_s", "latency_us")
@@ -112,7 +117,7 @@ _HOST_LINK_KEYS = ("technology", "gbps_per_direction", "peer_to_peer",
                    "bridge_gbps_per_direction")
 _HOST_LINK_REQUIRED = ("technology", "gbps_per_direction")
 #: optional field groups: cited in ``sources`` only when present.
-_OPTIONAL_GROUPS = ("host_link", "host_memory_gb", "exp_tera_per_s")
+_OPTIONAL_GROUPS = ("host_link", "host_memory_gb", "exp_tera_per_s", "matmul_tflops_measured")
 #: Numeric field groups that need a citation in ``sources``, and the
 #: HardwareSpec fields each one backs.
 _SOURCE_GROUPS: dict[str, tuple[str, ...]] = {
@@ -125,6 +130,7 @@ _SOURCE_GROUPS: dict[str, tuple[str, ...]] = {
     "host_link": ("host_link_bandwidth", "peer_to_peer", "bridge_bandwidth"),
     "host_memory_gb": ("host_memory",),
     "exp_tera_per_s": ("peak_exp",),
+    "matmul_tflops_measured": ("matmul_measured",),
 }
 
 
@@ -303,6 +309,8 @@ def _spec_from_document(doc: Any, where: str) -> HardwareSpec:
 
     peak_exp = (c.positive(doc["exp_tera_per_s"], "exp_tera_per_s") * 1e12
                 if "exp_tera_per_s" in doc else None)
+    matmul_measured = (c.positive(doc["matmul_tflops_measured"], "matmul_tflops_measured")
+                       * 1e12 if "matmul_tflops_measured" in doc else None)
 
     srcs = c.mapping(doc["sources"], "sources")
     for key in srcs:
@@ -341,6 +349,7 @@ def _spec_from_document(doc: Any, where: str) -> HardwareSpec:
         bridge_bandwidth=bridge_bw,
         host_memory=host_memory,
         peak_exp=peak_exp,
+        matmul_measured=matmul_measured,
     )
 
 

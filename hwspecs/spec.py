@@ -9,7 +9,8 @@ from typing import Any, TypeVar
 
 from .errors import HardwareSpecError
 
-__all__ = ["ASYNC_MMA_GENERATIONS", "DTYPES", "GENERATIONS", "HardwareSpec"]
+__all__ = ["ASYNC_MMA_GENERATIONS", "DTYPES", "GENERATIONS", "HardwareSpec",
+           "MATMUL_CEILING_UNMEASURED"]
 
 #: Data types a peak throughput may be given for. ``int8`` is in integer
 #: operations per second; the others are floating-point operations per second.
@@ -38,6 +39,15 @@ GENERATIONS: frozenset[str] = frozenset({"ampere", "ampere_ga10x", "ada", "hoppe
 #: execution, TMA); Shah et al. 2024, FlashAttention-3 (arXiv:2407.08608), Sec. 2.2 and 3.1;
 #: PTX ISA 8.x, ``wgmma.mma_async`` (sm_90a), ``tcgen05.mma`` (sm_100a).
 ASYNC_MMA_GENERATIONS: frozenset[str] = frozenset({"hopper", "blackwell", "blackwell_ultra"})
+
+#: Fraction of the bf16 peak a GPU's best matmul reaches (:attr:`HardwareSpec.matmul_ceiling`)
+#: for a spec without a measurement (``matmul_tflops_measured``): 0.803, the median of the
+#: NVIDIA entries of the source's BF16 table (A100 SXM 86.9%, GH200 83.8%, A100 PCIe 81.1%,
+#: H100 SXM 80.3%, B300 78.6%, B200 77.6%, GB200 72.9%). Source: S. Bekman, "Machine Learning
+#: Engineering", compute/accelerator/README.md, "Maximum Achievable Matmul FLOPS comparison
+#: table" (github.com/stas00/ml-engineering at commit 744d01e, 2026-08-22; ``mamf-finder.py``,
+#: mean of 100 iterations of the best shape found).
+MATMUL_CEILING_UNMEASURED = 0.803
 
 _V = TypeVar("_V")
 
@@ -140,12 +150,18 @@ class HardwareSpec:
             units (``MUFU.EX2``: SMs x exponentials per SM per clock x clock),
             in 1/s; FlashAttention's softmax takes one per score element
             (None: not stated, never the bound).
+        matmul_measured: The highest bf16 matmul throughput measured on this GPU
+            (maximum achievable matmul FLOP/s: the best shape of a brute-force
+            search, at the clocks the GPU sustains under that load), in FLOP/s;
+            at most ``peak_flops['bf16']`` (None: not measured; see
+            :attr:`matmul_ceiling`).
 
     Raises:
         HardwareSpecError: On construction, if a number is not finite and
             > 0, ``gpus_per_node`` is not a positive integer, ``generation``
             is unknown, a ``peak_flops`` key is not in :data:`DTYPES`, or
-            ``peak_flops`` is empty.
+            ``peak_flops`` is empty, or ``matmul_measured`` is given without a
+            bf16 peak or above it.
     """
 
     name: str
@@ -165,6 +181,7 @@ class HardwareSpec:
     bridge_bandwidth: float | None = None
     host_memory: float | None = None
     peak_exp: float | None = None
+    matmul_measured: float | None = None
 
     def __post_init__(self) -> None:
         name = self.name
@@ -197,9 +214,16 @@ class HardwareSpec:
             "inter_node_latency",
         ):
             object.__setattr__(self, fname, _positive_float(name, fname, getattr(self, fname)))
-        for fname in ("host_link_bandwidth", "bridge_bandwidth", "host_memory", "peak_exp"):
+        for fname in ("host_link_bandwidth", "bridge_bandwidth", "host_memory", "peak_exp",
+                      "matmul_measured"):
             if getattr(self, fname) is not None:
                 object.__setattr__(self, fname, _positive_float(name, fname, getattr(self, fname)))
+        if self.matmul_measured is not None:
+            if "bf16" not in peaks:
+                raise _fail(name, "field 'matmul_measured' needs a bf16 peak to compare with")
+            if self.matmul_measured > peaks["bf16"] * (1 + 1e-9):
+                raise _fail(name, f"field 'matmul_measured' ({self.matmul_measured:.4g} FLOP/s) "
+                                  f"exceeds the bf16 peak ({peaks['bf16']:.4g} FLOP/s)")
         if not isinstance(self.peer_to_peer, bool):
             raise _fail(name, f"field 'peer_to_peer' must be a bool (got {self.peer_to_peer!r})")
         g = self.gpus_per_node
@@ -216,6 +240,20 @@ class HardwareSpec:
         """Whether this GPU's attention kernels can overlap softmax and matmuls (its generation
         is in :data:`ASYNC_MMA_GENERATIONS`)."""
         return self.generation in ASYNC_MMA_GENERATIONS
+
+    @property
+    def matmul_ceiling(self) -> float:
+        """Fraction of the peak this GPU's tensor cores sustain at best (dimensionless, in
+        (0, 1]): :attr:`matmul_measured` over the bf16 peak, or
+        :data:`MATMUL_CEILING_UNMEASURED` without a measurement. The spec peaks assume the
+        boost clock; under a saturating matmul a GPU holds a lower clock (power and thermal
+        limits) and loses some tiles to scheduling, so the best measured rate is 73-87% of
+        the peak on NVIDIA's data-center parts (source of :data:`MATMUL_CEILING_UNMEASURED`).
+        symcost's calibrated compute efficiencies are fractions of this ceiling, so a GPU
+        whose peak rose with a power limit its clocks cannot hold is not credited with it."""
+        if self.matmul_measured is None:
+            return MATMUL_CEILING_UNMEASURED
+        return self.matmul_measured / self.peak_flops["bf16"]
 
     def peak(self, dtype: str) -> float:
         """Dense peak throughput for ``dtype``.

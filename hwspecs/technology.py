@@ -548,6 +548,8 @@ def derive_accelerator(node: int | str, memory: str, link: str, network: str, *,
     peaks = {d: v * ps.scale for d, v in base.peak_flops.items()}
     # the special function units scale with the SMs and clock, as the tensor cores do
     peak_exp = base.peak_exp * ps.scale if base.peak_exp else None
+    # the sustained fraction of the peak is the architecture's: the measured rate scales too
+    matmul = base.matmul_measured * ps.scale if base.matmul_measured else None
     hbm_bw = stacks * mem.stack_bandwidth
     hbm_cap = stacks * stack_gb * GIB
     intra_bw = lk.gbps_per_direction * 1e9
@@ -572,6 +574,10 @@ def derive_accelerator(node: int | str, memory: str, link: str, network: str, *,
     if peak_exp:
         sources["peak_exp"] = (f"DERIVED (hwspecs.technology): x{ps.scale:.3f} of {ref.name}, as "
                                f"the peaks. Reference: {base.sources.get('peak_exp', '')}")
+    if matmul:
+        sources["matmul_measured"] = (f"DERIVED (hwspecs.technology): x{ps.scale:.3f} of "
+                                      f"{ref.name}, as the peaks. Reference: "
+                                      f"{base.sources.get('matmul_measured', '')}")
     name = f"{n.name}nm-{mem.name}-{lk.name}-{net.name}"
     description = (f"Derived accelerator ({ref.name} architecture) on the {n.name} nm node "
                    f"({n.foundry_process}), {die_area_mm2:g} mm^2, {power_w:g} W, "
@@ -581,4 +587,4 @@ def derive_accelerator(node: int | str, memory: str, link: str, network: str, *,
         hbm_capacity=hbm_cap, hbm_bandwidth=hbm_bw, intra_node_bandwidth=intra_bw,
         intra_node_latency=base.intra_node_latency, inter_node_bandwidth=inter_bw,
         inter_node_latency=base.inter_node_latency, gpus_per_node=base.gpus_per_node,
-        sources=sources, peak_exp=peak_exp)
+        sources=sources, peak_exp=peak_exp, matmul_measured=matmul)

@@ -66,10 +66,11 @@ from .space import SearchError
 
 #: factors in report order -> HardwareSpec fields they swap (``dtype``: the workload dtype;
 #: ``generation``: the calibrated efficiency constants). ``compute`` is the SM array: its
-#: 16-bit tensor peak (with the other non-low-precision peaks, FP32 among them) and its special
-#: function units' exponential rate.
+#: 16-bit tensor peak (with the other non-low-precision peaks, FP32 among them), its special
+#: function units' exponential rate and its measured matmul rate (the clock it sustains, so
+#: the hybrid keeps the ceiling fraction of the system whose peaks it has).
 FACTORS: dict[str, tuple[str, ...]] = {
-    "compute": ("peak_flops:16", "peak_exp"),
+    "compute": ("peak_flops:16", "peak_exp", "matmul_measured"),
     "precision": ("dtype", "peak_flops:8"),
     "hbm_bandwidth": ("hbm_bandwidth",),
     "hbm_capacity": ("hbm_capacity",),
@@ -79,7 +80,7 @@ FACTORS: dict[str, tuple[str, ...]] = {
 }
 #: model symbols each factor moves (integrated gradients group their attributions this way).
 FACTOR_SYMBOLS: dict[str, tuple[str, ...]] = {
-    "compute": ("peak_flops_16", "peak_exp", "peak_flops_fp32"),
+    "compute": ("peak_flops_16", "peak_exp", "peak_flops_fp32", "matmul_ceiling"),
     "precision": ("peak_flops_8",),
     "hbm_bandwidth": ("hbm_bw",),
     "hbm_capacity": ("hbm_cap",),

@@ -329,6 +329,7 @@ def hardware_bindings(hw: "HardwareSpec", dtype: str = "bf16") -> dict[str, floa
         S.peak_exp.name: hw.peak_exp or p16,
         S.peak_flops_fp32.name: hw.peak_flops.get("fp32", p16),
         S.async_mma.name: float(hw.async_mma),
+        S.matmul_ceiling.name: hw.matmul_ceiling,
         S.peak_flops_8.name: hw.peak_flops.get("fp8", p16),
         S.peak_flops_4.name: hw.peak_flops.get("fp4", hw.peak_flops.get("fp8", p16)),
         S.hbm_bw.name: hw.hbm_bandwidth, S.hbm_cap.name: hw.hbm_capacity,

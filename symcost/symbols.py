@@ -74,6 +74,11 @@ peak_exp = _declare("peak_exp", "hardware", "1/s",
 peak_flops_fp32 = _declare("peak_flops_fp32", "hardware", "FLOP/s",
                            "dense peak of non-tensor FP32 math (CUDA cores) per GPU, an FMA "
                            "counted as two FLOP (= peak_flops_16 where not stated)")
+matmul_ceiling = _declare("matmul_ceiling", "hardware", "1",
+                          "fraction of the peaks the GPU sustains at best: its measured maximum "
+                          "achievable bf16 matmul rate over the bf16 peak "
+                          "(HardwareSpec.matmul_ceiling); compute times divide by "
+                          "peak * matmul_ceiling * efficiency")
 async_mma = _declare("async_mma", "hardware", "1",
                      "1 when the GPU has asynchronous warpgroup matrix multiplies (Hopper, "
                      "Blackwell), so attention kernels can overlap the softmax with the matmuls;"

@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 
 from symcost.cli import enable_compilation_cache
+from symcost.sensitivity import elasticities
 from symcost.validate import PreparedRow, load_measurements, prepare_rows
 
 #: the published measurements beside the repository (``../shared/validation/``).
@@ -69,3 +70,21 @@ def shared_rows(shared_measurements: pd.DataFrame) -> Callable[[str], list[Prepa
         df = shared_measurements
         return prepare_rows(df[df.case_id.str.startswith(prefix)])[0]
     return rows
+
+
+@pytest.fixture(scope="session")
+def step_time_elasticity() -> Callable[[dict[str, float], str], tuple[float, float]]:
+    """``step_time_elasticity(inputs, name)``: the step time's elasticity in the input ``name``
+    (``d log t / d log x``) by autodiff (:func:`symcost.sensitivity.elasticities`) and by a
+    central finite difference of the same compiled model (relative step 1e-4)."""
+    def check(inputs: dict[str, float], name: str) -> tuple[float, float]:
+        def value_and_elasticity(x: dict[str, float]) -> tuple[float, float]:
+            el = elasticities(x, wrt=[name], outputs=["step_time"])["step_time"]
+            return float(el["value"][0]), float(el[name][0])
+
+        t0, e0 = value_and_elasticity(inputs)
+        h = 1e-4
+        tu, _ = value_and_elasticity(dict(inputs, **{name: inputs[name] * (1 + h)}))
+        td, _ = value_and_elasticity(dict(inputs, **{name: inputs[name] * (1 - h)}))
+        return e0, (tu - td) / (2 * h) / t0
+    return check

@@ -13,7 +13,8 @@ from symcost.ops.attention import (attention_flash, attention_flash_backward, at
 B, SEQ, D = 2, 1024, 128          # sequences, tokens, head dimension
 #: A100 80GB: 312 TFLOPS dense 16-bit, 2.436e12 exponentials/s (128 FLOP per exponential)
 VALUES = {S.hbm_bw: 2e12, S.eff_hbm: 0.8, S.eff_gemm: 0.7, S.peak_flops_16: 312e12,
-          S.peak_exp: 2.436e12, S.peak_flops_fp32: 19.5e12}
+          S.peak_exp: 2.436e12, S.peak_flops_fp32: 19.5e12,
+          S.matmul_ceiling: 1.0}  # the kernels' own arithmetic (tests/test_matmul_ceiling.py)
 
 
 def _num(e) -> float:

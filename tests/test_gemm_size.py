@@ -41,7 +41,7 @@ def test_output_projection_time_by_hand():
     """Llama-2-7B on one A100 at 350 tokens (micro-batch 1): the output projection is a
     350 x 4096 x 4096 GEMM, 2*350*4096^2 = 11,744,051,200 FLOP; bytes 2*(350*4096*2 +
     4096^2) = 39,288,832, i.e. 299 FLOP/byte, far above the A100's ridge (312 TFLOP/s over
-    2,039 GB/s, about 150 FLOP/byte), so compute-bound at 312 TFLOP/s * eff_gemm *
+    2,039 GB/s, about 150 FLOP/byte), so compute-bound at 312 TFLOP/s * matmul_ceiling * eff_gemm *
     350/(350 + gemm_m_half)."""
     r = predict_training("llama2-7b", "a100-sxm4-80gb", num_gpus=1, micro_batch=1,
                          global_batch=1, seq_len=350, flash_attention=True)
@@ -49,7 +49,8 @@ def test_output_projection_time_by_hand():
     assert v["gemm_m_half"] > 0
     eff = v["eff_gemm"] * 350 / (350 + v["gemm_m_half"])
     fwd = T.layer_forward_compute()["out_proj"].time
-    assert _bind(fwd, v) == pytest.approx(2 * 350 * 4096**2 / (v["peak_flops_16"] * eff),
+    assert _bind(fwd, v) == pytest.approx(2 * 350 * 4096**2 / (v["peak_flops_16"]
+                                                            * v["matmul_ceiling"] * eff),
                                           rel=1e-12)
 
 

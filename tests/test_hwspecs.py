@@ -79,6 +79,8 @@ def test_builtin_loads_and_is_complete(hw_id: str) -> None:
         expected_cited.add("host_memory")
     if spec.peak_exp is not None:  # optional exp_tera_per_s, cited when present
         expected_cited.add("peak_exp")
+    if spec.matmul_measured is not None:  # optional matmul_tflops_measured, cited when present
+        expected_cited.add("matmul_measured")
     assert set(spec.sources) == expected_cited
     assert all(len(text) > 40 for text in spec.sources.values())
 
@@ -118,7 +120,7 @@ def test_builtin_file_cites_every_group(hw_id: str) -> None:
     path = Path(__file__).resolve().parents[1] / "hwspecs" / "data" / f"{hw_id}.yaml"
     doc = yaml.safe_load(path.read_text(encoding="utf-8"))
     assert set(doc["sources"]) == set(SOURCE_GROUPS) | (
-        {"host_link", "host_memory_gb", "exp_tera_per_s"} & set(doc))
+        {"host_link", "host_memory_gb", "exp_tera_per_s", "matmul_tflops_measured"} & set(doc))
     # latencies are not datasheet numbers: the citation must say so
     assert "TYPICAL VALUE" in doc["sources"]["intra_node"]
     assert "TYPICAL VALUE" in doc["sources"]["network"]
@@ -213,7 +215,7 @@ def test_new_hardware_loads_with_a_source_per_number(hw_id: str) -> None:
     doc = yaml.safe_load(path.read_text(encoding="utf-8"))
     # every numeric group has a citation, and every peak dtype is named in the peak citation
     assert set(doc["sources"]) == set(SOURCE_GROUPS) | (
-        {"host_link", "host_memory_gb", "exp_tera_per_s"} & set(doc))
+        {"host_link", "host_memory_gb", "exp_tera_per_s", "matmul_tflops_measured"} & set(doc))
     for dtype in doc["peak_tflops"]:
         assert dtype.upper() in doc["sources"]["peak_tflops"].upper(), dtype
 

@@ -213,7 +213,8 @@ def test_gemm_crossover_hand_checked_near_ridge():
     c = gemm(m, n, k, S.peak_flops_8, elem_bytes=S.act_bytes, b_bytes=S.w_bytes,
              eff=gemm_efficiency(), overlap=S.gemm_overlap)
     vals = {S.peak_flops_8: P, S.hbm_bw: B, S.eff_gemm: e, S.eff_hbm: eh, S.w_bytes: w,
-            S.act_bytes: a, S.w_dequant: 0, S.eff_dequant: 1}
+            S.act_bytes: a, S.w_dequant: 0, S.eff_dequant: 1,
+            S.matmul_ceiling: 1}  # P * e: the rate at the ceiling (tests/test_matmul_ceiling.py)
     t_c = sp.lambdify(m, (c.flops / (P * e)).subs(vals))
     t_m = sp.lambdify(m, (c.bytes / (B * eh)).subs(vals))
     t = sp.lambdify(m, c.time.subs(vals).subs(S.gemm_overlap, 1))

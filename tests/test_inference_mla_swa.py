@@ -35,7 +35,7 @@ def test_mla_decode_attention_by_hand():
     flops = 2 * 64 * 4160 * 16 * (2 * 512 + 64)
     nbytes = 64 * 4160 * 576 * 2 + 64 * 16 * (2 * 512 + 64) * 2
     v = r.inputs
-    t_layer = max(flops / (v["peak_flops_16"] * v["eff_attn_infer"]),
+    t_layer = max(flops / (v["peak_flops_16"] * v["matmul_ceiling"] * v["eff_attn_infer"]),
                   nbytes / (v["hbm_bw"] * v["eff_hbm_infer"]))
     assert r.values["decode_attention"] == pytest.approx(61 * t_layer, rel=1e-9)
     assert 0 < r.values["tpot"] < 1 and 0 < r.values["ttft"] < 100
@@ -77,9 +77,9 @@ def test_window_longer_than_context_changes_nothing():
 # --- issue 11 follow-up (helper "serve"): capacity, prefill and the dense path by hand -------
 def _roofline(r, flops: float, nbytes: float) -> float:
     """One attention kernel's time from the request's own bindings (16-bit peak, serving
-    efficiencies), as :mod:`symcost.inference` computes it."""
+    efficiencies, at the GPU's measured matmul ceiling), as :mod:`symcost.inference` computes it."""
     v = r.inputs
-    return max(flops / (v["peak_flops_16"] * v["eff_attn_infer"]),
+    return max(flops / (v["peak_flops_16"] * v["matmul_ceiling"] * v["eff_attn_infer"]),
                nbytes / (v["hbm_bw"] * v["eff_hbm_infer"]))
 
 

@@ -27,7 +27,7 @@ TINY = {
     "moe_latent_size": 0,
     "n_layers": 4, "dense_layers": 1, "moe_layer_step": 1, "kv_lora_rank": 0,
     "q_lora_rank": 0, "rope_head_dim": 0, "fp8": 0, "fp4": 0,
-    "peak_flops_16": 1e12, "peak_flops_8": 2e12, "peak_flops_4": 4e12,
+    "peak_flops_16": 1e12, "peak_flops_8": 2e12, "peak_flops_4": 4e12, "matmul_ceiling": 1,
     "hbm_bw": 1e12, "eff_hbm": 0.5, "eff_gemm": 0.5, "moe_m_half": 16,
     "moe_flop_half": 0, "t_moe_layer": 1e-3, "moe_imbalance": 1, "moe_capacity_factor": 0,
     "etp": 1, "cuda_graph": 0,

@@ -154,7 +154,8 @@ def test_megatron_gpt3_memory_hand_checked():
 def _single_gpu_reference(inp: dict) -> float:
     """Independent plain-Python single-GPU step time (no TP/PP/DP, unfused attention, no
     recompute, no dropout): the same roofline per operator written out by hand."""
-    P, bw = inp["peak_flops_16"] * inp["eff_gemm"], inp["hbm_bw"] * inp["eff_hbm"]
+    P = inp["peak_flops_16"] * inp["matmul_ceiling"] * inp["eff_gemm"]  # at the measured ceiling
+    bw = inp["hbm_bw"] * inp["eff_hbm"]
     bb, ss, hh, aa, ff, VV = (inp[k] for k in ("micro_batch", "seq_len", "hidden", "n_heads",
                                               "ffn_hidden", "vocab"))
     n = bb * ss

@@ -7,6 +7,7 @@ from typing import NamedTuple
 
 import sympy as sp
 
+from .. import symbols as S
 from ..functions import smax, smin
 
 
@@ -61,11 +62,19 @@ def time_roofline(flops: sp.Expr, nbytes: sp.Expr, peak: sp.Expr, eff_compute: s
                   bw: sp.Expr, eff_bw: sp.Expr, *, overlap: sp.Expr | None = None) -> sp.Expr:
     """Roofline time: the slower of compute at achieved peak and memory traffic at achieved bandwidth.
 
+    The compute side runs at ``peak * matmul_ceiling * eff_compute``: ``matmul_ceiling`` is the
+    fraction of its peaks the GPU sustains at best (its measured maximum achievable matmul rate
+    over the bf16 peak, :attr:`hwspecs.HardwareSpec.matmul_ceiling`: the clock it holds under a
+    saturating load), ``eff_compute`` the calibrated fraction of that ceiling a kernel family
+    reaches. The ceiling applies to every unit clocked with the tensor cores (the exponentials
+    and FP32 work of :func:`symcost.ops.attention.flash_work` are counted in peak-equivalent
+    FLOP).
+
     Args:
         flops: work, FLOP.
         nbytes: HBM traffic, bytes.
         peak: peak FLOP/s.
-        eff_compute: achieved fraction of ``peak``.
+        eff_compute: achieved fraction of ``peak * matmul_ceiling``.
         bw: memory bandwidth, bytes/s.
         eff_bw: achieved fraction of ``bw``.
         overlap: fraction of the shorter of the two times hidden under the longer; None (the
@@ -73,13 +82,16 @@ def time_roofline(flops: sp.Expr, nbytes: sp.Expr, peak: sp.Expr, eff_compute: s
             ``Max(tc, tm) + (1 - overlap) * Min(tc, tm)`` (0: the two run serially).
 
     Returns:
-        Time in s: ``Max(flops/(peak*eff_compute), nbytes/(bw*eff_bw))`` (see ``overlap``).
+        Time in s: ``Max(flops/(peak*matmul_ceiling*eff_compute), nbytes/(bw*eff_bw))`` (see
+        ``overlap``).
 
     References:
         Williams, Waterman and Patterson, "Roofline: an insightful visual performance model
-        for multicore architectures", CACM 52(4), 2009.
+        for multicore architectures", CACM 52(4), 2009; S. Bekman, "Machine Learning
+        Engineering", "Maximum Achievable FLOPS" (the measured ceiling as the reference for
+        achieved efficiency; github.com/stas00/ml-engineering, compute/accelerator).
     """
-    tc, tm = flops / (peak * eff_compute), nbytes / (bw * eff_bw)
+    tc, tm = flops / (peak * S.matmul_ceiling * eff_compute), nbytes / (bw * eff_bw)
     if overlap is None:
         return smax(tc, tm)
     return smax(tc, tm) + (1 - overlap) * smin(tc, tm)

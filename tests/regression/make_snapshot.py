@@ -282,7 +282,14 @@ native FlashAttention kernels are serial too (``training.flash_serial``), and se
 likewise; 137 training draws on A100 and MI300X with FlashAttention moved (up to 6.3% slower),
 29 inference draws and the 31 TensorRT-LLM rows on A100 (``TRT017``); no training row of the
 shared file moved (its Ampere FlashAttention runs are ``fa2`` already), so the parameters were
-not refitted; the whole snapshot was rewritten.
+not refitted; the whole snapshot was rewritten. A fifty-sixth (2026-12-07): compute times divide
+by the GPU's measured matmul ceiling (``matmul_ceiling``: the maximum achievable bf16 matmul rate
+over the bf16 peak, ``matmul_tflops_measured`` in the hardware files, 0.803 where not measured;
+``ops.cost.time_roofline``) and the efficiencies were refitted as fractions of it (Hopper
+``eff_gemm`` 0.62 -> 0.78, Blackwell 0.48 -> 0.65, Blackwell Ultra ``eff_attn`` at its bound 1);
+every valid training draw moved: B200 0.92-1.03x (median 0.97), A100 PCIe 1.00-1.07x, MI300X
+1.03-1.55x (median 1.28: its ceiling is 51% of the peak), A100 SXM, H100 and H200 within 1%;
+every inference draw's compute-bound terms moved; the whole snapshot was rewritten.
 Every other value is as first written.
 
 The draws are described by plain field values (API keywords), so the test can replay them
