@@ -63,10 +63,18 @@ def test_a_measurement_above_the_peak_or_without_a_bf16_peak_is_refused() -> Non
 
 def test_a_yaml_file_needs_a_citation_for_its_measurement(tmp_path: Path) -> None:
     text = (Path(__file__).parents[1] / "hwspecs" / "data" / "h100-sxm5-80gb.yaml").read_text()
-    uncited = text.replace("  matmul_tflops_measured: >-", "  unused_citation: >-")
+    # the citation is the file's last entry: drop it, then drop the value and keep the citation
+    cited_at = text.index("  matmul_tflops_measured: >-")
+    assert "\n  " not in text[cited_at + 1:].replace("\n    ", "")  # nothing cited after it
+    uncited = text[:cited_at]
     path = tmp_path / "h100-uncited.yaml"
     path.write_text(uncited.replace("name: h100-sxm5-80gb", "name: h100-uncited"))
-    with pytest.raises(HardwareSpecError, match="matmul_tflops_measured"):
+    with pytest.raises(HardwareSpecError, match="missing a citation for 'matmul_tflops_measured'"):
+        load_hardware(path)
+    unmeasured = text.replace("matmul_tflops_measured: 794.5", "")
+    path = tmp_path / "h100-unmeasured.yaml"
+    path.write_text(unmeasured.replace("name: h100-sxm5-80gb", "name: h100-unmeasured"))
+    with pytest.raises(HardwareSpecError, match="'sources.matmul_tflops_measured' cites a group"):
         load_hardware(path)
     over = text.replace("matmul_tflops_measured: 794.5", "matmul_tflops_measured: 1200")
     path = tmp_path / "h100-over.yaml"
