@@ -12,7 +12,8 @@ Fit (per generation, independently): nonlinear least squares on the log error
 
 with :func:`scipy.optimize.least_squares` (trust-region reflective, bounds
 :data:`symcost.params.BOUNDS`, ``x_scale='jac'``) and the exact Jacobian
-``d log t_i / d theta`` from JAX (``jax.jacfwd`` through the compiled training model in float64).
+``d log t_i / d theta`` from JAX (reverse mode, ``jax.vjp``, through the compiled training model
+in float64).
 Only :data:`DEFAULT_FIT` is fitted unless asked otherwise; every other parameter keeps its
 starting value (``--params`` or the shipped file).
 
@@ -828,7 +829,7 @@ def calibrate(path: str | os.PathLike[str] | None = None,
         "command": command or f"symcost calibrate {path}",
         "method": "scipy.optimize.least_squares (trf) on log(pred/meas) per run plus a "
                   "log-normal prior (sd log(10)) around the start values, Jacobian from "
-                  "jax.jacfwd; cov = (J^T J / s^2 + P)^-1 over parameters not at a bound",
+                  "jax.vjp; cov = (J^T J / s^2 + P)^-1 over parameters not at a bound",
         "fitted_parameters": list(fit),
         "fixed_parameters": [p for p in PARAM_NAMES if p not in fit],
         "rows_used": {g: f.n_rows for g, f in res.fits.items()},
