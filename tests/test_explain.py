@@ -146,6 +146,9 @@ def test_split_roofline_rule():
     vals[S.peak_flops_16] = 4.0  # now memory side (5) > compute side (2.5)
     assert float(parts["compute"].xreplace(vals)) == 0.0
     assert float(parts["memory"].xreplace(vals)) == 15.0 + 2.0
+    vals[S.peak_flops_16] = 2.0  # a tie (5 = 5) goes to compute
+    assert float(parts["compute"].xreplace(vals)) == 15.0
+    assert float(parts["memory"].xreplace(vals)) == 2.0
 
 
 @pytest.mark.parametrize("model, hw, fields", [
