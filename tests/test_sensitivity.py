@@ -68,6 +68,34 @@ def test_hand_derived_identities(result):
     assert -1 < e_step < 0
 
 
+def test_per_step_rates_differentiate_their_numerator(result):
+    # rates X / step_time: the step time cancels out of output * step_time; the others keep it
+    for o in ("mfu", "hfu", "tokens_per_s"):
+        q = SE.per_step_numerator(o)
+        assert q is not None and "t_step_overhead" not in {s.name for s in q.free_symbols}
+    assert {s.name for s in SE.per_step_numerator("tokens_per_s").free_symbols} == {
+        "global_batch", "seq_len"}
+    for o in ("step_time", "mem_total", "time_forward"):
+        assert SE.per_step_numerator(o) is None
+    # tokens_per_s = global_batch * seq_len / step_time, by hand: e(x) = [x = seq_len] - e_T(x)
+    # (one-row columns, the form sensitivity() evaluates, so the step time's compile is reused)
+    inputs = training_inputs(MODEL, HW, BASE)
+    ev = SE.elasticities({k: np.array([v], dtype=float) for k, v in inputs.items()},
+                         outputs=("tokens_per_s", "mem_total"))
+    t = result.outputs["step_time"]
+    assert ev["tokens_per_s"]["value"][0] == pytest.approx(
+        inputs["global_batch"] * inputs["seq_len"] / t, rel=1e-14)
+    by = {p.name: p for p in result.parameters}
+    for w in SE.continuous_parameters():
+        hand = (w == "seq_len") - by[w].elasticity["step_time"]
+        assert ev["tokens_per_s"][w][0] == pytest.approx(hand, abs=1e-12), w
+    # a rate asked for without the step time still gets its value
+    cm = training_model("float64")
+    direct = cm.call_numpy(**{n: inputs[n] for n in cm.input_names})
+    for o in ("tokens_per_s", "mem_total"):
+        assert ev[o]["value"][0] == pytest.approx(float(direct[o]), rel=1e-12)
+
+
 def test_not_limiting_and_not_in_formula(result):
     by = {p.name: p for p in result.parameters}
     # bf16 run: the fp8 peak sits in the inactive branch of gemm_peak
