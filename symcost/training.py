@@ -1794,6 +1794,17 @@ def training_expressions() -> dict[str, sp.Expr]:
     # the hidden time still paid (SM and HBM contention; Hopper took 0.31, Blackwell 0.50):
     # in-sample 7.70% but leave-one-source-out 21.07% (NEMO2407 and MBRIDGE2511 above 10%),
     # and the NeMo runs 9.6% -> 10.7% mean error (Mixtral-8x7B on B200 -14% -> -27%).
+    # (c) Tried on 2026-12-07 and not kept: the HBM traffic of the hidden share of these
+    # collectives and of ZeRO-3's per-micro-batch gathers and reduce-scatter (a ring reads each
+    # byte it sends and writes each it receives, 2 bytes per byte sent, 3 for a reduction), at
+    # eff_hbm. It was suggested by llm-foundry's FSDP runs, whose error grows with the parameter
+    # bytes per micro-batch over HBM bandwidth (least squares: about 28 bytes per parameter at
+    # peak bandwidth; llm-foundry 13B on 8 H100 at micro-batch 2 is 8-11% too fast, at 16 with
+    # full recomputation 5-8% too slow). After the refit, in-sample 7.69% -> 7.58% (MPT 5.31% ->
+    # 4.72%, NAR21 4.49% -> 3.76%), but NEMO2407 5.99% -> 7.38% and MBRIDGE2511 8.19% -> 11.15%:
+    # Hopper's eff_gemm rose 0.775 -> 0.812 to keep MPT's large micro-batches. Leave-one-source-out
+    # 15.89% -> 15.92%, MBRIDGE2511 8.37% -> 11.45%. With the per-step collectives left out,
+    # the result was the same (7.57%, NEMO2407 7.93%).
     dp_step = (ov * (smax(grad_sync - win_b, 0) + smax(param_gather - win_f, 0))
                + (1 - ov) * (grad_sync + param_gather))
 
