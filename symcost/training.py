@@ -342,7 +342,15 @@ def gemm_peak() -> sp.Expr:
     it, the Hopper fp8 rows hold Hopper's ``eff_gemm`` down. The Blackwell folds copy that
     value and are 24% too fast even so. Not kept, because of the leave-one-source-out figure;
     the README's figures would all move with the recalibration."""
-    return sp.Piecewise((S.peak_flops_4 * S.eff_fp4, S.fp4 > sp.Rational(1, 2)),
+    return spec_peak() * sp.Piecewise((S.eff_fp4, S.fp4 > sp.Rational(1, 2)), (1, True))
+
+
+def spec_peak() -> sp.Expr:
+    """Dense datasheet peak FLOP/s of the linear layers' GEMM dtype: fp4 when ``fp4`` is 1,
+    fp8 when ``fp8`` is 1, else 16-bit; the denominator of MFU and HFU ("the dense peak of the
+    compute dtype"). :func:`gemm_peak` is the rate the GEMMs are timed at, NVFP4's scaled by
+    the calibrated ``eff_fp4``, which a utilisation must not divide by."""
+    return sp.Piecewise((S.peak_flops_4, S.fp4 > sp.Rational(1, 2)),
                         (S.peak_flops_8, S.fp8 > sp.Rational(1, 2)), (S.peak_flops_16, True))
 
 
@@ -1889,8 +1897,8 @@ def training_expressions() -> dict[str, sp.Expr]:
     out["flops_model"] = flops_model
     out["flops_hardware"] = flops_model + flops_recompute
     out["tokens_per_s"] = B * s / step
-    out["mfu"] = flops_model / (step * n_gpus * peak)
-    out["hfu"] = (flops_model + flops_recompute) / (step * n_gpus * peak)
+    out["mfu"] = flops_model / (step * n_gpus * spec_peak())
+    out["hfu"] = (flops_model + flops_recompute) / (step * n_gpus * spec_peak())
 
     # --- memory per GPU (first pipeline stage)
     # [memory] ZeRO-3 gathered parameters: two layers (Megatron/FSDP: the one computing and

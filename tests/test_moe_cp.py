@@ -169,7 +169,7 @@ def test_nvfp4_at_half_efficiency_is_exactly_fp8_on_b200():
     inputs, 1/2 byte per element instead of 1 (``training.gemm_input_bytes``): by hand, per
     layer ``(2*n*h + n*a*d + n*f)/2`` for the QKV and MLP inputs, the output projection's copy
     and the down-projection's input, n = 8,192 tokens, h = a*d = 4,096, f = 14,336; 32
-    layers, one micro-batch in flight."""
+    layers, one micro-batch in flight. MFU and HFU are against each dtype's datasheet peak."""
     m = get_model("llama-3-8b")
     kw = dict(num_gpus=8, global_batch=64, micro_batch=1)
     p = load_params()
@@ -179,8 +179,12 @@ def test_nvfp4_at_half_efficiency_is_exactly_fp8_on_b200():
     fp4 = predict_training(m, "b200", dtype="nvfp4", params=half, **kw)
     activations = {"mem_activations", "mem_activations_layer", "mem_total", "mem_headroom"}
     for k, v in fp8.values.items():
-        if k not in activations:
+        if k not in activations | {"mfu", "hfu"}:
             assert fp4.values[k] == pytest.approx(v, rel=1e-12, abs=1e-15), k
+    # MFU and HFU divide by the datasheet peak of the GEMM dtype, never by the calibrated
+    # eff_fp4: the same FLOPs in the same time against 9 instead of 4.5 PFLOP/s
+    for k in ("mfu", "hfu"):
+        assert fp4.values[k] == pytest.approx(fp8.values[k] * 4.5 / 9, rel=1e-12), k
     n, h, f = 8192, 4096, 14336
     by_hand = 32 * (2 * n * h + n * h + n * f) / 2
     assert fp8.values["mem_activations"] - fp4.values["mem_activations"] == pytest.approx(
@@ -190,6 +194,8 @@ def test_nvfp4_at_half_efficiency_is_exactly_fp8_on_b200():
     shipped = predict_training(m, "b200", dtype="nvfp4", **kw)
     assert p.for_generation("blackwell")["eff_fp4"] > 0.5
     assert shipped.step_time < fp4.step_time
+    assert shipped.values["mfu"] == pytest.approx(
+        shipped.values["flops_model"] / (shipped.step_time * 8 * 9e15), rel=1e-12)
 
 
 @pytest.mark.parametrize("kwargs, match", [

@@ -289,7 +289,12 @@ over the bf16 peak, ``matmul_tflops_measured`` in the hardware files, 0.803 wher
 ``eff_gemm`` 0.62 -> 0.78, Blackwell 0.48 -> 0.65, Blackwell Ultra ``eff_attn`` at its bound 1);
 every valid training draw moved: B200 0.92-1.03x (median 0.97), A100 PCIe 1.00-1.07x, MI300X
 1.03-1.55x (median 1.28: its ceiling is 51% of the peak), A100 SXM, H100 and H200 within 1%;
-every inference draw's compute-bound terms moved; the whole snapshot was rewritten.
+every inference draw's compute-bound terms moved; the whole snapshot was rewritten. A
+fifty-seventh (2026-12-07, later): MFU and HFU divide by the datasheet peak of the GEMM dtype
+(``training.spec_peak``), no longer by NVFP4's calibrated rate (the fp4 peak times
+``eff_fp4``); the ``mfu`` of the 66 NVFP4 rows of the shared file moved (Blackwell x0.91,
+Blackwell Ultra x0.75, the shipped ``eff_fp4``), nothing else (no draw is NVFP4); only the
+validation part was refreshed (``s["validation"] = run_validation(VALIDATION)``).
 Every other value is as first written.
 
 The draws are described by plain field values (API keywords), so the test can replay them
