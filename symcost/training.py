@@ -1705,7 +1705,6 @@ def training_expressions() -> dict[str, sp.Expr]:
     m = micro_batches()
     Ls = layers_per_stage()
     n = tokens_micro()
-    peak = gemm_peak()
     vocab_local = S.vocab / t
 
     # --- per micro-batch, per stage; [fp8] bf16_layers of the layers at 16-bit GEMMs
