@@ -159,8 +159,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def leave_one_source_out(rep, kind: dict) -> None:
     """Print leave-one-source-out MAPE of the step-time rows (one row per run, as
-    ``symcost calibrate --cross-validate`` fits them) by source x generation, by generation
-    and by dense vs MoE."""
+    ``symcost calibrate --cross-validate`` fits them) by source x generation, by generation,
+    by GPU (a generation's HGX parts and NVL72 racks share its constants but not their
+    networks) and by dense vs MoE, each with its mean signed error."""
     from symcost.calibrate import cross_validate, start_params
     from symcost.validate import split_by_params
 
@@ -177,10 +178,10 @@ def leave_one_source_out(rep, kind: dict) -> None:
         moved = ",".join(sorted(set(g["transferred"]) - {""})) or "-"
         print(f"{src:12} {gen:10} {moved:8} {len(g):5d} {g['abs_err'].mean():8.2f} "
               f"{g['error_pct'].mean():+11.2f}")
-    for col in ("generation", "kind"):
+    for col in ("generation", "hardware", "kind"):
         for name, g in cv.groupby(col, sort=True):
             print(f"{'by ' + col:12} {str(name):10} {'':8} {len(g):5d} "
-                  f"{g['abs_err'].mean():8.2f}")
+                  f"{g['abs_err'].mean():8.2f} {g['error_pct'].mean():+11.2f}")
     met = [src for src, g in cv.groupby("source") if g["abs_err"].mean() <= 10.0]
     print(f"{'ALL':12} {'':10} {'':8} {len(cv):5d} {cv['abs_err'].mean():8.2f}   "
           f"(<= 10%: {', '.join(met) or 'none'})")
