@@ -29,6 +29,8 @@ loader (and only the loader) converts to SI base units::
                                     # units, MUFU.EX2) per second, in 1e12/s
     matmul_tflops_measured: 794.5   # optional: the highest bf16 matmul rate measured on
                                     # the GPU (TFLOP/s), at most peak_tflops.bf16
+    matmul_tflops_measured_fp8: 1402.6  # optional: the same with fp8 operands, at most
+                                        # peak_tflops.fp8
     sources:                        # citation for every numeric field group
       peak_tflops: ...
       hbm_capacity_gb: ...
@@ -54,6 +56,7 @@ Unit conversions
   systems are sold with 2 TB of DIMMs, a binary size).
 * ``exp_tera_per_s`` x 1e12 -> exponentials/s (``HardwareSpec.peak_exp``).
 * ``matmul_tflops_measured`` x 1e12 -> FLOP/s (``HardwareSpec.matmul_measured``).
+* ``matmul_tflops_measured_fp8`` x 1e12 -> FLOP/s (``HardwareSpec.matmul_measured_fp8``).
 
 Validation rules (each violation raises :class:`HardwareSpecError` with a
 one-line message naming the file, the field and the rule): the document is a
@@ -61,7 +64,8 @@ mapping without duplicate keys; no unknown keys at any level (typo protection);
 every required field is present; every number is finite and > 0 (booleans and
 strings are rejected); ``gpus_per_node`` and ``nics_per_node`` are positive
 integers; ``generation`` is known; every ``peak_tflops`` key is a known dtype;
-``matmul_tflops_measured`` needs a ``peak_tflops.bf16`` and does not exceed it;
+``matmul_tflops_measured`` needs a ``peak_tflops.bf16`` and does not exceed it,
+``matmul_tflops_measured_fp8`` the same with ``peak_tflops.fp8``;
 ``sources`` has a non-empty citation string for every numeric field group and
 no other keys.
 """
@@ -108,6 +112,7 @@ _TOP_LEVEL_KEYS = (
     "host_memory_gb",
     "exp_tera_per_s",
     "matmul_tflops_measured",
+    "matmul_tflops_measured_fp8",
 )
 _INTRA_NODE_KEYS = ("technology", "gbps_per_direction", "latency_us")
 _NETWORK_KEYS = ("technology", "nics_per_node", "nic_gbit_per_s", "latency_us")
@@ -117,7 +122,8 @@ _HOST_LINK_KEYS = ("technology", "gbps_per_direction", "peer_to_peer",
                    "bridge_gbps_per_direction")
 _HOST_LINK_REQUIRED = ("technology", "gbps_per_direction")
 #: optional field groups: cited in ``sources`` only when present.
-_OPTIONAL_GROUPS = ("host_link", "host_memory_gb", "exp_tera_per_s", "matmul_tflops_measured")
+_OPTIONAL_GROUPS = ("host_link", "host_memory_gb", "exp_tera_per_s", "matmul_tflops_measured",
+                    "matmul_tflops_measured_fp8")
 #: Numeric field groups that need a citation in ``sources``, and the
 #: HardwareSpec fields each one backs.
 _SOURCE_GROUPS: dict[str, tuple[str, ...]] = {
@@ -131,6 +137,7 @@ _SOURCE_GROUPS: dict[str, tuple[str, ...]] = {
     "host_memory_gb": ("host_memory",),
     "exp_tera_per_s": ("peak_exp",),
     "matmul_tflops_measured": ("matmul_measured",),
+    "matmul_tflops_measured_fp8": ("matmul_measured_fp8",),
 }
 
 
@@ -311,6 +318,9 @@ def _spec_from_document(doc: Any, where: str) -> HardwareSpec:
                 if "exp_tera_per_s" in doc else None)
     matmul_measured = (c.positive(doc["matmul_tflops_measured"], "matmul_tflops_measured")
                        * 1e12 if "matmul_tflops_measured" in doc else None)
+    matmul_measured_fp8 = (c.positive(doc["matmul_tflops_measured_fp8"],
+                                      "matmul_tflops_measured_fp8") * 1e12
+                           if "matmul_tflops_measured_fp8" in doc else None)
 
     srcs = c.mapping(doc["sources"], "sources")
     for key in srcs:
@@ -350,6 +360,7 @@ def _spec_from_document(doc: Any, where: str) -> HardwareSpec:
         host_memory=host_memory,
         peak_exp=peak_exp,
         matmul_measured=matmul_measured,
+        matmul_measured_fp8=matmul_measured_fp8,
     )
 
 

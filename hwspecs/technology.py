@@ -550,6 +550,7 @@ def derive_accelerator(node: int | str, memory: str, link: str, network: str, *,
     peak_exp = base.peak_exp * ps.scale if base.peak_exp else None
     # the sustained fraction of the peak is the architecture's: the measured rate scales too
     matmul = base.matmul_measured * ps.scale if base.matmul_measured else None
+    matmul_fp8 = base.matmul_measured_fp8 * ps.scale if base.matmul_measured_fp8 else None
     hbm_bw = stacks * mem.stack_bandwidth
     hbm_cap = stacks * stack_gb * GIB
     intra_bw = lk.gbps_per_direction * 1e9
@@ -578,6 +579,10 @@ def derive_accelerator(node: int | str, memory: str, link: str, network: str, *,
         sources["matmul_measured"] = (f"DERIVED (hwspecs.technology): x{ps.scale:.3f} of "
                                       f"{ref.name}, as the peaks. Reference: "
                                       f"{base.sources.get('matmul_measured', '')}")
+    if matmul_fp8:
+        sources["matmul_measured_fp8"] = (f"DERIVED (hwspecs.technology): x{ps.scale:.3f} of "
+                                          f"{ref.name}, as the peaks. Reference: "
+                                          f"{base.sources.get('matmul_measured_fp8', '')}")
     name = f"{n.name}nm-{mem.name}-{lk.name}-{net.name}"
     description = (f"Derived accelerator ({ref.name} architecture) on the {n.name} nm node "
                    f"({n.foundry_process}), {die_area_mm2:g} mm^2, {power_w:g} W, "
@@ -587,4 +592,5 @@ def derive_accelerator(node: int | str, memory: str, link: str, network: str, *,
         hbm_capacity=hbm_cap, hbm_bandwidth=hbm_bw, intra_node_bandwidth=intra_bw,
         intra_node_latency=base.intra_node_latency, inter_node_bandwidth=inter_bw,
         inter_node_latency=base.inter_node_latency, gpus_per_node=base.gpus_per_node,
-        sources=sources, peak_exp=peak_exp, matmul_measured=matmul)
+        sources=sources, peak_exp=peak_exp, matmul_measured=matmul,
+        matmul_measured_fp8=matmul_fp8)

@@ -68,10 +68,11 @@ from .space import SearchError
 #: ``generation``: the calibrated efficiency constants). ``compute`` is the SM array: its
 #: 16-bit tensor peak (with the other non-low-precision peaks, FP32 among them), its special
 #: function units' exponential rate and its measured matmul rate (the clock it sustains, so
-#: the hybrid keeps the ceiling fraction of the system whose peaks it has).
+#: the hybrid keeps the ceiling fraction of the system whose peaks it has); ``precision`` the
+#: low-precision peaks with their measured fp8 matmul rate, likewise.
 FACTORS: dict[str, tuple[str, ...]] = {
     "compute": ("peak_flops:16", "peak_exp", "matmul_measured"),
-    "precision": ("dtype", "peak_flops:8"),
+    "precision": ("dtype", "peak_flops:8", "matmul_measured_fp8"),
     "hbm_bandwidth": ("hbm_bandwidth",),
     "hbm_capacity": ("hbm_capacity",),
     "intra_node": ("intra_node_bandwidth", "intra_node_latency", "gpus_per_node"),
@@ -81,7 +82,7 @@ FACTORS: dict[str, tuple[str, ...]] = {
 #: model symbols each factor moves (integrated gradients group their attributions this way).
 FACTOR_SYMBOLS: dict[str, tuple[str, ...]] = {
     "compute": ("peak_flops_16", "peak_exp", "peak_flops_fp32", "matmul_ceiling"),
-    "precision": ("peak_flops_8",),
+    "precision": ("peak_flops_8", "matmul_ceiling_fp8"),
     "hbm_bandwidth": ("hbm_bw",),
     "hbm_capacity": ("hbm_cap",),
     "intra_node": ("intra_bw", "intra_lat"),

@@ -88,9 +88,9 @@ __all__ = [
 #: ZeRO-3 runs of DeepSpeed 2021 only: NAR21, Ampere), and the achieved fraction of HBM bandwidth
 #: of the training's memory-bound kernels (``eff_hbm``: norms, activations, residual adds, fp8
 #: casts, the optimizer step; fitted since 2026-11-27, Hopper 0.51 and Blackwell 0.62 against
-#: the start 0.8 when first fitted, 0.49 and 0.65 in the shipped file, in-sample 7.99% -> 7.75%
-#: and leave-one-source-out 23.2% -> 20.9%, MLM24 and NEMO2407 within 7%; it was kept at its
-#: start before because inference read it too, and a training fit would have halved memory-bound
+#: the start 0.8 when first fitted, 0.56 and 0.60 in the shipped file of 2026-12-07, in-sample
+#: 7.99% -> 7.75% and leave-one-source-out 23.2% -> 20.9%, MLM24 and NEMO2407 within 7%; it was
+#: kept at its start before because inference read it too, and a training fit would have halved memory-bound
 #: decode times; the inference expressions now read ``eff_hbm_infer`` instead,
 #: :data:`symcost.inference.INFERENCE_EFFICIENCIES`); a parameter the rows of a generation
 #: cannot identify (no MoE, offload, NVFP4, QLoRA or

@@ -79,6 +79,12 @@ matmul_ceiling = _declare("matmul_ceiling", "hardware", "1",
                           "achievable bf16 matmul rate over the bf16 peak "
                           "(HardwareSpec.matmul_ceiling); compute times divide by "
                           "peak * matmul_ceiling * efficiency")
+matmul_ceiling_fp8 = _declare("matmul_ceiling_fp8", "hardware", "1",
+                              "fraction of the fp8 peak the GPU sustains at best with fp8 "
+                              "operands: its measured maximum achievable fp8 matmul rate over "
+                              "the fp8 peak (HardwareSpec.matmul_ceiling_fp8; matmul_ceiling "
+                              "where not measured); fp8 GEMMs run at peak_flops_8 * "
+                              "matmul_ceiling_fp8 * efficiency")
 async_mma = _declare("async_mma", "hardware", "1",
                      "1 when the GPU has asynchronous warpgroup matrix multiplies (Hopper, "
                      "Blackwell), so attention kernels can overlap the softmax with the matmuls;"

@@ -304,45 +304,50 @@ def lm_head_compute() -> Cost:
 
 
 def gemm_peak() -> sp.Expr:
-    """Dense peak FLOP/s of the linear layers' GEMM dtype: fp4 when ``fp4`` is 1 (NVFP4),
-    fp8 when ``fp8`` is 1 (fp8 and MXFP8), else 16-bit. Attention and the LM head stay
-    16-bit (Transformer Engine runs only the linear layers in fp8/fp4; NVIDIA, "Pretraining
-    LLMs with NVFP4", arXiv:2509.25149, Sec. 4).
+    """Rate FLOP/s the linear layers' GEMMs are timed at, before the bf16 matmul ceiling and
+    the efficiency that :func:`~symcost.ops.cost.time_roofline` divides by: the dense peak of the
+    GEMM dtype (:func:`spec_peak`: fp4 when ``fp4`` is 1 (NVFP4), fp8 when ``fp8`` is 1 (fp8 and
+    MXFP8), else 16-bit), times the dtype's own ceiling over the bf16 one where it differs.
+    Attention and the LM head stay 16-bit (Transformer Engine runs only the linear layers in
+    fp8/fp4; NVIDIA, "Pretraining LLMs with NVFP4", arXiv:2509.25149, Sec. 4).
 
-    NVFP4 runs at ``eff_fp4`` of the fp4 peak (calibrated; 1/2 on a GPU whose fp4 peak is
-    twice its fp8 peak makes NVFP4 exactly as fast as fp8): its recipe adds work the fp8 one
-    does not, random Hadamard transforms on the weight-gradient inputs, 16-element block
-    scales in both layouts and stochastic rounding of the gradients (same paper, Sec. 4),
-    which the casts of :func:`fp8_cast_layer` do not count.
+    * fp8 and MXFP8 GEMMs run at ``matmul_ceiling_fp8 / matmul_ceiling`` of the fp8 peak, so
+      at ``matmul_ceiling_fp8 * eff`` of it: the GPU's measured maximum achievable fp8 matmul
+      rate (:attr:`hwspecs.HardwareSpec.matmul_ceiling_fp8`; the bf16 fraction where not
+      measured, a ratio of 1). At twice the bf16 rate a saturating fp8 matmul holds a lower
+      clock: S. Bekman's MAMF table (ml-engineering ``compute/accelerator/README.md``, FP8
+      ``float8_e4m3fn`` next to BF16) gives an H100 SXM 70.9% of its fp8 peak against 80.3% of
+      its bf16 peak (ratio 0.883), an H200 73.4% (0.915), a B200 76.3% against 77.6% (0.983), a
+      B300 74.5% against 78.6% (0.948), a GB200 72.3% against 72.9% (0.992).
+    * NVFP4 runs at ``eff_fp4`` of the fp4 peak (calibrated; 1/2 on a GPU whose fp4 peak is
+      twice its fp8 peak makes NVFP4 exactly as fast as fp8 at a ratio of 1): its recipe adds
+      work the fp8 one does not, random Hadamard transforms on the weight-gradient inputs,
+      16-element block scales in both layouts and stochastic rounding of the gradients (same
+      paper, Sec. 4), which the casts of :func:`fp8_cast_layer` do not count.
 
-    Tried on 2026-11-27 and not kept: fp8/MXFP8 linear layers at a calibrated ``eff_fp8`` of
-    the fp8 peak, as NVFP4's ``eff_fp4`` (Transformer Engine's scaling inside the GEMM, lower
-    sustained clocks at the fp8 rate). Hopper took 0.88 (s.e. 0.03), Blackwell and Blackwell
-    Ultra its upper bound 1 (their only BF16 rows are gpt-oss-120b's, too fast in any dtype);
-    in-sample step-time MAPE 7.84% -> 7.74% (NEMO2407 6.5% -> 3.1%, Hopper 7.1% -> 6.7%), but
-    leave-one-source-out 20.82% -> 22.96%: MPT on Hopper 11.2% -> 16.8% (without it the
-    Megatron BF16 rows set a faster ``eff_gemm`` than llm-foundry reaches) and the Blackwell
-    folds 31.4% -> 33.8% and 18.9% -> 23.8% (Hopper's ``eff_hbm`` and ``eff_attn`` rose with
-    the split), and NeMo 24.07's six H100 FP8 fine-tuning runs (not in the shared data, already
-    predicted too slow) moved 20.2% -> 20.9% mean absolute error.
+    History of the fp8 rate. A calibrated ``eff_fp8`` in place of the ceiling ratio was tried on
+    2026-11-27 (Hopper took 0.88, the Blackwell generations their bound 1; in-sample step-time
+    MAPE 7.84% -> 7.74%, leave-one-source-out 20.82% -> 22.96%) and again on 2026-12-07 (Hopper
+    0.871, matching the measured 0.883; in-sample 7.69% -> 7.59%, leave-one-source-out 15.89%
+    -> 17.62%, serving 7.69% -> 9.29%), and not kept: a fitted constant per generation for what
+    the hardware tables measure. Until 2026-12-07 fp8 GEMMs ran at the bf16 fraction of the fp8
+    peak. With the measured ceilings, recalibrated: in-sample 7.69% -> 7.61% (Hopper 7.10% ->
+    6.70%, NEMO2407 5.99% -> 2.90%, MBRIDGE2511 8.19% -> 7.01%, MLM24 4.24% -> 3.91%), the
+    intervals' coverage 88.0% -> 88.4%, leave-one-source-out 15.89% -> 18.03% (NEMO2407 7.90% ->
+    3.91%, MBRIDGE2511 8.37% -> 7.20%, MLM24 4.59% -> 4.05%, MPT on Hopper 5.61% -> 6.10%; MBRIDGE's
+    Blackwell and Blackwell Ultra folds, which copy Hopper's constants, 24.0% -> 29.9% and 17.3%
+    -> 21.7%). The Hopper fp8 rows no longer hold Hopper's ``eff_attn`` and ``eff_hbm`` down
+    (0.63 -> 0.72 and 0.46 -> 0.56, near Blackwell's own 0.74 and 0.60), so they no longer offset,
+    in those folds, the ``eff_gemm`` Blackwell does not reach (Hopper's 0.77 against Blackwell's
+    own 0.65). Serving keeps the bf16 fraction
+    (:func:`symcost.config.inference_hardware_bindings`).
 
-    Tried again on 2026-12-07, after the efficiencies became fractions of the measured matmul
-    ceilings: a calibrated ``eff_fp8`` took Hopper 0.871 and the Blackwell generations their
-    bound 1; in-sample 7.69% -> 7.59% (NEMO2407 5.99% -> 2.70%), leave-one-source-out 15.89%
-    -> 17.62% (MBRIDGE's Blackwell fold 24.0% -> 26.6%, which copies Hopper's 0.87; MPT on
-    Hopper 5.6% -> 7.8%), serving 7.69% -> 9.29% (it shares this peak). The same ratio is
-    measured: S. Bekman's MAMF table (ml-engineering ``compute/accelerator/README.md``, FP8
-    ``float8_e4m3fn`` next to BF16) gives H100 SXM 1,402.6 of 1,979 TFLOP/s in fp8 (70.9%)
-    against 80.3% in bf16, a ratio of 0.883; H200 73.4%; B200 76.3% against 77.6% (0.983), B300
-    74.5% against 78.6% (0.948), GB200 72.3% against 72.9% (0.992). Bound as hardware data
-    (fp8 peak times the fp8 over the bf16 ceiling; no fitted constant), it gave in-sample
-    7.61% (NEMO2407 2.91%, MBRIDGE2511 7.02%, MLM24 3.91%) and serving 7.78%, but
-    leave-one-source-out 18.02%: NEMO2407 7.90% -> 3.92% and MBRIDGE2511 8.37% -> 7.21%, but
-    MBRIDGE's Blackwell and Blackwell Ultra folds 24.0% -> 29.9% and 17.3% -> 21.7%. Without
-    it, the Hopper fp8 rows hold Hopper's ``eff_gemm`` down. The Blackwell folds copy that
-    value and are 24% too fast even so. Not kept, because of the leave-one-source-out figure;
-    the README's figures would all move with the recalibration."""
-    return spec_peak() * sp.Piecewise((S.eff_fp4, S.fp4 > sp.Rational(1, 2)), (1, True))
+    Returns:
+        Expression in FLOP/s.
+    """
+    fp8_ratio = S.matmul_ceiling_fp8 / S.matmul_ceiling
+    return spec_peak() * sp.Piecewise((S.eff_fp4, S.fp4 > sp.Rational(1, 2)),
+                                      (fp8_ratio, S.fp8 > sp.Rational(1, 2)), (1, True))
 
 
 def spec_peak() -> sp.Expr:

@@ -61,17 +61,18 @@ def test_bottleneck_moves_from_compute_as_logic_scales(tmp_path: Path) -> None:
     train, serve = res["train"], res["serve"]
     assert list(train["node"]) == ["12", "5", "1"]
     # fixed HBM2e and HDR network: in training the fixed network takes a growing share (about
-    # a quarter of the step at 1 nm, from nothing at 12 nm: 24%) while compute falls below
-    # half and the fixed memory and network together outweigh it. At 1 nm the searched
-    # layout's GEMMs sit at the roofline's ridge, so which side each is counted on turns on a
-    # percent of efficiency: compute 29%, memory 27% in the calibration of 2026-11-27 (20th
-    # session), compute 2%, memory 54% after the 21st session's refit (Hopper eff_hbm
-    # 0.490 -> 0.481), the step within 0.6%
+    # a quarter of the step at 1 nm, from nothing at 12 nm: 25%) while compute falls below
+    # half of the step, and below half of its 12 nm share. At 1 nm the searched layout's GEMMs
+    # sit at the roofline's ridge, so which side each is counted on turns on a percent of
+    # efficiency: compute 29%, memory 27% in the calibration of 2026-11-27 (20th session),
+    # compute 2%, memory 54% after the 21st session's refit (Hopper eff_hbm 0.490 -> 0.481),
+    # compute 42%, memory 12% after the refit with the fp8 matmul ceiling (Hopper eff_hbm
+    # 0.46 -> 0.56), so the ridge is not asserted
     last = train.iloc[-1]
     assert train["compute_share"].iloc[0] > 0.9 and last["compute_share"] < 0.5
+    assert last["compute_share"] < train["compute_share"].iloc[0] / 2
     assert train["communication_share"].is_monotonic_increasing
     assert last["communication_share"] > 0.2
-    assert last["memory_share"] + last["communication_share"] > last["compute_share"]
     _shifts(list(serve["bound"]), "memory")          # fixed HBM2e
     for df in (train, serve):
         assert df["speedup"].is_monotonic_increasing

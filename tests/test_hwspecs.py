@@ -60,7 +60,8 @@ def test_list_hardware_contains_required_ids_sorted() -> None:
 
 
 #: optional field groups of a hardware file, cited in ``sources`` only when the file has them
-OPTIONAL_GROUPS = {"host_link", "host_memory_gb", "exp_tera_per_s", "matmul_tflops_measured"}
+OPTIONAL_GROUPS = {"host_link", "host_memory_gb", "exp_tera_per_s", "matmul_tflops_measured",
+                   "matmul_tflops_measured_fp8"}
 
 
 @pytest.mark.parametrize("hw_id", list_hardware())
@@ -85,6 +86,8 @@ def test_builtin_loads_and_is_complete(hw_id: str) -> None:
         expected_cited.add("peak_exp")
     if spec.matmul_measured is not None:  # optional matmul_tflops_measured, cited when present
         expected_cited.add("matmul_measured")
+    if spec.matmul_measured_fp8 is not None:  # optional matmul_tflops_measured_fp8 likewise
+        expected_cited.add("matmul_measured_fp8")
     assert set(spec.sources) == expected_cited
     assert all(len(text) > 40 for text in spec.sources.values())
 

@@ -66,9 +66,10 @@ def time_roofline(flops: sp.Expr, nbytes: sp.Expr, peak: sp.Expr, eff_compute: s
     fraction of its peaks the GPU sustains at best (its measured maximum achievable matmul rate
     over the bf16 peak, :attr:`hwspecs.HardwareSpec.matmul_ceiling`: the clock it holds under a
     saturating load), ``eff_compute`` the calibrated fraction of that ceiling a kernel family
-    reaches. The ceiling applies to every unit clocked with the tensor cores (the exponentials
-    and FP32 work of :func:`symcost.ops.attention.flash_work` are counted in peak-equivalent
-    FLOP).
+    reaches. A low-precision GEMM's ``peak`` carries its dtype's own ceiling relative to this
+    one (:func:`symcost.training.gemm_peak`: ``matmul_ceiling_fp8 / matmul_ceiling`` for fp8).
+    The ceiling applies to every unit clocked with the tensor cores (the exponentials and FP32
+    work of :func:`symcost.ops.attention.flash_work` are counted in peak-equivalent FLOP).
 
     Args:
         flops: work, FLOP.

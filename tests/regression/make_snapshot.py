@@ -294,7 +294,14 @@ fifty-seventh (2026-12-07, later): MFU and HFU divide by the datasheet peak of t
 (``training.spec_peak``), no longer by NVFP4's calibrated rate (the fp4 peak times
 ``eff_fp4``); the ``mfu`` of the 66 NVFP4 rows of the shared file moved (Blackwell x0.91,
 Blackwell Ultra x0.75, the shipped ``eff_fp4``), nothing else (no draw is NVFP4); only the
-validation part was refreshed (``s["validation"] = run_validation(VALIDATION)``).
+validation part was refreshed (``s["validation"] = run_validation(VALIDATION)``). A
+fifty-eighth (2026-12-07, night): fp8 and MXFP8 GEMMs run at the GPU's measured fp8 matmul
+ceiling (``matmul_ceiling_fp8``, ``matmul_tflops_measured_fp8`` in the hardware files: H100 and
+H800 70.9% of the fp8 peak, H200 73.4%, B200 76.3%, B300 74.5%, GB200 72.3%; the bf16 fraction
+where not measured; ``training.gemm_peak``), serving's 8-bit GEMMs keep the bf16 fraction
+(``config.inference_hardware_bindings``), and the parameters were recalibrated (Hopper
+``eff_attn`` 0.63 -> 0.72, ``eff_hbm`` 0.46 -> 0.56, ``eff_gemm`` 0.775 -> 0.769; Ampere's
+fitted values unchanged); the whole snapshot was rewritten.
 Every other value is as first written.
 
 The draws are described by plain field values (API keywords), so the test can replay them
