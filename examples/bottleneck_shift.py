@@ -22,8 +22,9 @@ fixed network's share rises from nothing to about a quarter (the searched layout
 tensor-parallel collectives with their GEMMs, ``tp_overlap``); at 1 nm the layout's GEMMs
 sit at the roofline's ridge against the fixed HBM2e, so whether they count as compute or
 memory turns on a percent of efficiency (compute 29% / memory 27% or 2% / 54% in two
-calibrations of 2026-11-27, the step within 0.6%; 42% / 12% after the recalibration with the
-fp8 matmul ceiling of 2026-12-07, which raised Hopper's ``eff_hbm`` 0.46 -> 0.56). Inference moves from
+calibrations of 2026-11-27, the step within 0.6%; 42% / 13% after the recalibrations with the
+fp8 matmul ceiling and gpt-oss's clamped activation of 2026-12-07, which raised Hopper's
+``eff_hbm`` 0.46 -> 0.56). Inference moves from
 compute to memory, as the faster logic outruns the fixed memory and network. ``--quick`` uses
 three nodes (12, 5, 1 nm).
 """

@@ -293,7 +293,7 @@ def model_bindings(model: "ModelSpec") -> dict[str, float]:
         S.tied_embed.name: float(model.tied_embeddings),
         S.learned_pos.name: float(model.position == "learned"),
         S.rotary_pos.name: float(model.position == "rope"),
-        S.has_dropout.name: float(model.dropout),
+        S.has_dropout.name: float(model.dropout), S.act_clamp.name: float(model.act_clamp),
         # 0 unless the model sets a head width other than h/a (see training.head_dim), so a
         # sweep over ``hidden`` keeps d = h/a for models that derive it
         S.head_dim_given.name: (0.0 if (model.head_dim or 0) * model.heads == model.hidden

@@ -98,7 +98,7 @@ _COUNT_FIELDS: tuple[str, ...] = ("experts", "top_k", "shared_experts", "moe_ffn
 #: the block kinds of a hybrid layer pattern (Megatron-Core ``hybrid_layer_pattern``): a
 #: Mamba-2 mixer, self-attention, a dense MLP, a mixture-of-experts MLP.
 HYBRID_SYMBOLS: dict[str, str] = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
-_BOOL_FIELDS: tuple[str, ...] = ("bias", "tied_embeddings", "dropout")
+_BOOL_FIELDS: tuple[str, ...] = ("bias", "tied_embeddings", "dropout", "act_clamp")
 _ENUM_FIELDS: dict[str, tuple[str, ...]] = {
     "mlp": MLP_KINDS,
     "norm": NORM_KINDS,
@@ -146,6 +146,12 @@ class ModelSpec:
         dropout: Dropout layers are active during training (Megatron GPT:
             True; Llama/MPT pretraining: False).
         source: Where the numbers come from (paper table / config file).
+        act_clamp: The gated activation clamps its two inputs first (gpt-oss: the gate at most
+            7, the linear half within +-7; HF ``swiglu_limit``, Megatron-Core
+            ``activation_func_clamp_value``). Megatron-Core applies the clamps and
+            concatenates the halves outside its fused activation kernel
+            (``fusions/fused_bias_geglu.py``, ``weighted_bias_quick_geglu_impl``), so each
+            activation pays that traffic (:func:`symcost.ops.elementwise.activation`).
         head_dim: Attention head width d; None (the default) means ``hidden // heads``.
             Some models set it apart (Qwen3: 128 with h/a = 64; MLA: the no-RoPE part).
         experts: Routed experts per MoE layer E (0: a dense model).
@@ -223,6 +229,7 @@ class ModelSpec:
     dropout: bool
     source: str
     head_dim: int | None = None
+    act_clamp: bool = False
     experts: int = 0
     top_k: int = 0
     shared_experts: int = 0
@@ -1263,6 +1270,7 @@ def _llama_fields(cfg: Mapping[str, Any], label: str) -> dict[str, Any]:
         position=position,
         dropout=_has_dropout(cfg, _DROPOUT_KEYS + _GPT2_DROPOUT_KEYS, label),
         head_dim=head_dim,
+        act_clamp=cfg.get("swiglu_limit") is not None,
     )
 
 

@@ -164,6 +164,9 @@ rotary_pos = _declare("rotary_pos", "model", "1",
                       integer=True, nonneg=True)
 has_dropout = _declare("has_dropout", "model", "1", "1 when dropout layers are active",
                        integer=True, nonneg=True)
+act_clamp = _declare("act_clamp", "model", "1",
+                     "1 when the gated activation clamps its inputs outside the fused kernel "
+                     "(gpt-oss, ModelSpec.act_clamp)", integer=True, nonneg=True)
 head_dim_given = _declare("head_dim_given", "model", "1",
                           "attention head width d when the model sets it (Qwen3, gpt-oss, MLA's"
                           " no-RoPE part); 0: d = h/a", integer=True, nonneg=True)

@@ -813,7 +813,7 @@ def layer_forward_compute() -> dict[str, Cost]:
         "out_proj": gemm(n, h, heads * d, peak, eff=eff).scale(fa),
         "mlp_up": gemm(n, (1 + g) * f / t, h, peak, eff=eff).scale(fd),
         "mlp_down": gemm(n, h, f / t, peak, eff=eff).scale(fd),
-        "activation": ew.activation(n * f / t, g).scale(fd),
+        "activation": ew.activation(n * f / t, g, S.act_clamp).scale(fd),
         # [moe] router GEMM (16-bit, replicated over TP), score function and top-k
         "router": (gemm(n, S.n_experts, h, S.peak_flops_16)
                    + ew.router_scores(n, S.n_experts)).scale(fm),
@@ -830,11 +830,12 @@ def layer_forward_compute() -> dict[str, Cost]:
         "moe_permute": ew.token_permutation(n / t, k, w).scale(fm),
         "moe_overhead": Cost(sp.Integer(0), sp.Integer(0),
                              host_overhead(S.t_moe_layer)).scale(fm),
-        "expert_activation": ew.activation(routed * fe_local, g).scale(fm),
+        "expert_activation": ew.activation(routed * fe_local, g, S.act_clamp).scale(fm),
         # [moe] zero without shared experts (a GEMM of width 0 would still read its input)
         "shared_experts": (gemm(n, (1 + g) * shared, h, peak, eff=eff)
                            + gemm(n, h, shared, peak, eff=eff)
-                           + ew.activation(n * shared, g)).scale(fm * smin(S.shared_experts, 1)),
+                           + ew.activation(n * shared, g, S.act_clamp)).scale(
+                               fm * smin(S.shared_experts, 1)),
         "norms": ew.norm(tokens_sp() * h).scale(blocks_per_layer()),
         "residual_dropout": ew.residual_dropout(tokens_sp() * h,
                                                 S.has_dropout).scale(blocks_per_layer()),

@@ -1288,7 +1288,7 @@ def _model_for_row(row: Row, source: str, seq: int | None) -> ModelSpec:
         shape["seq_len"] = seq
     extra = SOURCE_DEFAULTS.get(source, {})
     arch = {k: getattr(flags, k) for k in ("mlp", "norm", "bias", "tied_embeddings",
-                                            "position", "dropout")}
+                                            "position", "dropout", "act_clamp")}
     arch.update(extra.get("arch", {}))
     gated = cell_int(row, "gated_mlp")
     if gated is not None:

@@ -66,7 +66,7 @@ def test_bottleneck_moves_from_compute_as_logic_scales(tmp_path: Path) -> None:
     # sit at the roofline's ridge, so which side each is counted on turns on a percent of
     # efficiency: compute 29%, memory 27% in the calibration of 2026-11-27 (20th session),
     # compute 2%, memory 54% after the 21st session's refit (Hopper eff_hbm 0.490 -> 0.481),
-    # compute 42%, memory 12% after the refit with the fp8 matmul ceiling (Hopper eff_hbm
+    # compute 42%, memory 13% after the refits with the fp8 matmul ceiling (Hopper eff_hbm
     # 0.46 -> 0.56), so the ridge is not asserted
     last = train.iloc[-1]
     assert train["compute_share"].iloc[0] > 0.9 and last["compute_share"] < 0.5

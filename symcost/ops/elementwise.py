@@ -30,20 +30,27 @@ def norm(elements: sp.Expr) -> Cost:
     return _memory_op(elements, 1, 1, flops_per_elem=5)
 
 
-def activation(ffn_elements: sp.Expr, gated: sp.Expr) -> Cost:
-    """GeLU (``gated=0``: read f, write f) or SwiGLU (``gated=1``: read 2f, write f).
+def activation(ffn_elements: sp.Expr, gated: sp.Expr, clamp: sp.Expr = sp.Integer(0)) -> Cost:
+    """GeLU (``gated=0``: read f, write f) or SwiGLU (``gated=1``: read 2f, write f), with
+    ``clamp`` its inputs clamped first by separate kernels: one clamp per half (read f, write
+    f each) and the concatenation of the two halves (read 2f, write 2f), 8f more.
 
     Args:
         ffn_elements: elements of one MLP intermediate tensor (tokens x f / t).
         gated: 0 or 1 (symbol ``gated_mlp``).
+        clamp: 0 or 1 (symbol ``act_clamp``; counted for a gated MLP only).
 
     Returns:
-        :class:`Cost`; bytes = ``(2 + gated) * ffn_elements * BYTES_ACT``.
+        :class:`Cost`; bytes = ``(2 + gated + 8*gated*clamp) * ffn_elements * BYTES_ACT``
+        (the backward, :func:`backward`, twice that).
 
     References:
-        Shazeer 2020, "GLU variants improve Transformer" (SwiGLU).
+        Shazeer 2020, "GLU variants improve Transformer" (SwiGLU); Megatron-Core
+        ``megatron/core/fusions/fused_bias_geglu.py``, ``weighted_bias_quick_geglu_impl``:
+        with ``clamp_value`` set (gpt-oss, ``activation_func_clamp_value = 7``) the two
+        ``clamp`` calls and the ``torch.cat`` run before the fused autograd function.
     """
-    nbytes = ffn_elements * (2 + gated) * S.BYTES_ACT
+    nbytes = ffn_elements * (2 + gated + 8 * gated * clamp) * S.BYTES_ACT
     return Cost(ffn_elements * 8, nbytes, time_memory_bound(nbytes, S.hbm_bw, S.eff_hbm))
 
 

@@ -301,7 +301,13 @@ H800 70.9% of the fp8 peak, H200 73.4%, B200 76.3%, B300 74.5%, GB200 72.3%; the
 where not measured; ``training.gemm_peak``), serving's 8-bit GEMMs keep the bf16 fraction
 (``config.inference_hardware_bindings``), and the parameters were recalibrated (Hopper
 ``eff_attn`` 0.63 -> 0.72, ``eff_hbm`` 0.46 -> 0.56, ``eff_gemm`` 0.775 -> 0.769; Ampere's
-fitted values unchanged); the whole snapshot was rewritten.
+fitted values unchanged); the whole snapshot was rewritten. A fifty-ninth (same night): gpt-oss's
+clamped activation (``ModelSpec.act_clamp``: Megatron-Core clamps the two halves and
+concatenates them outside its fused kernel, 8 more element reads and writes per output element,
+``ops.elementwise.activation``) moved, with the previous parameter file, only the gpt-oss
+training draws and validation rows; the parameters were recalibrated (Blackwell ``eff_hbm``
+0.60 -> 0.40, ``eff_attn`` 0.74 -> 0.98, ``eff_ssm`` 0.34 -> 0.66, ``moe_flop_half`` 55 -> 40
+GFLOP; Hopper ``moe_flop_half`` 43 -> 36 GFLOP) and the whole snapshot was rewritten.
 Every other value is as first written.
 
 The draws are described by plain field values (API keywords), so the test can replay them
