@@ -126,6 +126,12 @@ class TrainingConfig:
             counts remains): the fixed host-side times ``t_layer_overhead`` (kernel launches
             per layer pass) and ``t_moe_layer`` (the MoE layer's launches and host sync) are
             not paid (:func:`symcost.training.host_overhead`). The GPU work is unchanged.
+        fp8_attention: the FlashAttention kernels run their two matmuls (``QK^T`` and
+            ``PV``, and the backward's) in FP8 at the GPU's fp8 tensor-core peak
+            (Transformer Engine ``fp8_dot_product_attention``, cuDNN FP8 fused attention;
+            Megatron-Core ``--fp8-dot-product-attention``); the softmax's exponentials and
+            FP32 work keep their rates (:func:`symcost.ops.attention.flash_work`). Needs an
+            8- or 4-bit ``dtype`` recipe (fp8, mxfp8, nvfp4) and FlashAttention.
         moe_imbalance: routed tokens of the busiest expert-parallel rank over the mean (1:
             balanced routing); at most ``min(ep, experts/top_k)``.
         moe_capacity_factor: expert capacity in multiples of the balanced load, tokens beyond
@@ -177,6 +183,7 @@ class TrainingConfig:
     ep_overlap: bool = False
     ep_dedup: bool = False
     cuda_graph: bool = False
+    fp8_attention: bool = False
     bf16_layers: int = 0
     moe_imbalance: float = 1.0
     moe_capacity_factor: float = 0.0

@@ -314,6 +314,9 @@ TRAINING_FIELDS: dict[str, Field] = _table(
     _bool("cuda_graph", "the whole iteration replays as CUDA graphs (Megatron-Core "
           "cuda_graph_impl full_iteration): no per-layer launch or MoE host-sync time", False,
           "cuda_graph"),
+    _bool("fp8_attention", "the attention core's matmuls in FP8 at the fp8 peak "
+          "(Transformer Engine fp8_dot_product_attention; needs dtype fp8, mxfp8 or nvfp4 "
+          "and FlashAttention)", False, "fp8_attention"),
     Field("moe_imbalance", "float", "1", 1.0, "routed tokens of the busiest expert-parallel "
           "rank over the mean (1: balanced routing; at most min(ep, experts/top_k))",
           "moe_imbalance", minimum=1.0, maximum=float(MAX_COUNT)),

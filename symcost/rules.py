@@ -313,6 +313,15 @@ ZERO3_PER_TENSOR = Rule(
     "needs zero 3",
     lambda v: f"needs zero 3 (it describes how ZeRO-3 gathers parameters; zero = "
               f"{_i(v['zero'])})")
+FP8_ATTENTION = Rule(
+    "fp8_attention_needs_fp8_recipe", "fp8_attention",
+    ("fp8_attention", "dtype", "flash_attention"),
+    lambda v, xp: (v.get("fp8_attention", 0.0) < 0.5)
+    | ((v["dtype"] > 1.5) & (v["flash_attention"] > 0.5)),
+    "needs dtype fp8, mxfp8 or nvfp4 and FlashAttention",
+    lambda v: "needs an fp8, mxfp8 or nvfp4 dtype and FlashAttention (Transformer Engine "
+              "runs fp8_dot_product_attention in its fused attention kernels inside an FP8 "
+              "recipe; a bf16/fp16 run or unfused attention has no FP8 attention)")
 #: [recompute] code of the default module set (``core_attn``, Korthikanti et al. 2022 selective)
 _CORE_ATTN = float(RECOMPUTE_MODULE_SETS["core_attn"])
 RECOMPUTE_MODULES_SELECTIVE = Rule(
@@ -510,7 +519,7 @@ TRAINING_RULES: tuple[Rule, ...] = (
     VPP_NEEDS_PP, VPP_LAYERS, VPP_MICROBATCHES, ZERO_PP, DTYPE_HARDWARE, CP_SEQ, DOC_LEN_SEQ,
     CP_FLASH, CP_A2A_HEADS, EP_DP, EP_EXPERTS, ETP_DP, ETP_FFN, MOE_IMBALANCE, MOE_TP_SP,
     TP_OVERLAP_SP, TP_OVERLAP_NODE, HSDP_DP, ZERO3_PER_TENSOR, RECOMPUTE_MODULES_SELECTIVE,
-    RECOMPUTE_LAYERS_FULL, BF16_LAYERS
+    RECOMPUTE_LAYERS_FULL, BF16_LAYERS, FP8_ATTENTION
 ) + FINETUNE_RULES + HYBRID_RULES
 
 def _expert_tp(v: Values, xp: Any) -> Any:

@@ -312,6 +312,9 @@ cuda_graph = _declare("cuda_graph", "parallel", "1",
                       "1 when the whole training iteration replays as captured CUDA graphs "
                       "(no kernel-launch or host-synchronisation time)", integer=True,
                       nonneg=True)
+fp8_attention = _declare("fp8_attention", "parallel", "1",
+                         "1 when the attention core's matmuls run in FP8 (Transformer Engine "
+                         "fp8_dot_product_attention)", integer=True, nonneg=True)
 ep_dedup = _declare("ep_dedup", "parallel", "1",
                     "1 when the MoE dispatch sends each token once per destination node and "
                     "forwards it over NVLink (DeepEP, HybridEP)", integer=True, nonneg=True)

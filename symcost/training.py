@@ -225,6 +225,21 @@ def flash_kernel(c: Cost) -> Cost:
     return Cost(c.flops, c.bytes, c.time.xreplace({S.eff_attn: S.eff_attn * rate}))
 
 
+def attention_matmul_speedup() -> sp.Expr:
+    """Tensor-core rate of the FlashAttention matmuls over the 16-bit peak: ``peak_flops_8 /
+    peak_flops_16`` with ``fp8_attention`` (Transformer Engine ``fp8_dot_product_attention``:
+    cuDNN's FP8 fused attention quantizes Q, K, V and the probabilities to FP8 for both
+    matmuls, forward and backward), 1 without. The softmax's exponentials and FP32 work do not
+    speed up (:func:`symcost.ops.attention.flash_work`), so the kernel gains less than the
+    peak ratio wherever they bind (head dimension 64, Blackwell's exponential rate).
+
+    References:
+        NVIDIA Transformer Engine, ``DelayedScaling.fp8_dpa`` / ``fp8_dot_product_attention``;
+        Shah et al. 2024, "FlashAttention-3" (arXiv:2407.08608), Sec. 3.3 (FP8 attention).
+    """
+    return 1 + S.fp8_attention * (S.peak_flops_8 / S.peak_flops_16 - 1)
+
+
 def kv_context(context: sp.Expr, window_context: sp.Expr | None = None) -> sp.Expr:
     """Cached tokens the average layer holds and attends to at ``context`` tokens: ``context``
     on full-attention layers, ``min(context, W)`` on sliding-window layers (vLLM and
@@ -717,7 +732,7 @@ def attention_core_forward() -> Cost:
     # packed documents: b*s/n sequences of n tokens; sliding-window layers: FlashAttention
     # skips the blocks outside the band
     flash = flash_kernel(att.attention_flash(b * s / n, n, S.n_heads / t, kv, d, S.peak_flops_16,
-                                             flash_serial())
+                                             flash_serial(), attention_matmul_speedup())
                          .scale(attention_context_factor(n)))
     unfused = att.attention_unfused(b, s, S.n_heads / t, kv, d, S.peak_flops_16, S.has_dropout)
     return select(S.flash_attn > sp.Rational(1, 2), flash.scale(1 / S.cp) + cp_ring_merge(),
@@ -1003,7 +1018,8 @@ def layer_backward_compute() -> dict[str, Cost]:
     n = attention_length()
     flash_b = flash_kernel(att.attention_flash_backward(
         S.micro_batch * S.seq_len / n, n, S.n_heads / t, kv_heads_local(), attention_head_dim(),
-        S.peak_flops_16, flash_serial()).scale(attention_context_factor(n)))
+        S.peak_flops_16, flash_serial(), attention_matmul_speedup()
+    ).scale(attention_context_factor(n)))
     out = {k: v.scale(2) for k, v in fwd.items() if k != "attention"}
     # [moe] the permutation's backward is a scatter-add of the same size plus the probability
     # gradients (ops.elementwise.token_permutation_backward), not twice the forward

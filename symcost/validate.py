@@ -41,6 +41,8 @@ ep_dedup           off; on for the MBRIDGE MoE rows whose container's recipe use
 cuda_graph         off; on for the MBRIDGE MoE rows whose container's recipe captured the
                    whole iteration as CUDA graphs (:data:`BRIDGE_FULL_ITERATION_GRAPH`,
                    :func:`cuda_graph_default`)
+fp8_attention      off; on for the MBRIDGE rows whose container's recipe ran the attention
+                   matmuls in FP8 (:data:`BRIDGE_FP8_ATTENTION`, :func:`fp8_attention_default`)
 bf16_layers        0; the layers an MBRIDGE run's precision recipe keeps in BF16
                    (:data:`BRIDGE_BF16_LAYERS`)
 recompute          ``none``; for the MBRIDGE rows whose container's recipe recomputed
@@ -146,6 +148,7 @@ __all__ = [
     "BRIDGE_RECOMPUTE", "recompute_default", "BRIDGE_RECOMPUTE_LAYERS",
     "recompute_layers_default", "BRIDGE_LAYOUT_ERRATA", "layout_errata",
     "ep_dedup_default", "ep_overlap_default", "GENERIC_FACTS", "source_fact",
+    "BRIDGE_FP8_ATTENTION", "fp8_attention_default",
     "BRIDGE_TP_OVERLAP_OFF", "tp_overlap_off_default",
     "load_measurements", "mape", "metric_factor", "nar21_flops",
     "predict_rows", "prepare_rows", "preset_for_name", "source_of", "split_by_params",
@@ -662,6 +665,28 @@ BRIDGE_FULL_ITERATION_GRAPH: dict[tuple[int, ...], frozenset[tuple[str, str, str
 BRIDGE_EP_OVERLAP: dict[tuple[int, ...], frozenset[tuple[str, str, str]]] = {
     (26, 4, 1): frozenset({("DeepSeek-V3-671B", "b200", "mxfp8")}), **BRIDGE_FULL_ITERATION_GRAPH}
 
+#: Megatron-Bridge recipes that ran the attention core in FP8 (``fp8_attention``: Transformer
+#: Engine ``fp8_dot_product_attention``), in the form of :data:`BRIDGE_EP_OVERLAP`. First set
+#: in v0.5.0 = container 26.06 (no earlier tag sets it in ``scripts/performance``): the MXFP8
+#: full-iteration presets of Qwen3-30B-A3B (B300, GB200, GB300) and Qwen3-235B-A22B (GB200,
+#: GB300), gpt-oss-120b's ``*_FP8_MX_V2`` (GB200, GB300) and DeepSeek-V3's GB300 MXFP8
+#: (``scripts/performance/configs/{qwen,gpt_oss,deepseek}/*_workload_base_configs.py``);
+#: v0.5.1 = 26.06.01 adds Qwen3-30B-A3B on B200, Qwen3-235B-A22B on B200 and B300, and
+#: DeepSeek-V3 on B300; v0.6.0 = 26.08 keeps them (``perf_recipes/qwen/common.py``
+#: ``_enable_hybridep_full_iteration_mxfp8``, ``perf_recipes/gpt_oss/common.py``,
+#: ``perf_recipes/deepseek/{b300,gb300}``). DeepSeek-V3's GB200 MXFP8 preset is the one
+#: full-iteration recipe without it (``_enable_deepseek_full_iteration_mxfp8``'s default).
+BRIDGE_FP8_ATTENTION: dict[tuple[int, ...], frozenset[tuple[str, str, str]]] = {
+    (26, 6): frozenset({
+        ("Qwen3-30B-A3B", "b300", "mxfp8"), ("Qwen3-30B-A3B", "gb200", "mxfp8"),
+        ("Qwen3-30B-A3B", "gb300", "mxfp8"), ("Qwen3-235B-A22B", "gb200", "mxfp8"),
+        ("Qwen3-235B-A22B", "gb300", "mxfp8"), ("DeepSeek-V3-671B", "gb300", "mxfp8"),
+        ("gpt-oss-120b", "gb200", "mxfp8"), ("gpt-oss-120b", "gb300", "mxfp8")}),
+    (26, 6, 1): frozenset({
+        ("Qwen3-30B-A3B", "b200", "mxfp8"), ("Qwen3-235B-A22B", "b200", "mxfp8"),
+        ("Qwen3-235B-A22B", "b300", "mxfp8"), ("DeepSeek-V3-671B", "b300", "mxfp8")}),
+}
+
 #: Megatron-Bridge recipes with a node-deduplicating dispatcher (``ep_dedup``: Megatron-Core's
 #: flex dispatcher with HybridEP or DeepEP), in the form of :data:`BRIDGE_EP_OVERLAP`.
 #: Nemotron 3 Super, on every GPU and dtype from its first published container (26.04):
@@ -823,6 +848,14 @@ def cuda_graph_default(source: str, notes: object, model_name: str, hardware: st
     (:data:`BRIDGE_FULL_ITERATION_GRAPH`, read by :func:`bridge_recipe_default`)."""
     return bridge_recipe_default(BRIDGE_FULL_ITERATION_GRAPH, source, notes, model_name,
                                  hardware, dtype)
+
+
+def fp8_attention_default(source: str, notes: object, model_name: str, hardware: str,
+                          dtype: str) -> bool:
+    """Whether an MBRIDGE row's recipe ran the attention matmuls in FP8
+    (:data:`BRIDGE_FP8_ATTENTION`, read by :func:`bridge_recipe_default`)."""
+    return bridge_recipe_default(BRIDGE_FP8_ATTENTION, source, notes, model_name, hardware,
+                                 dtype)
 
 
 def ep_dedup_default(source: str, notes: object, model_name: str, hardware: str,
@@ -1460,6 +1493,10 @@ def _prepare_one(row: Row, other_metrics: bool = False) -> PreparedRow:
     if cuda_graph:
         defaults["cuda_graph"] = ("on (the row's Megatron-Bridge recipe, "
                                   "BRIDGE_FULL_ITERATION_GRAPH)")
+    fp8_attention = fp8_attention_default(source, notes, model_cell, hw_key, dtype)
+    if fp8_attention:
+        defaults["fp8_attention"] = ("on (the row's Megatron-Bridge recipe, "
+                                     "BRIDGE_FP8_ATTENTION)")
     bf16_layers = (BRIDGE_BF16_LAYERS.get((model_cell, dtype), 0)
                    if source == "MBRIDGE" else 0)
     if bf16_layers:
@@ -1472,7 +1509,8 @@ def _prepare_one(row: Row, other_metrics: bool = False) -> PreparedRow:
                          zero3_per_tensor=zero == 3 and bool(
                              SOURCE_DEFAULTS.get(source, {}).get("zero3_per_tensor")),
                          tp_overlap=tp_overlap, ep_overlap=ep_overlap, ep_dedup=ep_dedup,
-                         cuda_graph=cuda_graph, bf16_layers=bf16_layers,
+                         cuda_graph=cuda_graph, fp8_attention=fp8_attention,
+                         bf16_layers=bf16_layers,
                          activation_offload_layers=offloaded,
                          train_framework=str(SOURCE_DEFAULTS.get(source, {}).get(
                              "train_framework", "megatron")),

@@ -72,6 +72,21 @@ def old_generation_values() -> dict[str, float]:
 
 
 @pytest.fixture(scope="session")
+def bridge_row() -> Callable[..., dict]:
+    """``bridge_row(container, model, gpu, hw, dtype)``: one Megatron-Bridge row (a
+    ``tokens_per_s_per_gpu`` measurement of an 8-GPU EP8 layout, micro-batch 4, 512 sequences
+    of 4,096 tokens) whose notes name NeMo ``container``, for the recipe-table tests of
+    :mod:`symcost.validate`."""
+    def row(container: str, model: str, gpu: str, hw: str, dtype: str) -> dict:
+        return {"case_id": f"MBRIDGE-{container}-{model}-{gpu}-8g-x-tpsg", "workload": "train",
+                "model": model, "gpu": gpu, "hardware": hw, "n_gpus": 8, "tp": 1, "pp": 1,
+                "ep": 8, "micro_batch": 4, "global_batch": 512, "seq_len": 4096,
+                "dtype": dtype, "metric": "tokens_per_s_per_gpu", "value": 1000.0,
+                "notes": f"container=NeMo {container}; Megatron-Bridge performance recipes"}
+    return row
+
+
+@pytest.fixture(scope="session")
 def shared_measurements() -> pd.DataFrame:
     """``../shared/validation/published_measurements.csv`` loaded once per session (the test
     is skipped when the shared folder is not beside the repository)."""

@@ -68,25 +68,17 @@ def test_sweep_over_the_field_equals_predict_training():
         assert got == pytest.approx(want, rel=1e-9)
 
 
-def _bridge_row(container: str, model: str, gpu: str, hw: str, dtype: str) -> dict:
-    return {"case_id": f"MBRIDGE-{container}-{model}-{gpu}-8g-x-tpsg", "workload": "train",
-            "model": model, "gpu": gpu, "hardware": hw, "n_gpus": 8, "tp": 1, "pp": 1,
-            "ep": 8, "micro_batch": 4, "global_batch": 512, "seq_len": 4096, "dtype": dtype,
-            "metric": "tokens_per_s_per_gpu", "value": 1000.0,
-            "notes": f"container=NeMo {container}; Megatron-Bridge performance recipes"}
-
-
-def test_validate_sets_it_from_the_recipe_table():
+def test_validate_sets_it_from_the_recipe_table(bridge_row):
     """From 26.06 the Qwen3-30B-A3B GB200 MXFP8 recipe captured the whole iteration (and
     overlapped the all-to-all); 26.04 did neither; DeepSeek-V3 on B200 overlapped from
     26.04.01 under TE-scoped graphs only; rows of another source never get it."""
     rows = pd.DataFrame([
-        _bridge_row("26.06", "Qwen3-30B-A3B", "GB200", "gb200", "mxfp8"),
-        _bridge_row("26.08", "Qwen3-30B-A3B", "GB200", "gb200", "mxfp8"),
-        _bridge_row("26.04", "Qwen3-30B-A3B", "GB200", "gb200", "mxfp8"),
-        {**_bridge_row("26.04.01", "DeepSeek-V3-671B", "B200", "b200", "mxfp8"),
+        bridge_row("26.06", "Qwen3-30B-A3B", "GB200", "gb200", "mxfp8"),
+        bridge_row("26.08", "Qwen3-30B-A3B", "GB200", "gb200", "mxfp8"),
+        bridge_row("26.04", "Qwen3-30B-A3B", "GB200", "gb200", "mxfp8"),
+        {**bridge_row("26.04.01", "DeepSeek-V3-671B", "B200", "b200", "mxfp8"),
          "n_gpus": 256, "ep": 32, "pp": 8, "global_batch": 4096, "micro_batch": 1},
-        {**_bridge_row("26.06", "Qwen3-30B-A3B", "GB200", "gb200", "mxfp8"),
+        {**bridge_row("26.06", "Qwen3-30B-A3B", "GB200", "gb200", "mxfp8"),
          "case_id": "OTHER-qwen-tpsg"},
     ])
     prepared, skipped = prepare_rows(rows)

@@ -211,14 +211,17 @@ def _flash_bytes(b: sp.Expr, s: sp.Expr, heads: sp.Expr, kv_heads: sp.Expr,
 
 
 def attention_flash(b: sp.Expr, s: sp.Expr, heads: sp.Expr, kv_heads: sp.Expr, d: sp.Expr,
-                    peak: sp.Expr, serial: sp.Expr = sp.Integer(0)) -> Cost:
+                    peak: sp.Expr, serial: sp.Expr = sp.Integer(0),
+                    matmul_speedup: sp.Expr = sp.Integer(1)) -> Cost:
     """FlashAttention forward: tiled, fused, causal-block skipping, no ``s x s`` HBM traffic.
 
     Args:
         b, s, heads, kv_heads, d: sequences, tokens, query and key/value heads on this GPU,
             head dimension; peak: tensor-core peak, FLOP/s; serial: 1 for a kernel that runs
             softmax and matmuls in sequence (FlashAttention-2), 0 for one that overlaps them
-            (:func:`flash_work`).
+            (:func:`flash_work`); matmul_speedup: the matmuls' tensor-core rate over ``peak``
+            (2 for FP8 attention against a 16-bit ``peak``: Transformer Engine
+            ``fp8_dot_product_attention``; the exponentials and FP32 work keep theirs).
 
     Returns:
         :class:`Cost`; FLOP counted in the full-matrix convention, time from the executed
@@ -232,23 +235,24 @@ def attention_flash(b: sp.Expr, s: sp.Expr, heads: sp.Expr, kv_heads: sp.Expr, d
     """
     f = flops_attention(b, s, heads, d)
     nbytes = _flash_bytes(b, s, heads, kv_heads, d)
-    work = flash_work(f, exponentials_attention(b, s, heads), FLASH_NONMATMUL_FWD, peak,
-                      serial)
+    work = flash_work(f / matmul_speedup, exponentials_attention(b, s, heads),
+                      FLASH_NONMATMUL_FWD, peak, serial)
     t = time_roofline(work * causal_fraction(s), nbytes, peak, S.eff_attn, S.hbm_bw, S.eff_hbm)
     return Cost(f, nbytes, t)
 
 
 def attention_flash_backward(b: sp.Expr, s: sp.Expr, heads: sp.Expr, kv_heads: sp.Expr,
-                             d: sp.Expr, peak: sp.Expr, serial: sp.Expr = sp.Integer(0)
-                             ) -> Cost:
+                             d: sp.Expr, peak: sp.Expr, serial: sp.Expr = sp.Integer(0),
+                             matmul_speedup: sp.Expr = sp.Integer(1)) -> Cost:
     """FlashAttention backward: ``2x`` forward FLOP by convention; executes
-    ``FLASH_BWD_RATIO`` x the forward math, recomputes the softmax's exponentials and does
+    ``FLASH_BWD_RATIO`` x the forward math (its matmuls ``matmul_speedup`` times faster than
+    ``peak``, as in :func:`attention_flash`), recomputes the softmax's exponentials and does
     :data:`FLASH_NONMATMUL_BWD` FP32 FLOP per element, combined by
     :func:`flash_work` (``serial`` as in :func:`attention_flash`), and reads/writes Q, K, V,
     O, dO, dQ, dK, dV."""
     f = 2 * flops_attention(b, s, heads, d)
     nbytes = 2 * _flash_bytes(b, s, heads, kv_heads, d)
-    work = flash_work(FLASH_BWD_RATIO * flops_attention(b, s, heads, d),
+    work = flash_work(FLASH_BWD_RATIO * flops_attention(b, s, heads, d) / matmul_speedup,
                       exponentials_attention(b, s, heads), FLASH_NONMATMUL_BWD, peak, serial)
     t = time_roofline(work * causal_fraction(s), nbytes, peak, S.eff_attn, S.hbm_bw,
                       S.eff_hbm)

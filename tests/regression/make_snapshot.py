@@ -307,7 +307,12 @@ concatenates them outside its fused kernel, 8 more element reads and writes per 
 ``ops.elementwise.activation``) moved, with the previous parameter file, only the gpt-oss
 training draws and validation rows; the parameters were recalibrated (Blackwell ``eff_hbm``
 0.60 -> 0.40, ``eff_attn`` 0.74 -> 0.98, ``eff_ssm`` 0.34 -> 0.66, ``moe_flop_half`` 55 -> 40
-GFLOP; Hopper ``moe_flop_half`` 43 -> 36 GFLOP) and the whole snapshot was rewritten.
+GFLOP; Hopper ``moe_flop_half`` 43 -> 36 GFLOP) and the whole snapshot was rewritten. A
+sixtieth (2026-12-08): the new field ``fp8_attention`` (Transformer Engine
+``fp8_dot_product_attention``, off by default: no draw sets it) and the Megatron-Bridge rows whose
+recipes set it (``validate.BRIDGE_FP8_ATTENTION``); the parameters were recalibrated (Blackwell
+``eff_attn`` 0.98 -> 0.90, Blackwell Ultra ``eff_gemm`` 0.79 -> 0.81, ``eff_ssm`` 0.67 -> 0.78;
+Hopper's and Ampere's fitted values unchanged) and the whole snapshot was rewritten.
 Every other value is as first written.
 
 The draws are described by plain field values (API keywords), so the test can replay them
