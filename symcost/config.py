@@ -118,8 +118,10 @@ class TrainingConfig:
         ep_dedup: node-deduplicated MoE dispatch: each token crosses the network once per
             destination node and is forwarded to its experts' GPUs over NVLink (DeepEP,
             HybridEP: Megatron-Core ``--moe-token-dispatcher-type flex``; DeepSeek-V3 Sec.
-            3.2.2; :func:`symcost.ops.collectives.all_to_all_node_dedup`). Off: the plain
-            all-to-all sends every routed copy (``alltoall`` dispatcher).
+            3.2.2; :func:`symcost.ops.collectives.all_to_all_node_dedup`), permuting once on
+            the receiving side. Off: the plain all-to-all sends every routed copy
+            (``alltoall`` dispatcher), which with more than one expert per GPU also sorts the
+            received rows by expert and back (:func:`symcost.training.moe_chunk_sort`).
         cuda_graph: the whole training iteration is captured once and replayed as CUDA
             graphs (Megatron-Core ``--cuda-graph-impl full_iteration``, with the dropless MoE
             padded to a fixed capacity so no host synchronisation on the per-expert token

@@ -269,6 +269,19 @@ def experts_local() -> sp.Expr:
     return experts_safe() / S.ep
 
 
+def moe_chunk_sort() -> Cost:
+    """[moe] The ``alltoall`` dispatcher's two regroupings, per MoE layer pass, of the token
+    vectors (:func:`expert_width` wide) a GPU receives: the busiest rank's ``n*k/t`` routed rows
+    (:func:`moe_load_factor`), gathered over its ``etp`` expert tensor-parallel ranks, after the
+    dispatch and again before the combine (:func:`symcost.ops.elementwise.chunk_sort`), when it
+    holds more than one expert and the dispatch is not node-deduplicated (``ep_dedup``: the
+    ``flex`` dispatcher permutes once instead); zero otherwise. The same in the backward (the
+    gradients' rows)."""
+    rows = tokens_micro() * S.top_k / S.tp * moe_load_factor() * S.etp
+    sorting = flag(experts_local() > sp.Rational(3, 2)) * (1 - S.ep_dedup)
+    return ew.chunk_sort(rows, expert_width()).scale(2 * sorting)
+
+
 def moe_load_factor() -> sp.Expr:
     """[moe] Routed-token load of the busiest expert-parallel rank over the balanced load
     ``n*k/ep``: ``moe_imbalance`` without a capacity (dropless), else
@@ -842,7 +855,7 @@ def layer_forward_compute() -> dict[str, Cost]:
                             + gemm(n / t, h, S.moe_latent_size, peak, eff=eff)).scale(
                                 fm * smin(S.moe_latent_size, 1)),
         # [moe] token permutation around the dispatch, fixed time per MoE layer
-        "moe_permute": ew.token_permutation(n / t, k, w).scale(fm),
+        "moe_permute": (ew.token_permutation(n / t, k, w) + moe_chunk_sort()).scale(fm),
         "moe_overhead": Cost(sp.Integer(0), sp.Integer(0),
                              host_overhead(S.t_moe_layer)).scale(fm),
         "expert_activation": ew.activation(routed * fe_local, g, S.act_clamp).scale(fm),
@@ -1023,8 +1036,9 @@ def layer_backward_compute() -> dict[str, Cost]:
     out = {k: v.scale(2) for k, v in fwd.items() if k != "attention"}
     # [moe] the permutation's backward is a scatter-add of the same size plus the probability
     # gradients (ops.elementwise.token_permutation_backward), not twice the forward
-    out["moe_permute"] = ew.token_permutation_backward(tokens_micro() / t, S.top_k,
-                                                       expert_width()).scale(moe_layer_fraction())
+    out["moe_permute"] = (ew.token_permutation_backward(tokens_micro() / t, S.top_k,
+                                                        expert_width())
+                          + moe_chunk_sort()).scale(moe_layer_fraction())
     out["attention"] = select(S.flash_attn > sp.Rational(1, 2),
                               (flash_b.scale(1 / S.cp) + cp_ring_merge(backward=True)
                                ).scale(attention_layer_fraction()),

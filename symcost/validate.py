@@ -697,7 +697,11 @@ BRIDGE_FP8_ATTENTION: dict[tuple[int, ...], frozenset[tuple[str, str, str]]] = {
 #: other MoE recipes switched between the ``alltoall`` and ``flex`` dispatchers over the
 #: containers, which the rows do not record and the recipes do (``moe_flex_dispatcher_backend`` in
 #: the presets, ``moe_token_dispatcher_type`` in the ``*_pretrain_config_*`` functions); they are
-#: predicted with ``ep_dedup`` off. Setting it from the recipes was tried on 2026-11-27: in-sample
+#: predicted with ``ep_dedup`` off (so with the ``alltoall`` dispatcher's chunk sorts,
+#: :func:`symcost.training.moe_chunk_sort`; marking the full-iteration recipes, which
+#: dispatch with HybridEP inside one NVLink domain, was tried on 2026-12-08 and not kept:
+#: in-sample 7.38% -> 7.56%, leave-one-source-out 15.91% -> 16.33%). Setting it from the
+#: recipes was tried on 2026-11-27: in-sample
 #: 7.83% -> 7.82% after the refit, but Qwen3-30B-A3B (EP16) and Qwen3-235B-A22B (EP32) on H100,
 #: whose all-to-all crosses InfiniBand, went from 13-17% too slow to 20-26% too fast.
 BRIDGE_EP_DEDUP: dict[tuple[int, ...], frozenset[tuple[str, str, str]]] = {

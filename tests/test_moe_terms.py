@@ -30,7 +30,7 @@ TINY = {
     "peak_flops_16": 1e12, "peak_flops_8": 2e12, "peak_flops_4": 4e12, "matmul_ceiling": 1,
     "hbm_bw": 1e12, "eff_hbm": 0.5, "eff_gemm": 0.5, "moe_m_half": 16,
     "moe_flop_half": 0, "t_moe_layer": 1e-3, "moe_imbalance": 1, "moe_capacity_factor": 0,
-    "etp": 1, "cuda_graph": 0,
+    "etp": 1, "cuda_graph": 0, "ep_dedup": 0,
     # a transformer, not a hybrid Mamba-Transformer (block counts and Mamba-2 sizes unused)
     "hybrid": 0, "attn_layers": 0, "mamba_layers": 0, "mlp_layers": 0, "mamba_heads": 0,
     "mamba_head_dim": 0, "mamba_state": 0, "mamba_groups": 0, "eff_ssm": 1, "eff_attn": 0.5,
@@ -93,17 +93,23 @@ def test_layer_terms_of_a_tiny_moe_by_hand():
 
     * expert_up: 2 experts x 2*16*(2*4)*8 = 4096 FLOP at 1e12*0.25 -> 1.6384e-8 s (compute
       bound: bytes 2*(16*8 + 8*8 + 16*8)*2 = 1280 at 5e11 B/s = 2.56e-9 s), x 0.75 = 1.2288e-8.
-    * moe_permute: 2*2*16*8*(1 + 2) + 4*16*2 = 1536 + 128 = 1664 bytes at 5e11 -> 3.328e-9 s,
-      x 0.75 = 2.496e-9 s; backward 2*16*8*(2 + 6) + 128 = 2176 bytes -> 4.352e-9 * 0.75.
+    * moe_permute: 2*2*16*8*(1 + 2) + 4*16*2 = 1536 + 128 = 1664 bytes, plus the ``alltoall``
+      dispatcher's two chunk sorts of the 32 received rows (2 local experts): 2 x 2*2*32*8 =
+      2048 bytes, 3712 at 5e11 -> 7.424e-9 s, x 0.75; backward 2*16*8*(2 + 6) + 128 = 2176
+      bytes and the same 2048 of sorts -> 4224 / 5e11 * 0.75. With ``ep_dedup`` (the flex
+      dispatcher) the sorts go.
     * moe_overhead: 1e-3 s x 0.75 = 7.5e-4 s forward, twice that backward.
     """
     fwd = T.layer_forward_compute()
     bwd = T.layer_backward_compute()
     assert _bind(fwd["expert_up"].flops, TINY) == pytest.approx(4096 * 0.75)
     assert _bind(fwd["expert_up"].time, TINY) == pytest.approx(4096 / 0.25e12 * 0.75)
-    assert _bind(fwd["moe_permute"].bytes, TINY) == pytest.approx(1664 * 0.75)
-    assert _bind(fwd["moe_permute"].time, TINY) == pytest.approx(1664 / 5e11 * 0.75)
-    assert _bind(bwd["moe_permute"].time, TINY) == pytest.approx(2176 / 5e11 * 0.75)
+    assert _bind(fwd["moe_permute"].bytes, TINY) == pytest.approx(3712 * 0.75)
+    assert _bind(fwd["moe_permute"].time, TINY) == pytest.approx(3712 / 5e11 * 0.75)
+    assert _bind(bwd["moe_permute"].time, TINY) == pytest.approx(4224 / 5e11 * 0.75)
+    flex = {**TINY, "ep_dedup": 1}
+    assert _bind(fwd["moe_permute"].bytes, flex) == pytest.approx(1664 * 0.75)
+    assert _bind(bwd["moe_permute"].time, flex) == pytest.approx(2176 / 5e11 * 0.75)
     assert _bind(fwd["moe_overhead"].time, TINY) == pytest.approx(7.5e-4)
     assert _bind(bwd["moe_overhead"].time, TINY) == pytest.approx(1.5e-3)
 
@@ -113,13 +119,14 @@ def test_imbalance_and_capacity_by_hand():
     tokens, 24 per local expert, efficiency 0.5*24/(24 + 16) = 0.3; expert_up 2 x 2*24*(2*4)*8
     = 6144 FLOP at 1e12*0.3, x 0.75. A capacity factor of 1.25 caps the load at 1.25: 40
     tokens, 20 per expert, efficiency 0.5*20/36; the all-to-all moves the same factor more.
-    Token permutation (on the sending side) is unchanged."""
+    Token permutation on the sending side is unchanged; the receiving side's chunk sorts move
+    the busiest rank's 48 rows: 1664 + 2 x 2*2*48*8 = 4736 bytes."""
     fwd = T.layer_forward_compute()
     hot = {**TINY, "moe_imbalance": 1.5}
     assert _bind(T.moe_load_factor(), hot) == 1.5
     assert _bind(fwd["expert_up"].flops, hot) == pytest.approx(6144 * 0.75)
     assert _bind(fwd["expert_up"].time, hot) == pytest.approx(6144 / 0.3e12 * 0.75)
-    assert _bind(fwd["moe_permute"].bytes, hot) == pytest.approx(1664 * 0.75)
+    assert _bind(fwd["moe_permute"].bytes, hot) == pytest.approx(4736 * 0.75)
     capped = {**hot, "moe_capacity_factor": 1.25}
     assert _bind(T.moe_load_factor(), capped) == 1.25
     assert _bind(fwd["expert_up"].flops, capped) == pytest.approx(2 * 2 * 20 * 8 * 8 * 0.75)

@@ -99,6 +99,26 @@ def token_permutation(tokens: sp.Expr, top_k: sp.Expr, width: sp.Expr) -> Cost:
     return Cost(tokens * top_k * width, nbytes, time_memory_bound(nbytes, S.hbm_bw, S.eff_hbm))
 
 
+def chunk_sort(rows: sp.Expr, width: sp.Expr) -> Cost:
+    """Regrouping of the token rows an expert-parallel all-to-all delivered, from source-rank
+    order to local-expert order (and back before the combine's all-to-all): read and write each
+    of ``rows`` vectors of ``width`` elements once. Megatron-Core's ``alltoall`` token
+    dispatcher runs it whenever a GPU holds more than one expert (``sort_chunks_by_idxs``
+    after the dispatch and before the combine, forward and backward); the ``flex`` dispatcher
+    (DeepEP, HybridEP) permutes once on the receiving side instead.
+
+    Returns:
+        :class:`Cost`: no FLOP, bytes ``2*BYTES_ACT*rows*width``, memory-bound time s.
+
+    References:
+        NVIDIA Megatron-Core ``megatron/core/transformer/moe/token_dispatcher.py``
+        (``MoEAlltoAllTokenDispatcher``: ``sort_chunks_by_idxs`` with
+        ``num_local_experts > 1``), ``moe_utils.sort_chunks_by_idxs``.
+    """
+    nbytes = S.BYTES_ACT * 2 * rows * width
+    return Cost(sp.Integer(0), nbytes, time_memory_bound(nbytes, S.hbm_bw, S.eff_hbm))
+
+
 def token_permutation_backward(tokens: sp.Expr, top_k: sp.Expr, width: sp.Expr) -> Cost:
     """Backward of :func:`token_permutation`: the unpermute's backward reads the output
     gradient (``tokens*width``) and the saved expert outputs (``tokens*top_k*width``, for the

@@ -312,7 +312,13 @@ sixtieth (2026-12-08): the new field ``fp8_attention`` (Transformer Engine
 ``fp8_dot_product_attention``, off by default: no draw sets it) and the Megatron-Bridge rows whose
 recipes set it (``validate.BRIDGE_FP8_ATTENTION``); the parameters were recalibrated (Blackwell
 ``eff_attn`` 0.98 -> 0.90, Blackwell Ultra ``eff_gemm`` 0.79 -> 0.81, ``eff_ssm`` 0.67 -> 0.78;
-Hopper's and Ampere's fitted values unchanged) and the whole snapshot was rewritten.
+Hopper's and Ampere's fitted values unchanged) and the whole snapshot was rewritten. A
+sixty-first (same day): the ``alltoall`` dispatcher's chunk sorts (``training.moe_chunk_sort``:
+with more than one expert per GPU and without ``ep_dedup``, the received rows regrouped by local
+expert after the dispatch and back before the combine, forward and backward) moved the MoE
+training draws and validation rows; the parameters were recalibrated (Blackwell ``eff_hbm``
+0.39 -> 0.63, ``eff_attn`` 0.90 -> 0.73; Hopper ``eff_hbm`` 0.56 -> 0.58, ``eff_gemm`` 0.771 ->
+0.766) and the whole snapshot was rewritten.
 Every other value is as first written.
 
 The draws are described by plain field values (API keywords), so the test can replay them
