@@ -115,8 +115,7 @@ def chunk_sort(rows: sp.Expr, width: sp.Expr) -> Cost:
         (``MoEAlltoAllTokenDispatcher``: ``sort_chunks_by_idxs`` with
         ``num_local_experts > 1``), ``moe_utils.sort_chunks_by_idxs``.
     """
-    nbytes = S.BYTES_ACT * 2 * rows * width
-    return Cost(sp.Integer(0), nbytes, time_memory_bound(nbytes, S.hbm_bw, S.eff_hbm))
+    return _memory_op(rows * width, 1, 1)
 
 
 def token_permutation_backward(tokens: sp.Expr, top_k: sp.Expr, width: sp.Expr) -> Cost:
