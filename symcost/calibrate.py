@@ -88,7 +88,7 @@ __all__ = [
 #: ZeRO-3 runs of DeepSpeed 2021 only: NAR21, Ampere), and the achieved fraction of HBM bandwidth
 #: of the training's memory-bound kernels (``eff_hbm``: norms, activations, residual adds, fp8
 #: casts, the optimizer step; fitted since 2026-11-27, Hopper 0.51 and Blackwell 0.62 against
-#: the start 0.8 when first fitted, 0.58 and 0.63 in the shipped file of 2026-12-08, in-sample
+#: the start 0.8 when first fitted, 0.55 and 0.68 in the shipped file of 2026-12-08, in-sample
 #: 7.99% -> 7.75% and leave-one-source-out 23.2% -> 20.9%, MLM24 and NEMO2407 within 7%; it was
 #: kept at its start before because inference read it too, and a training fit would have halved memory-bound
 #: decode times; the inference expressions now read ``eff_hbm_infer`` instead,

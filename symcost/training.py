@@ -277,9 +277,16 @@ def moe_chunk_sort() -> Cost:
     holds more than one expert and the dispatch is not node-deduplicated (``ep_dedup``: the
     ``flex`` dispatcher permutes once instead); zero otherwise. The same in the backward (the
     gradients' rows)."""
-    rows = tokens_micro() * S.top_k / S.tp * moe_load_factor() * S.etp
     sorting = flag(experts_local() > sp.Rational(3, 2)) * (1 - S.ep_dedup)
-    return ew.chunk_sort(rows, expert_width()).scale(2 * sorting)
+    return ew.chunk_sort(routed_rows(), expert_width()).scale(2 * sorting)
+
+
+def routed_rows() -> sp.Expr:
+    """[moe] Token rows one GPU's experts process per micro-batch and MoE layer: the busiest
+    expert-parallel rank's ``n*k/t`` routed copies (:func:`moe_load_factor`; ``n/t`` tokens per
+    TP rank with SP, top-``k``), gathered over the ``etp`` expert tensor-parallel ranks, which
+    each hold ``f_e/etp`` of every expert. Count of rows (dimensionless)."""
+    return tokens_micro() * S.top_k / S.tp * moe_load_factor() * S.etp
 
 
 def moe_load_factor() -> sp.Expr:
@@ -823,9 +830,7 @@ def layer_forward_compute() -> dict[str, Cost]:
     peak = gemm_peak()
     fm = moe_layer_fraction()
     fe, k = S.moe_ffn_hidden, S.top_k
-    # [moe] the busiest expert-parallel rank's routed tokens (moe_load_factor), gathered
-    # over the etp expert tensor-parallel ranks, which each hold f_e/etp of every expert
-    routed = n * k / t * moe_load_factor() * S.etp
+    routed = routed_rows()
     per_expert = routed / experts_local()
     fe_local = fe / S.etp
     shared = S.shared_experts * fe / t
